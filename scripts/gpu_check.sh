@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The GPU checks, in one command, for a box that has only torch, transformers and pytest:
+#   1. the `gpu`-marked tests (lagged stop checks, CUDA graphs, expandable allocator, CUDA memory stats);
+#   2. the article's summary table (gpt2, batch 32, 100 steps) with every CUDA variant;
+#   3. the pipelining gain by batch size (sync vs pipelined vs deferred, compiled, 100 steps).
+# Writes logs and tables under $OUT (default: gpu_check_out/). Budget: under 8 minutes on one H100/H200.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+out="${OUT:-gpu_check_out}"
+mkdir -p "$out"
+status=0
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)" | tee -a "$out/gpu.txt"
+
+echo "== 1. gpu tests"
+timeout 240 python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider -o addopts="" 2>&1 | tee "$out/pytest.log" || status=1
+
+echo "== 2. article table"
+timeout 240 python3 benchmarks/article_table.py --device cuda --runs 5 --warmup 2 \
+  --json "$out/article.json" 2>&1 | tee "$out/article.md" || status=1
+
+echo "== 3. pipelining gain by batch size"
+for batch in 1 4 32; do
+  timeout 60 python3 benchmarks/article_table.py --device cuda --runs 5 --warmup 2 --batch-size "$batch" \
+    --variants static_compiled static_compiled_pipelined static_compiled_deferred static_compiled_nocheck \
+    --json "$out/pipelining_b$batch.json" 2>&1 | tee "$out/pipelining_b$batch.md" || status=1
+done
+exit $status

@@ -1,0 +1,74 @@
+"""CUDA-only paths: lagged stop checks, CUDA graphs, the expandable allocator, CUDA memory stats.
+
+Skipped without CUDA; scripts/gpu_check.sh runs them on a GPU box that has only torch and transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tokengen.generate import Generator
+from tokengen.models import build_model
+from tokengen.validate import resolve
+
+pytestmark = pytest.mark.gpu
+
+LAGGED = ["static_cache_deferred", "kv_cache_deferred", "static_compiled_pipelined", "static_compiled_deferred"]
+STOPS = ["never", "uniform:3-20", "fixed:1"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model("tiny", "float32", "cuda", seed=0)
+
+
+def run(model, variant, **fields):
+    spec = resolve(variant, model="tiny", device="cuda", batch_size=4, max_seqlen=24, **fields)
+    return Generator(model, spec)()
+
+
+@pytest.mark.parametrize("stop", STOPS)
+@pytest.mark.parametrize("variant", LAGGED + ["static_cudagraph", "static_cudagraph_pipelined", "static_cudagraph_deferred"])
+def test_cuda_variants_return_the_sync_baseline_tokens(model, variant, stop):
+    base = run(model, "baseline", stop=stop)
+    got = run(model, variant, stop=stop)
+    assert got.steps == base.steps, "a lagged check must report the same step count as sync"
+    assert got.tokens.shape == base.tokens.shape, "a lagged check must drop its extra token"
+    assert torch.equal(got.tokens.cpu(), base.tokens.cpu())
+
+
+def test_pipelined_with_model_eos_stops_where_sync_stops(model):
+    base = run(model, "static_cache", stop="model")
+    got = run(model, "static_compiled_pipelined", stop="model")
+    assert (got.steps, got.tokens.shape) == (base.steps, base.tokens.shape)
+
+
+def test_cuda_record_has_memory_stats_and_gpu_name(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokengen", "--variant", "kv_cache", "--model", "tiny", "--device", "cuda",
+         "--batch-size", "4", "--max-seqlen", "16", "--runs", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(out.read_text())
+    assert record["mem_reserved_peak_bytes"] >= record["mem_allocated_peak_bytes"] > 0
+    assert 0 <= record["mem_fragmentation_pct"] <= 100
+    assert record["env_gpu_name"] and record["env_cuda"]
+
+
+def test_expandable_allocator_is_set_in_the_trial_process(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokengen", "--variant", "kv_cache_expandable", "--model", "tiny", "--device", "cuda",
+         "--batch-size", "4", "--max-seqlen", "16", "--runs", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(out.read_text())
+    assert "expandable_segments:True" in record["env_alloc_conf"]

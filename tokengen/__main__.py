@@ -1,0 +1,5 @@
+import sys
+
+from tokengen.cli import main
+
+sys.exit(main())

@@ -1,0 +1,48 @@
+"""Named generator variants: the article's table rows and the ones beyond it.
+
+A preset is a setting of the four knobs and nothing else, so a variant's name can always be
+recovered from a spec's knobs (`label_for`) and a grid may give knobs without naming a variant.
+"""
+
+from __future__ import annotations
+
+from tokengen.spec import KNOBS
+
+
+def _knobs(cache: str, compile: str = "off", stop_check: str = "sync", allocator: str = "default") -> dict:
+    return {"cache": cache, "compile": compile, "stop_check": stop_check, "allocator": allocator}
+
+
+PRESETS: dict[str, dict] = {
+    # the article, in the order of its tables
+    "baseline": _knobs("none"),
+    "kv_cache": _knobs("dynamic"),
+    "kv_cache_expandable": _knobs("dynamic", allocator="expandable"),
+    "static_cache": _knobs("static"),
+    "static_compiled": _knobs("static", "default"),
+    "static_compiled_pipelined": _knobs("static", "default", "pipelined"),
+    # the article's upper bounds: no stop check at all
+    "kv_cache_nocheck": _knobs("dynamic", stop_check="none"),
+    "static_cache_nocheck": _knobs("static", stop_check="none"),
+    "static_compiled_nocheck": _knobs("static", "default", "none"),
+    # beyond the article: one stream, flag read one step late
+    "kv_cache_deferred": _knobs("dynamic", stop_check="deferred"),
+    "static_cache_deferred": _knobs("static", stop_check="deferred"),
+    "static_compiled_deferred": _knobs("static", "default", "deferred"),
+    # beyond the article: CUDA graphs via torch.compile(mode="reduce-overhead")
+    "static_cudagraph": _knobs("static", "reduce-overhead"),
+    "static_cudagraph_pipelined": _knobs("static", "reduce-overhead", "pipelined"),
+    "static_cudagraph_deferred": _knobs("static", "reduce-overhead", "deferred"),
+    "static_cudagraph_nocheck": _knobs("static", "reduce-overhead", "none"),
+}
+
+CUSTOM = "custom"
+
+
+def label_for(knobs: dict) -> str:
+    """The preset whose knobs these are, or 'custom'."""
+    wanted = {k: knobs[k] for k in KNOBS}
+    for name, preset in PRESETS.items():
+        if preset == wanted:
+            return name
+    return CUSTOM

@@ -1,0 +1,102 @@
+"""How sequences end: the model's own EOS, never, or a seeded per-sequence target length.
+
+A random-weight model almost never says EOS, so early stopping is studied by forcing it: each
+sequence draws a target length from a seeded distribution and EOS is written on the device at that
+step, with no host sync. Ended sequences are padded with EOS, as transformers' generate() does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import torch
+
+from tokengen.spec import SpecError
+
+STOP_FORMS = "model | never | fixed:N | uniform:LO-HI | lognormal:MEDIAN,SIGMA"
+
+_NUM = r"(\d+(?:\.\d+)?)"
+_PATTERNS = {
+    "fixed": re.compile(r"fixed:(\d+)"),
+    "uniform": re.compile(r"uniform:(\d+)-(\d+)"),
+    "lognormal": re.compile(rf"lognormal:{_NUM},{_NUM}"),
+}
+
+
+def parse_stop(stop: str) -> tuple[str, tuple]:
+    """('model'|'never'|'fixed'|'uniform'|'lognormal', parameters); SpecError on anything else."""
+    if stop in ("model", "never"):
+        return stop, ()
+    kind = stop.split(":", 1)[0]
+    pattern = _PATTERNS.get(kind)
+    match = pattern.fullmatch(stop) if pattern else None
+    if not match:
+        raise SpecError(f"stop={stop!r} is not understood: use {STOP_FORMS}")
+    if kind == "fixed":
+        n = int(match[1])
+        if n < 1:
+            raise SpecError(f"stop={stop!r}: N must be at least 1")
+        return kind, (n,)
+    if kind == "uniform":
+        lo, hi = int(match[1]), int(match[2])
+        if not 1 <= lo <= hi:
+            raise SpecError(f"stop={stop!r}: need 1 <= LO <= HI")
+        return kind, (lo, hi)
+    median, sigma = float(match[1]), float(match[2])
+    if median <= 0 or sigma <= 0:
+        raise SpecError(f"stop={stop!r}: MEDIAN and SIGMA must be positive")
+    return kind, (median, sigma)
+
+
+def target_lengths(stop: str, batch_size: int, max_seqlen: int, seed: int) -> torch.Tensor | None:
+    """Each sequence's length in generated tokens (EOS included), drawn on the CPU from the seed."""
+    kind, params = parse_stop(stop)
+    if kind in ("model", "never"):
+        return None
+    gen = torch.Generator().manual_seed(seed)
+    if kind == "fixed":
+        lengths = torch.full((batch_size,), params[0], dtype=torch.float64)
+    elif kind == "uniform":
+        lo, hi = params
+        lengths = torch.randint(lo, hi + 1, (batch_size,), generator=gen).double()
+    else:
+        median, sigma = params
+        normal = torch.randn(batch_size, generator=gen, dtype=torch.float64)
+        lengths = torch.exp(math.log(median) + sigma * normal).round()
+    return lengths.clamp(1, max_seqlen).to(torch.int64)
+
+
+@dataclass
+class StopPolicy:
+    """Pads ended sequences with EOS and marks them finished; every operation stays on the device.
+
+    With a length distribution the target alone ends a sequence: an EOS the model says earlier is
+    an ordinary token, so lengths are exactly the drawn ones whatever the weights.
+    """
+
+    kind: str  # model | never | fixed | uniform | lognormal
+    eos: torch.Tensor  # (n_eos,) ids that end a sequence; eos[0] pads
+    targets: torch.Tensor | None  # (B,) forced lengths, or None
+
+    @classmethod
+    def build(cls, stop: str, eos_ids: list[int], batch_size: int, max_seqlen: int, seed: int, device) -> "StopPolicy":
+        kind, _ = parse_stop(stop)
+        targets = target_lengths(stop, batch_size, max_seqlen, seed)
+        return cls(
+            kind=kind,
+            eos=torch.tensor(eos_ids or [-1], dtype=torch.long, device=device),
+            targets=None if targets is None else targets.to(device),
+        )
+
+    def apply(self, new_tokens: torch.Tensor, finished: torch.Tensor, step: int) -> torch.Tensor:
+        """new_tokens (B,) of decode step `step` (0-based) -> the tokens to keep; updates finished in place."""
+        if self.kind == "never":
+            return new_tokens
+        if self.kind == "model":
+            new_tokens = torch.where(finished, self.eos[0], new_tokens)
+            finished |= torch.isin(new_tokens, self.eos)
+            return new_tokens
+        finished |= self.targets <= step + 1
+        return torch.where(finished, self.eos[0], new_tokens)

@@ -1,0 +1,40 @@
+"""The terminal view of one result: the article's runtime and memory table, plus throughput."""
+
+from __future__ import annotations
+
+
+def _gb(value) -> str:
+    return "n/a" if value is None else f"{value / 1e9:.3f} GB"
+
+
+def render(record: dict) -> str:
+    r = record
+    rule = "=" * 64
+    frag = "n/a" if r["mem_fragmentation_pct"] is None else f"{_gb(r['mem_fragmentation_bytes'])} ({r['mem_fragmentation_pct']:.1f}%)"
+    bandwidth = f"{r['weight_bandwidth_gbs']:.1f} GB/s"
+    if r.get("weight_bandwidth_pct_of_peak") is not None:
+        bandwidth += f" ({r['weight_bandwidth_pct_of_peak']:.1f}% of peak)"
+    lines = [
+        rule,
+        f"{r['variant']}: {r['model']} {r['dtype']} on {r['env_gpu_name'] or r['device']}, "
+        f"batch {r['batch_size']}, max_seqlen {r['max_seqlen']}, stop={r['stop']}",
+        f"  knobs: cache={r['cache']} compile={r['compile']} stop_check={r['stop_check']} allocator={r['allocator']}",
+        "Runtime Results:",
+        f"  Mean:   {r['runtime_mean_s']:.4f}s",
+        f"  Std:    {r['runtime_std_s']:.4f}s",
+        f"  Min:    {r['runtime_min_s']:.4f}s",
+        f"  Max:    {r['runtime_max_s']:.4f}s",
+        f"  Median: {r['runtime_median_s']:.4f}s   (first run {r['first_run_s']:.3f}s, {r['runs']} timed runs)",
+        "Throughput:",
+        f"  Steps: {r['steps']}   Tokens/s: {r['tokens_per_s']:.1f}",
+        f"  Step latency: median {r['step_latency_median_s'] * 1e3:.3f} ms, p90 {r['step_latency_p90_s'] * 1e3:.3f} ms",
+        f"  Weight streaming: {bandwidth}",
+        "Memory Stats:",
+        f"  Allocated bytes (peak): {_gb(r['mem_allocated_peak_bytes'])}",
+        f"  Reserved bytes (peak):  {_gb(r['mem_reserved_peak_bytes'])}",
+        f"  Fragmentation (peak):   {frag}",
+        f"  Process peak RSS:       {_gb(r['peak_rss_bytes'])}",
+        f"tokens_sha256 {r['tokens_sha256'][:16]}...  key {r['key']}",
+        rule,
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""Everything wrong with a spec, found before any model is built, said in one line each.
+
+`problem(spec)` is the pure check (no CUDA probe: a sweep driver on a CPU-only head node must be
+able to plan CUDA trials); `check_runnable(spec)` adds what this machine can do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tokengen import models
+from tokengen.presets import CUSTOM, PRESETS, label_for
+from tokengen.sampling import parse_sampling
+from tokengen.spec import CHOICES, SpecError, TrialSpec
+from tokengen.stopping import parse_stop
+
+CUDA_ONLY = {
+    "stop_check": ("pipelined", "deferred"),
+    "compile": ("reduce-overhead",),
+    "allocator": ("expandable",),
+}
+
+
+def resolve(variant: str | None = None, **fields) -> TrialSpec:
+    """A spec from a preset name plus explicit fields (explicit wins), labelled by its knobs."""
+    unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrialSpec)})
+    if unknown:
+        raise SpecError(f"unknown trial field(s) {', '.join(unknown)}: fields are {', '.join(f.name for f in dataclasses.fields(TrialSpec))}")
+    values = {}
+    if variant is not None and variant != CUSTOM:
+        if variant not in PRESETS:
+            raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(PRESETS)}")
+        values.update(PRESETS[variant])
+    values.update({k: v for k, v in fields.items() if v is not None and k != "variant"})
+    spec = TrialSpec(**values)
+    return dataclasses.replace(spec, variant=label_for(spec.knobs))
+
+
+def cuda_only_reason(spec: TrialSpec) -> str | None:
+    """Why this spec cannot run without CUDA, or None."""
+    for knob, values in CUDA_ONLY.items():
+        value = getattr(spec, knob)
+        if value in values and spec.device != "cuda":
+            return f"{knob}={value} needs a CUDA device (got device={spec.device})"
+    return None
+
+
+def problem(spec: TrialSpec) -> str | None:
+    """The first thing wrong with the spec as a spec, or None."""
+    for name, allowed in CHOICES.items():
+        if getattr(spec, name) not in allowed:
+            return f"{name}={getattr(spec, name)!r} is not one of {', '.join(allowed)}"
+    for name in ("batch_size", "max_seqlen", "runs"):
+        if not isinstance(getattr(spec, name), int) or getattr(spec, name) < 1:
+            return f"{name} must be an integer >= 1 (got {getattr(spec, name)!r})"
+    if not isinstance(spec.warmup, int) or spec.warmup < 0:
+        return f"warmup must be an integer >= 0 (got {spec.warmup!r})"
+    reason = cuda_only_reason(spec)
+    if reason:
+        return reason
+    if spec.compile == "reduce-overhead" and spec.cache != "static":
+        return "compile=reduce-overhead needs cache=static: CUDA graphs want fixed shapes"
+    try:
+        parse_stop(spec.stop)
+        parse_sampling(spec.sampling)
+        config = models.load_config(spec.model)
+    except SpecError as exc:
+        return str(exc)
+    limit = models.max_positions(config)
+    if spec.max_seqlen > limit:
+        return f"max_seqlen={spec.max_seqlen} is beyond the model's {limit} positions: use max_seqlen <= {limit}"
+    if spec.stop != "never" and not models.eos_ids(config):
+        return f"stop={spec.stop} needs an EOS token, and model {spec.model!r} has none: use stop=never"
+    return None
+
+
+def check_runnable(spec: TrialSpec) -> None:
+    """Raise SpecError if the spec is wrong or this machine cannot run it."""
+    reason = problem(spec)
+    if reason:
+        raise SpecError(reason)
+    if spec.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SpecError("device=cuda but torch sees no CUDA device: use device=cpu")
