@@ -45,6 +45,16 @@ def cuda_only_reason(spec: TrialSpec) -> str | None:
     return None
 
 
+def incompatibility(spec: TrialSpec) -> str | None:
+    """Why these otherwise valid values cannot run together, or None: a grid drops such points."""
+    reason = cuda_only_reason(spec)
+    if reason:
+        return reason
+    if spec.compile == "reduce-overhead" and spec.cache != "static":
+        return "compile=reduce-overhead needs cache=static: CUDA graphs want fixed shapes"
+    return None
+
+
 def problem(spec: TrialSpec) -> str | None:
     """The first thing wrong with the spec as a spec, or None."""
     for name, allowed in CHOICES.items():
@@ -55,11 +65,9 @@ def problem(spec: TrialSpec) -> str | None:
             return f"{name} must be an integer >= 1 (got {getattr(spec, name)!r})"
     if not isinstance(spec.warmup, int) or spec.warmup < 0:
         return f"warmup must be an integer >= 0 (got {spec.warmup!r})"
-    reason = cuda_only_reason(spec)
+    reason = incompatibility(spec)
     if reason:
         return reason
-    if spec.compile == "reduce-overhead" and spec.cache != "static":
-        return "compile=reduce-overhead needs cache=static: CUDA graphs want fixed shapes"
     try:
         parse_stop(spec.stop)
         parse_sampling(spec.sampling)

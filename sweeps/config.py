@@ -1,0 +1,60 @@
+"""The sweep's typed configuration, registered in Hydra's ConfigStore as the schema of conf/config.yaml.
+
+`trial` is TrialSpec itself (as a mutable twin Hydra can override), so a typo in YAML or on the
+command line fails at compose time and the trial's defaults are written once, in tokengen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+
+from tokengen.spec import FIELD_TYPES, TrialSpec
+
+_PY_TYPES = {"str": str, "int": int}
+
+TrialSchema = dataclasses.make_dataclass(
+    "TrialSchema",
+    [(f.name, _PY_TYPES[FIELD_TYPES[f.name]], field(default=f.default)) for f in dataclasses.fields(TrialSpec)],
+)
+
+
+@dataclass
+class SweepSettings:
+    name: str = "sweep"
+    resume: bool = True  # skip trials whose key already has a finished run in the experiment
+    trial_timeout_s: int = 1800  # a trial past this is killed and recorded as failed
+    retries: int = 1  # retries for a lost node or worker; a trial's own errors are never retried
+    accelerator_types: list[str] = field(default_factory=list)  # e.g. [L40S, H100]: replicate CUDA trials per type
+    cpus_per_trial: Optional[int] = None  # CPU trials; None = all of a node's CPUs, one trial at a time
+    inductor_cache: str = "per_trial"  # per_trial (cold compiles, honest first_run_s) or per_sweep (shared, faster)
+    workdir: str = "/tmp/tokengen-sweeps"  # on each node: per-trial JSON, logs, compile caches
+
+
+@dataclass
+class RaySettings:
+    address: Optional[str] = None  # None: start a local Ray; "auto": join the cluster of `ray start`
+    num_cpus: Optional[int] = None  # local Ray only
+    num_gpus: Optional[int] = None  # local Ray only
+
+
+@dataclass
+class TrackingSettings:
+    uri: str = "sqlite:///mlflow.db"  # or an MLflow server, http://host:5000
+    experiment: str = "tokengen"
+
+
+@dataclass
+class SweepConfig:
+    trial: Any = field(default_factory=TrialSchema)
+    sweep: SweepSettings = field(default_factory=SweepSettings)
+    ray: RaySettings = field(default_factory=RaySettings)
+    tracking: TrackingSettings = field(default_factory=TrackingSettings)
+    grid: Optional[dict[str, Any]] = None  # appended by +grid=NAME: axes, and `exclude` rules
+
+
+def register() -> None:
+    ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)

@@ -1,0 +1,133 @@
+"""Grid expansion: a composed config in, the list of trials to run out. Pure: no Ray, no MLflow.
+
+A grid is axes (lists of values for any trial field), optional `blocks` (sub-grids whose products
+are joined; top-level axes apply to, and override, every block) and `exclude` rules (a point is
+dropped when it matches every field of a rule; a rule's value may be a list). `variant: all` means
+every preset. Each point starts from `trial`, takes its variant's knobs, then its own axes.
+Combinations that cannot run are dropped with their reason; anything else wrong is a config error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+
+from tokengen.presets import CUSTOM, PRESETS
+from tokengen.spec import SpecError, TrialSpec
+from tokengen.validate import incompatibility, problem, resolve
+
+TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
+GRID_KEYS = {"blocks", "exclude"}
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """A spec plus, in GPU-type studies, the accelerator type it is pinned to."""
+
+    spec: TrialSpec
+    accelerator_type: str | None = None
+
+    @property
+    def key(self) -> str:
+        if self.accelerator_type is None:
+            return self.spec.key()
+        return hashlib.sha256(f"{self.spec.key()}@{self.accelerator_type}".encode()).hexdigest()[:16]
+
+
+@dataclass
+class GridPlan:
+    trials: list[PlannedTrial]
+    dropped: Counter = field(default_factory=Counter)  # reason -> number of points
+    duplicates: int = 0
+
+    def describe(self) -> list[str]:
+        lines = [f"dropped {n} point(s): {reason}" for reason, n in self.dropped.items()]
+        if self.duplicates:
+            lines.append(f"dropped {self.duplicates} duplicate point(s) (same trial key)")
+        return lines
+
+
+def _as_list(value) -> list:
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def _axes(raw: dict, where: str) -> dict[str, list]:
+    axes = {}
+    for name, values in raw.items():
+        if name in GRID_KEYS:
+            continue
+        if name not in TRIAL_FIELDS:
+            raise SpecError(f"{where} axis {name!r} is not a trial field: use one of {', '.join(sorted(TRIAL_FIELDS))}")
+        values = list(PRESETS) if name == "variant" and values == "all" else _as_list(values)
+        if not values:
+            raise SpecError(f"{where} axis {name!r} has no values")
+        axes[name] = values
+    return axes
+
+
+def _points(grid: dict):
+    top = _axes(grid, "grid")
+    blocks = grid.get("blocks") or [{}]
+    for index, block in enumerate(blocks):
+        axes = {**_axes(dict(block), f"grid.blocks[{index}]"), **top}
+        names = list(axes)
+        for values in itertools.product(*(axes[n] for n in names)):
+            yield dict(zip(names, values))
+
+
+def _spec_for(trial: dict, point: dict) -> TrialSpec:
+    """trial's values, then the variant's knobs, then the point's own axes."""
+    variant = point.get("variant", trial.get("variant"))
+    if variant not in PRESETS and variant != CUSTOM:
+        raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(PRESETS)}, all, or custom")
+    fields = {**trial, **PRESETS.get(variant, {}), **point}
+    fields.pop("variant", None)
+    return resolve(None, **fields)
+
+
+def _excluded(point: dict, spec: TrialSpec, rules: list[dict]) -> dict | None:
+    for rule in rules:
+        if all(getattr(spec, k, point.get(k)) in _as_list(v) for k, v in rule.items()):
+            return rule
+    return None
+
+
+def expand(trial: dict, grid: dict | None, accelerator_types: list[str] | None = None) -> GridPlan:
+    """All runnable trials of the grid, de-duplicated by key; SpecError for a config error."""
+    grid = dict(grid or {})
+    rules = [dict(r) for r in grid.get("exclude") or []]
+    for rule in rules:
+        unknown = set(rule) - TRIAL_FIELDS
+        if unknown:
+            raise SpecError(f"grid.exclude rule {rule} names {', '.join(sorted(unknown))}, which are not trial fields")
+    plan, seen = GridPlan(trials=[]), set()
+    for point in _points(grid):
+        try:
+            spec = _spec_for(trial, point)
+        except SpecError as exc:
+            raise SpecError(f"grid point {point}: {exc}") from None
+        rule = _excluded(point, spec, rules)
+        reason = f"excluded by rule {rule}" if rule else incompatibility(spec)
+        if reason:
+            plan.dropped[reason] += 1
+            continue
+        wrong = problem(spec)
+        if wrong:
+            raise SpecError(f"grid point {point}: {wrong}")
+        types = accelerator_types if spec.device == "cuda" and accelerator_types else [None]
+        for accelerator in types:
+            planned = PlannedTrial(spec, accelerator)
+            if planned.key in seen:
+                plan.duplicates += 1
+                continue
+            seen.add(planned.key)
+            plan.trials.append(planned)
+    if not plan.trials:
+        why = "; ".join(plan.describe()) or "no points"
+        raise SpecError(f"the grid expands to no runnable trial ({why}): widen its axes or drop an exclude rule")
+    return plan

@@ -1,0 +1,109 @@
+"""`python -m sweeps.run +grid=NAME [overrides]`: expand the grid, run it on Ray, record it in MLflow.
+
+`main` is the thin Hydra entry point; `run_sweep(config)` is the plain function tests call with a
+config from `hydra.compose`. Everything that can be wrong with the config or the tracking store is
+found before Ray starts; a failed trial never stops the others, and the exit status is non-zero
+when any failed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from sweeps.config import register
+from sweeps.grid import GridPlan, PlannedTrial, expand
+from sweeps.progress import Progress
+from sweeps.schedule import ClusterError, ScheduleSettings, connect, schedule
+from tokengen.spec import SpecError
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def plan_sweep(config: dict) -> GridPlan:
+    if not config.get("grid"):
+        raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling)")
+    return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])
+
+
+def trial_record(trial: PlannedTrial, raw: dict) -> dict:
+    """The child's record with the sweep's view of the trial: spec, key, pinned GPU type."""
+    return {**trial.spec.to_dict(), **raw, "key": trial.key, "accelerator_type": trial.accelerator_type}
+
+
+def run_sweep(config: DictConfig | dict) -> int:
+    if isinstance(config, DictConfig):
+        config = OmegaConf.to_container(config, resolve=True)
+    from tracking.recorder import Recorder, TrackingError
+    from tracking.summary import summary_table
+
+    sweep = config["sweep"]
+    try:
+        plan = plan_sweep(config)
+        recorder = Recorder(config["tracking"]["uri"], config["tracking"]["experiment"])
+    except (SpecError, TrackingError) as exc:
+        _say(f"error: {exc}")
+        return 2
+    for line in plan.describe():
+        _say(line)
+    trials = plan.trials
+    if sweep["resume"]:
+        finished = recorder.finished_keys()
+        trials = [t for t in trials if t.key not in finished]
+        _say(f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment")
+    _say(f"sweep {sweep['name']}: {len(trials)} trial(s) to run")
+
+    records: list[dict] = []
+    started = time.perf_counter()
+    if trials:
+        connect(config["ray"]["address"], config["ray"].get("num_cpus"), config["ray"].get("num_gpus"))
+        settings = ScheduleSettings(
+            workdir=sweep["workdir"], trial_timeout_s=sweep["trial_timeout_s"], retries=sweep["retries"],
+            cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
+        )
+        recorder.start_sweep(sweep["name"], config, resume=sweep["resume"])
+        progress = Progress(len(trials))
+
+        def on_result(trial: PlannedTrial, raw: dict) -> None:
+            record = trial_record(trial, raw)
+            recorder.record_trial(record)
+            records.append(record)
+            progress.advance(failed=record["status"] != "finished")
+
+        try:
+            schedule(trials, settings, on_result, progress.update)
+        except ClusterError as exc:
+            progress.close()
+            _say(f"error: {exc}")
+            return 2
+        progress.close()
+        failed = sum(r["status"] != "finished" for r in records)
+        recorder.end_sweep(failed)
+    failed = sum(r["status"] != "finished" for r in records)
+    wall = time.perf_counter() - started
+    if records:
+        print(summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    _say(f"sweep {sweep['name']}: {len(records) - failed} finished, {failed} failed, in {wall:.1f} s")
+    for record in records:
+        if record["status"] != "finished":
+            _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
+    return 1 if failed else 0
+
+
+register()
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base=None)
+def main(config: DictConfig) -> None:
+    status = run_sweep(config)
+    if status:
+        sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The only code that writes to MLflow: one parent run per sweep, one child run per trial.
+
+The sweep driver alone holds a Recorder, and records each trial the moment its result arrives, so
+a driver killed mid-sweep keeps every finished trial, and a rerun skips their keys.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import urllib.error
+import urllib.request
+
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+
+from tokengen.spec import TrialSpec
+
+SPEC_FIELDS = [f for f in TrialSpec.__dataclass_fields__]
+TAG_FIELDS = ("variant", "status", "error_type", "accelerator_type", "tokens_sha256", "key")
+NOT_METRICS = set(SPEC_FIELDS) | {"key", "log"}
+MAX_PARAM_CHARS = 6000
+
+
+class TrackingError(RuntimeError):
+    """The tracking store cannot be reached or written: said in one line, before any trial runs."""
+
+
+def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
+    if uri.startswith(("http://", "https://")):
+        try:
+            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s).read()
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise TrackingError(f"tracking server {uri} is unreachable ({reason}): start it or fix tracking.uri") from None
+
+
+def metrics_of(record: dict) -> dict[str, float]:
+    out = {}
+    for name, value in record.items():
+        if name in NOT_METRICS or isinstance(value, str) or value is None:
+            continue
+        if isinstance(value, bool):
+            value = int(value)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            out[name] = float(value)
+    return out
+
+
+def tags_of(record: dict, sweep: str) -> dict[str, str]:
+    tags = {"sweep": sweep, "trial_key": record["key"]}
+    for name, value in record.items():
+        if value is not None and (name in TAG_FIELDS or name.startswith(("env_", "node_"))):
+            tags[name] = str(value)
+    return tags
+
+
+class Recorder:
+    def __init__(self, uri: str, experiment: str):
+        self.uri = uri
+        check_reachable(uri)
+        self.client = MlflowClient(tracking_uri=uri)
+        try:
+            found = self.client.get_experiment_by_name(experiment)
+            self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+        except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+            raise TrackingError(f"cannot write to tracking store {uri} ({first[:200]}): fix tracking.uri") from None
+        self.parent_id: str | None = None
+        self.sweep = ""
+
+    def finished_keys(self) -> set[str]:
+        """Keys of trials that already have a finished child run anywhere in the experiment."""
+        keys, token = set(), None
+        while True:
+            page = self.client.search_runs(
+                [self.experiment_id], filter_string="tags.status = 'finished'", max_results=5000, page_token=token
+            )
+            keys.update(run.data.tags.get("trial_key") for run in page)
+            token = page.token
+            if not token:
+                return keys - {None}
+
+    def start_sweep(self, name: str, config: dict, resume: bool) -> str:
+        """The sweep's parent run: the latest one of this name when resuming, else a new one."""
+        self.sweep = name
+        if resume:
+            runs = self.client.search_runs(
+                [self.experiment_id], filter_string=f"tags.sweep_parent = '{name}'", max_results=1,
+                order_by=["attributes.start_time DESC"],
+            )
+            if runs:
+                self.parent_id = runs[0].info.run_id
+                self.client.update_run(self.parent_id, status="RUNNING")
+                return self.parent_id
+        run = self.client.create_run(self.experiment_id, run_name=name, tags={"sweep_parent": name, "sweep": name})
+        self.parent_id = run.info.run_id
+        self.client.log_text(self.parent_id, json.dumps(config, indent=2, default=str), "sweep_config.json")
+        return self.parent_id
+
+    def record_trial(self, record: dict) -> str:
+        """One child run with the trial's params, metrics, tags and artifacts; FAILED if it failed."""
+        now = int(time.time() * 1000)
+        name = f"{record.get('variant', 'trial')}-b{record.get('batch_size')}-n{record.get('max_seqlen')}"
+        run = self.client.create_run(
+            self.experiment_id, run_name=name, tags={"mlflow.parentRunId": self.parent_id, **tags_of(record, self.sweep)}
+        )
+        run_id = run.info.run_id
+        params = [Param(k, str(record.get(k))[:MAX_PARAM_CHARS]) for k in SPEC_FIELDS + ["accelerator_type"] if k in record]
+        metrics = [Metric(k, v, now, 0) for k, v in metrics_of(record).items()]
+        self.client.log_batch(run_id, metrics=metrics, params=params, synchronous=True)
+        log = record.get("log", "")
+        self.client.log_text(run_id, json.dumps({k: v for k, v in record.items() if k != "log"}, indent=2), "result.json")
+        if log:
+            self.client.log_text(run_id, log, "trial.log")
+        for path in record.get("artifacts", []) or []:
+            if os.path.isfile(path):
+                self.client.log_artifact(run_id, path)
+        self.client.set_terminated(run_id, "FINISHED" if record.get("status") == "finished" else "FAILED")
+        return run_id
+
+    def log_sweep_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.parent_id, local_path, artifact_path)
+
+    def end_sweep(self, failed: int) -> None:
+        self.client.set_tag(self.parent_id, "failed_trials", str(failed))
+        self.client.set_terminated(self.parent_id, "FAILED" if failed else "FINISHED")
