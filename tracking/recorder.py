@@ -61,8 +61,8 @@ class Recorder:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
         check_reachable(uri)
-        self.client = MlflowClient(tracking_uri=uri)
         try:
+            self.client = MlflowClient(tracking_uri=uri)
             found = self.client.get_experiment_by_name(experiment)
             self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
         except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI

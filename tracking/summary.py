@@ -16,16 +16,18 @@ SUMMARY_COLUMNS = [
 def with_speedup(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
     """Adds `speedup`: the matching baseline's mean runtime over the trial's (NaN without one)."""
     frame = frame.copy()
-    for column in MATCH:
+    for column in MATCH + ["variant", "runtime_mean_s"]:
         if column not in frame:
             frame[column] = None
+    if "status" not in frame:
+        frame["status"] = "finished"
     keys = pd.Series(["|".join(map(str, row)) for row in frame[MATCH].itertuples(index=False)], index=frame.index)
-    finished = frame.get("status", pd.Series("finished", index=frame.index)) == "finished"
+    finished = frame["status"] == "finished"
     base = frame[(frame["variant"] == baseline) & finished]
     base_runtime = dict(zip(keys[base.index], base["runtime_mean_s"]))
     frame["speedup"] = [
         base_runtime.get(k, float("nan")) / r if ok and r else float("nan")
-        for k, r, ok in zip(keys, frame.get("runtime_mean_s", pd.Series(float("nan"), index=frame.index)), finished)
+        for k, r, ok in zip(keys, frame["runtime_mean_s"], finished)
     ]
     return frame
 

@@ -1,0 +1,118 @@
+"""Config composition and grid expansion: pure, no Ray, no MLflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from sweeps.config import register
+from sweeps.grid import expand
+from sweeps.run import plan_sweep, run_sweep
+from tokengen.spec import SpecError
+
+CONF = str(Path(__file__).resolve().parents[1] / "conf")
+register()
+
+
+def composed(*overrides: str) -> dict:
+    with initialize_config_dir(config_dir=CONF, version_base=None):
+        return OmegaConf.to_container(compose("config", overrides=list(overrides)), resolve=True)
+
+
+@pytest.mark.parametrize(
+    "grid, count",
+    [("smoke", 28), ("article", 32), ("full", 1680), ("scaling", 96)],
+)
+def test_every_grid_composes_and_expands(grid, count):
+    plan = plan_sweep(composed(f"+grid={grid}"))
+    assert len(plan.trials) == count
+    assert len({t.key for t in plan.trials}) == count
+
+
+def test_every_grid_file_is_counted():
+    assert {p.stem for p in Path(CONF, "grid").glob("*.yaml")} == {"smoke", "article", "full", "scaling"}
+
+
+def test_smoke_drops_cuda_only_presets_with_one_reason_per_rule():
+    plan = plan_sweep(composed("+grid=smoke"))
+    assert all(t.spec.device == "cpu" and t.spec.model == "tiny" for t in plan.trials)
+    reasons = plan.describe()
+    assert len(reasons) == len(set(reasons)) == 4
+    assert any("stop_check=pipelined needs a CUDA device" in r for r in reasons)
+
+
+def test_full_drops_cudagraphs_without_a_static_cache():
+    plan = plan_sweep(composed("+grid=full"))
+    assert plan.dropped == {"compile=reduce-overhead needs cache=static: CUDA graphs want fixed shapes": 480}
+    assert {t.spec.variant for t in plan.trials} >= {"baseline", "static_cudagraph_deferred", "custom"}
+
+
+def test_article_dedups_the_shared_row_and_scaling_replicates_per_gpu_type():
+    article = plan_sweep(composed("+grid=article"))
+    assert article.duplicates == 1
+    scaling = plan_sweep(composed("+grid=scaling", "sweep.accelerator_types=[L40S,H100,H200]"))
+    assert len(scaling.trials) == 144
+    assert {t.accelerator_type for t in scaling.trials} == {"L40S", "H100", "H200"}
+    one = [t for t in scaling.trials if t.spec == scaling.trials[0].spec]
+    assert len(one) == 3 and len({t.key for t in one}) == 3
+
+
+def test_axes_and_fixed_values_change_on_the_command_line():
+    plan = plan_sweep(composed("+grid=smoke", "grid.batch_size=[1,2,3]", "grid.variant=[kv_cache]", "trial.runs=1"))
+    assert sorted({t.spec.batch_size for t in plan.trials}) == [1, 2, 3]
+    assert len(plan.trials) == 6 and all(t.spec.runs == 1 for t in plan.trials)
+    blocks = plan_sweep(composed("+grid=article", "++grid.batch_size=[4]"))
+    assert {t.spec.batch_size for t in blocks.trials} == {4}
+
+
+def test_variant_knobs_beat_trial_defaults_and_axes_beat_variants():
+    trial = composed()["trial"]
+    plan = expand(trial, {"variant": ["static_compiled"], "compile": ["off"]})
+    assert [t.spec.variant for t in plan.trials] == ["static_cache"]
+
+
+def test_exclude_rules_drop_matching_points():
+    trial = composed()["trial"]
+    grid = {"variant": ["baseline", "kv_cache"], "max_seqlen": [100, 400],
+            "exclude": [{"variant": "baseline", "max_seqlen": [400]}]}
+    plan = expand(trial, grid)
+    assert len(plan.trials) == 3
+    assert list(plan.dropped.values()) == [1]
+
+
+@pytest.mark.parametrize(
+    "grid, message",
+    [
+        ({"batchsize": [1]}, "grid axis 'batchsize' is not a trial field"),
+        ({"variant": ["turbo"]}, "unknown variant 'turbo'"),
+        ({"model": ["gpt9"]}, "unknown model 'gpt9'"),
+        ({"stop": ["sometimes"]}, "is not understood"),
+        ({"variant": ["static_compiled_pipelined"]}, "expands to no runnable trial"),
+        ({"exclude": [{"colour": "red"}]}, "not trial fields"),
+        ({"batch_size": []}, "has no values"),
+    ],
+)
+def test_config_errors_are_one_line(grid, message):
+    with pytest.raises(SpecError, match=message):
+        expand(composed()["trial"], grid)
+
+
+def test_typo_in_a_trial_field_fails_at_compose_time():
+    with pytest.raises(ConfigCompositionException):
+        composed("trial.batchsize=3")
+
+
+def test_config_error_stops_the_sweep_before_ray_starts(capsys, tmp_path):
+    import ray
+
+    config = composed("+grid=smoke", "+grid.model=[gpt9]", f"tracking.uri=sqlite:///{tmp_path}/m.db")
+    assert run_sweep(config) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: grid point") and "unknown model 'gpt9'" in err[-1]
+    assert not ray.is_initialized()
+    assert run_sweep(composed()) == 2
+    assert "append one with +grid=NAME" in capsys.readouterr().err

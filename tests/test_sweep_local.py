@@ -1,0 +1,73 @@
+"""A real local Ray sweep into a real SQLite MLflow store, then resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import ray
+from mlflow import MlflowClient
+
+from sweeps.run import run_sweep
+from sweep_helpers import child_runs, small_sweep
+
+
+@pytest.fixture(autouse=True)
+def fresh_ray(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    yield
+    ray.shutdown()
+
+
+def test_sweep_records_every_trial_then_resume_runs_none(tmp_path, capsys):
+    config = small_sweep(tmp_path)
+    uri = config["tracking"]["uri"]
+    assert run_sweep(config) == 0
+    out = capsys.readouterr()
+    assert "sweep t: 2 finished, 0 failed" in out.err
+    assert "kv_cache" in out.out and "speedup" in out.out  # the summary table
+
+    runs = child_runs(uri)
+    assert len(runs) == 2
+    client = MlflowClient(tracking_uri=uri)
+    parent_ids = {r.data.tags["mlflow.parentRunId"] for r in runs}
+    assert len(parent_ids) == 1
+    parent = client.get_run(parent_ids.pop())
+    assert parent.info.status == "FINISHED" and parent.data.tags["sweep_parent"] == "t"
+    for run in runs:
+        assert run.info.status == "FINISHED"
+        assert run.data.params["batch_size"] == "2" and run.data.params["model"] == "tiny"
+        assert run.data.metrics["tokens_per_s"] > 0 and run.data.metrics["steps"] >= 1
+        assert run.data.tags["status"] == "finished" and run.data.tags["env_torch"]
+        assert run.data.tags["variant"] in {"baseline", "kv_cache"}
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert {"result.json", "trial.log"} <= artifacts
+        record = json.loads(client.download_artifacts(run.info.run_id, "result.json", str(tmp_path)) and
+                            open(f"{tmp_path}/result.json").read())
+        assert record["key"] == run.data.tags["trial_key"]
+    # the two variants agree on their tokens (float32, same workload)
+    assert len({r.data.tags["tokens_sha256"] for r in runs}) == 1
+
+    ray.shutdown()
+    assert run_sweep(small_sweep(tmp_path)) == 0
+    assert "resume: skipping 2 trial(s)" in capsys.readouterr().err
+    assert len(child_runs(uri)) == 2  # nothing ran again
+
+    assert run_sweep(small_sweep(tmp_path, "sweep.resume=false", "grid.variant=[kv_cache]")) == 0
+    assert len(child_runs(uri)) == 3
+
+
+def test_unwritable_tracking_store_stops_before_any_trial(tmp_path, capsys):
+    config = small_sweep(tmp_path, "tracking.uri=sqlite:////proc/no/such/dir/m.db")
+    assert run_sweep(config) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: cannot write to tracking store sqlite:////proc/no/such/dir/m.db")
+    assert not ray.is_initialized()
+
+
+def test_unreachable_tracking_server_stops_before_any_trial(tmp_path, capsys):
+    config = small_sweep(tmp_path, "tracking.uri=http://127.0.0.1:9")
+    assert run_sweep(config) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: tracking server http://127.0.0.1:9 is unreachable")
+    assert not ray.is_initialized()
