@@ -6,6 +6,7 @@ Returns DESIGN.md's result record as one flat dict: spec fields, key, status, fi
 from __future__ import annotations
 
 import statistics
+import time
 
 from tokengen import measure, models
 from tokengen.environment import environment, peak_bandwidth_gbs
@@ -15,6 +16,7 @@ from tokengen.validate import check_runnable
 
 
 def run_trial(spec: TrialSpec) -> dict:
+    started = time.perf_counter()
     check_runnable(spec)
     measure.set_allocator(spec.allocator, spec.device)
     model = models.build_model(spec.model, spec.dtype, spec.device, spec.seed)
@@ -63,6 +65,7 @@ def run_trial(spec: TrialSpec) -> dict:
         "weight_bandwidth_pct_of_peak": 100.0 * bandwidth / peak if peak else None,
         "tokens_sha256": measure.tokens_sha256(result.tokens),  # the last timed run's
         "deterministic": len(checksums) == 1,
+        "trial_wall_s": time.perf_counter() - started,  # model build, compile, every run
         **env,
     }
 
