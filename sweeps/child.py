@@ -21,8 +21,8 @@ LOG_TAIL_LINES = 40
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt)\w*): ?(.*)$")
 
 
-def command(spec: dict, json_path: Path) -> list[str]:
-    argv = [sys.executable, "-m", "tokengen", "--json", str(json_path)]
+def command(spec: dict, json_path: Path, tokens_path: Path) -> list[str]:
+    argv = [sys.executable, "-m", "tokengen", "--json", str(json_path), "--tokens", str(tokens_path)]
     for name, value in spec.items():
         argv += ["--" + name.replace("_", "-"), str(value)]
     return argv
@@ -72,12 +72,14 @@ def run_child(spec: dict, key: str, workdir: str, timeout_s: float, threads: int
     trial_dir = Path(workdir) / key
     trial_dir.mkdir(parents=True, exist_ok=True)
     json_path = trial_dir / "result.json"
-    json_path.unlink(missing_ok=True)
+    tokens_path = trial_dir / "tokens.npy"
+    for stale in (json_path, tokens_path):
+        stale.unlink(missing_ok=True)
     inductor = Path(inductor_dir) if inductor_dir else trial_dir / "inductor"
     env = environment(spec, inductor, threads)
     started = time.perf_counter()
     try:
-        proc = subprocess.run(command(spec, json_path), env=env, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(command(spec, json_path, tokens_path), env=env, capture_output=True, text=True, timeout=timeout_s)
         log, returncode = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:
         log = _text(exc.stdout) + _text(exc.stderr)
@@ -94,8 +96,13 @@ def _text(raw) -> str:
     return raw.decode(errors="replace") if isinstance(raw, bytes) else (raw or "")
 
 
+ARTIFACT_FILES = ("tokens.npy",)
+
+
 def _finish(record: dict, trial_dir: Path, log: str, started: float) -> dict:
+    """Adds the log and the artifact files' bytes: the driver may be on another node."""
     (trial_dir / "trial.log").write_text(log)
+    record["files"] = {name: (trial_dir / name).read_bytes() for name in ARTIFACT_FILES if (trial_dir / name).is_file()}
     record["log"] = log[-200_000:]
     record["child_wall_s"] = time.perf_counter() - started
     record.setdefault("env_host", socket.gethostname())

@@ -41,7 +41,7 @@ def test_sweep_records_every_trial_then_resume_runs_none(tmp_path, capsys):
         assert run.data.tags["status"] == "finished" and run.data.tags["env_torch"]
         assert run.data.tags["variant"] in {"baseline", "kv_cache"}
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-        assert {"result.json", "trial.log"} <= artifacts
+        assert {"result.json", "trial.log", "tokens.npy"} <= artifacts
         record = json.loads(client.download_artifacts(run.info.run_id, "result.json", str(tmp_path)) and
                             open(f"{tmp_path}/result.json").read())
         assert record["key"] == run.data.tags["trial_key"]

@@ -8,6 +8,9 @@ from __future__ import annotations
 import statistics
 import time
 
+import numpy
+import torch
+
 from tokengen import measure, models
 from tokengen.environment import environment, peak_bandwidth_gbs
 from tokengen.generate import Generator
@@ -15,7 +18,8 @@ from tokengen.spec import TrialSpec
 from tokengen.validate import check_runnable
 
 
-def run_trial(spec: TrialSpec) -> dict:
+def run_trial(spec: TrialSpec, tokens_path: str | None = None) -> dict:
+    """The result record; with `tokens_path`, the last run's tokens are saved there (int64 .npy)."""
     started = time.perf_counter()
     check_runnable(spec)
     measure.set_allocator(spec.allocator, spec.device)
@@ -42,6 +46,8 @@ def run_trial(spec: TrialSpec) -> dict:
     step_latencies = timer.latencies()
 
     steps = result.steps
+    if tokens_path:
+        numpy.save(tokens_path, result.tokens.to(torch.int64).cpu().numpy())
     stats = measure.runtime_stats(runtimes)
     median = stats["runtime_median_s"]
     env = environment(spec.device)

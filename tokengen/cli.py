@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"default: {getattr(_DEFAULTS, f.name)}" + (" (a preset: sets the four knobs)" if f.name == "variant" else ""),
         )
     parser.add_argument("--json", metavar="PATH", help="write the result record as JSON ('-' for stdout)")
+    parser.add_argument("--tokens", metavar="PATH", help="save the generated tokens as an int64 .npy array")
     parser.add_argument("--list", action="store_true", help="list variants and models, then exit")
     return parser
 
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
-    json_path, listing = args.pop("json"), args.pop("list")
+    json_path, tokens_path, listing = args.pop("json"), args.pop("tokens"), args.pop("list")
     if listing:
         from tokengen import models, presets
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from tokengen.benchmark import run_trial
     from tokengen.table import render
 
-    record = run_trial(spec)
+    record = run_trial(spec, tokens_path)
     print(render(record), file=sys.stderr if json_path == "-" else sys.stdout)
     if json_path == "-":
         print(json.dumps(record))

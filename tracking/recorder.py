@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
@@ -20,7 +21,7 @@ from tokengen.spec import TrialSpec
 
 SPEC_FIELDS = [f for f in TrialSpec.__dataclass_fields__]
 TAG_FIELDS = ("variant", "status", "error_type", "accelerator_type", "tokens_sha256", "key")
-NOT_METRICS = set(SPEC_FIELDS) | {"key", "log"}
+NOT_METRICS = set(SPEC_FIELDS) | {"key", "log", "files"}
 MAX_PARAM_CHARS = 6000
 
 
@@ -112,12 +113,15 @@ class Recorder:
         metrics = [Metric(k, v, now, 0) for k, v in metrics_of(record).items()]
         self.client.log_batch(run_id, metrics=metrics, params=params, synchronous=True)
         log = record.get("log", "")
-        self.client.log_text(run_id, json.dumps({k: v for k, v in record.items() if k != "log"}, indent=2), "result.json")
+        result = {k: v for k, v in record.items() if k not in ("log", "files")}
+        self.client.log_text(run_id, json.dumps(result, indent=2), "result.json")
         if log:
             self.client.log_text(run_id, log, "trial.log")
-        for path in record.get("artifacts", []) or []:
-            if os.path.isfile(path):
-                self.client.log_artifact(run_id, path)
+        if record.get("files"):
+            with tempfile.TemporaryDirectory() as tmp:
+                for name, blob in record["files"].items():
+                    Path(tmp, name).write_bytes(blob)
+                    self.client.log_artifact(run_id, str(Path(tmp, name)))
         self.client.set_terminated(run_id, "FINISHED" if record.get("status") == "finished" else "FAILED")
         return run_id
 
