@@ -2,7 +2,9 @@
 # The GPU checks, in one command, for a box that has only torch, transformers and pytest:
 #   1. the `gpu`-marked tests (lagged stop checks, CUDA graphs, expandable allocator, CUDA memory stats);
 #   2. the article's summary table (gpt2, batch 32, 100 steps) with every CUDA variant;
-#   3. the pipelining gain by batch size (sync vs pipelined vs deferred, compiled, 100 steps).
+#   3. the pipelining gain by batch size (sync vs pipelined vs deferred, compiled, 100 steps);
+#   4. one profiled trial per stop check (nsys where it is on the PATH, else torch.profiler): the
+#      GPU idle gap between steps that the article's trace shows, as numbers; and the ranges' cost.
 # Writes logs and tables under $OUT (default: gpu_check_out/). Budget: under 8 minutes on one H100/H200.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,4 +29,11 @@ for batch in 1 4 32; do
     --variants static_compiled static_compiled_pipelined static_compiled_deferred static_compiled_nocheck \
     --json "$out/pipelining_b$batch.json" 2>&1 | tee "$out/pipelining_b$batch.md" || status=1
 done
+echo "== 4. profiled trials (steps 30-50) and the cost of the ranges"
+for variant in static_compiled static_compiled_pipelined static_compiled_deferred; do
+  timeout 90 python3 -m tokengen --variant "$variant" --model gpt2 --device cuda --batch-size 16 --max-seqlen 100 \
+    --runs 3 --warmup 2 --profile auto --profile-dir "$out/profile_$variant" --json "$out/profile_$variant.json" \
+    2>&1 | tail -6 | tee -a "$out/profile.log" || status=1
+done
+timeout 60 python3 benchmarks/ranges_cost.py --device cuda 2>&1 | tee "$out/ranges_cost.log" || status=1
 exit $status

@@ -16,13 +16,16 @@ import time
 from pathlib import Path
 
 from tokengen.measure import EXPANDABLE
+from tokengen.profiling import NSYS_REPORT, TORCH_TRACE
 
 LOG_TAIL_LINES = 40
+ARTIFACT_FILES = ("tokens.npy", TORCH_TRACE, f"{NSYS_REPORT}.nsys-rep")
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt)\w*): ?(.*)$")
 
 
 def command(spec: dict, json_path: Path, tokens_path: Path) -> list[str]:
-    argv = [sys.executable, "-m", "tokengen", "--json", str(json_path), "--tokens", str(tokens_path)]
+    argv = [sys.executable, "-m", "tokengen", "--json", str(json_path), "--tokens", str(tokens_path),
+            "--profile-dir", str(json_path.parent)]
     for name, value in spec.items():
         argv += ["--" + name.replace("_", "-"), str(value)]
     return argv
@@ -73,7 +76,7 @@ def run_child(spec: dict, key: str, workdir: str, timeout_s: float, threads: int
     trial_dir.mkdir(parents=True, exist_ok=True)
     json_path = trial_dir / "result.json"
     tokens_path = trial_dir / "tokens.npy"
-    for stale in (json_path, tokens_path):
+    for stale in (json_path, *(trial_dir / name for name in ARTIFACT_FILES)):
         stale.unlink(missing_ok=True)
     inductor = Path(inductor_dir) if inductor_dir else trial_dir / "inductor"
     env = environment(spec, inductor, threads)
@@ -94,9 +97,6 @@ def run_child(spec: dict, key: str, workdir: str, timeout_s: float, threads: int
 
 def _text(raw) -> str:
     return raw.decode(errors="replace") if isinstance(raw, bytes) else (raw or "")
-
-
-ARTIFACT_FILES = ("tokens.npy",)
 
 
 def _finish(record: dict, trial_dir: Path, log: str, started: float) -> dict:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from tokengen.presets import CUSTOM, PRESETS
 from tokengen.spec import SpecError, TrialSpec
-from tokengen.validate import incompatibility, problem, resolve
+from tokengen.validate import incompatibility, problem, resolve, tool_problem
 
 TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
 GRID_KEYS = {"blocks", "exclude"}
@@ -116,7 +116,7 @@ def expand(trial: dict, grid: dict | None, accelerator_types: list[str] | None =
         if reason:
             plan.dropped[reason] += 1
             continue
-        wrong = problem(spec)
+        wrong = problem(spec) or tool_problem(spec)
         if wrong:
             raise SpecError(f"grid point {point}: {wrong}")
         types = accelerator_types if spec.device == "cuda" and accelerator_types else [None]

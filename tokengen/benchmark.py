@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 
 import numpy
 import torch
@@ -14,12 +15,14 @@ import torch
 from tokengen import measure, models
 from tokengen.environment import environment, peak_bandwidth_gbs
 from tokengen.generate import Generator
+from tokengen.profiling import profile_run
 from tokengen.spec import TrialSpec
 from tokengen.validate import check_runnable
 
 
-def run_trial(spec: TrialSpec, tokens_path: str | None = None) -> dict:
-    """The result record; with `tokens_path`, the last run's tokens are saved there (int64 .npy)."""
+def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str = ".") -> dict:
+    """The result record; with `tokens_path`, the last run's tokens are saved there (int64 .npy);
+    with profiling on, one more run writes its trace under `profile_dir`."""
     started = time.perf_counter()
     check_runnable(spec)
     measure.set_allocator(spec.allocator, spec.device)
@@ -44,6 +47,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None) -> dict:
     timer = measure.StepTimer(spec.device)
     generate(wrap_step=timer.wrap)
     step_latencies = timer.latencies()
+    profiled = profile_run(generate, spec, Path(profile_dir)) if spec.profile != "off" else {}
 
     steps = result.steps
     if tokens_path:
@@ -71,6 +75,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None) -> dict:
         "weight_bandwidth_pct_of_peak": 100.0 * bandwidth / peak if peak else None,
         "tokens_sha256": measure.tokens_sha256(result.tokens),  # the last timed run's
         "deterministic": len(checksums) == 1,
+        **profiled,
         "trial_wall_s": time.perf_counter() - started,  # model build, compile, every run
         **env,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -31,14 +32,56 @@ def build_parser() -> argparse.ArgumentParser:
         )
     parser.add_argument("--json", metavar="PATH", help="write the result record as JSON ('-' for stdout)")
     parser.add_argument("--tokens", metavar="PATH", help="save the generated tokens as an int64 .npy array")
+    parser.add_argument("--profile-dir", metavar="DIR", default=".", help="where a profiled run writes its trace")
     parser.add_argument("--list", action="store_true", help="list variants and models, then exit")
     return parser
+
+
+UNDER_NSYS = "TOKENGEN_UNDER_NSYS"
+
+
+def run_under_nsys(argv: list[str], profile_dir: Path, json_path: str | None) -> int:
+    """Run this same command again under `nsys profile`, then fold the report's metrics into the record."""
+    import subprocess
+
+    from tokengen.profiling import NSYS_REPORT, nsys_command, nsys_export_command
+    from tokengen.traces import derive, from_nsys_sqlite
+
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    record_path = Path(json_path) if json_path and json_path != "-" else profile_dir / "result.json"
+    inner = [sys.executable, "-m", "tokengen", *strip_option(argv, "--json"), "--json", str(record_path)]
+    report = profile_dir / NSYS_REPORT
+    proc = subprocess.run(nsys_command(inner, report), env={**os.environ, UNDER_NSYS: "1"})
+    if proc.returncode != 0:
+        return proc.returncode
+    sqlite_path = profile_dir / f"{NSYS_REPORT}.sqlite"
+    subprocess.run(nsys_export_command(report.with_suffix(".nsys-rep"), sqlite_path), check=True, capture_output=True)
+    record = json.loads(record_path.read_text())
+    record.update(derive(from_nsys_sqlite(sqlite_path)), profile_report=f"{NSYS_REPORT}.nsys-rep")
+    record_path.write_text(json.dumps(record, indent=2))
+    if json_path == "-":
+        print(json.dumps(record))
+    return 0
+
+
+def strip_option(argv: list[str], option: str) -> list[str]:
+    """argv without `option VALUE` or `option=VALUE`."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        elif not arg.startswith(option + "="):
+            out.append(arg)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     json_path, tokens_path, listing = args.pop("json"), args.pop("tokens"), args.pop("list")
+    profile_dir = args.pop("profile_dir")
     if listing:
         from tokengen import models, presets
 
@@ -54,10 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
+    if spec.profile == "nsys" and os.environ.get(UNDER_NSYS) != "1":
+        return run_under_nsys(list(sys.argv[1:] if argv is None else argv), Path(profile_dir), json_path)
+
     from tokengen.benchmark import run_trial
     from tokengen.table import render
 
-    record = run_trial(spec, tokens_path)
+    record = run_trial(spec, tokens_path, profile_dir)
     print(render(record), file=sys.stderr if json_path == "-" else sys.stdout)
     if json_path == "-":
         print(json.dumps(record))

@@ -14,6 +14,7 @@ import torch
 
 from tokengen.caches import CACHES
 from tokengen.models import bos_id, eos_ids
+from tokengen.profiling import NO_RANGES, NoRanges
 from tokengen.sampling import make_sampler
 from tokengen.spec import TrialSpec
 from tokengen.stop_checks import STOP_CHECKS
@@ -48,8 +49,8 @@ class Generator:
         self.bos = bos_id(self.config)
 
     @torch.inference_mode()
-    def __call__(self, wrap_step: Callable | None = None) -> Generation:
-        """One generation from a batch of BOS prompts; `wrap_step` lets a timer see each step."""
+    def __call__(self, wrap_step: Callable | None = None, ranges: NoRanges = NO_RANGES) -> Generation:
+        """One generation from a batch of BOS prompts; `wrap_step` lets a timer or profiler see each step."""
         spec = self.spec
         tokens = torch.full((spec.batch_size, 1 + spec.max_seqlen), self.bos, dtype=torch.long, device=self.device)
         finished = torch.zeros(spec.batch_size, dtype=torch.bool, device=self.device)
@@ -57,12 +58,13 @@ class Generator:
         self.cache.reset()
 
         def step(i: int) -> None:
-            logits = self.cache.logits(self.model, tokens, i)  # (B, V)
+            with ranges.forward():
+                logits = self.cache.logits(self.model, tokens, i)  # (B, V)
             new_tokens = self.policy.apply(sample(logits), finished, i)  # (B,)
             tokens[:, i + 1] = new_tokens
 
         def all_finished() -> torch.Tensor:
             return torch.all(finished)
 
-        steps = self.stop_check(wrap_step(step) if wrap_step else step, all_finished, spec.max_seqlen)
+        steps = self.stop_check(wrap_step(step) if wrap_step else step, all_finished, spec.max_seqlen, ranges)
         return Generation(tokens=tokens[:, : steps + 1], steps=steps)

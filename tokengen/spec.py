@@ -22,6 +22,7 @@ CHOICES = {
     "compile": ("off", "default", "reduce-overhead"),
     "stop_check": ("sync", "pipelined", "deferred", "none"),
     "allocator": ("default", "expandable"),
+    "profile": ("off", "torch", "nsys", "auto"),
 }
 
 LABELS = ("variant",)
@@ -49,6 +50,8 @@ class TrialSpec:
     seed: int = 0  # weights, target lengths and sampling all derive from it
     warmup: int = 1  # untimed runs first; the first one carries compile time
     runs: int = 10  # timed runs, as in the article
+    profile: str = "off"  # off | torch | nsys | auto: one extra run, profiled over profile_steps
+    profile_steps: str = "30-50"  # the article's window (0-based steps); clipped to shorter runs
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,7 +1,8 @@
 """When the host learns that every sequence has ended: four loops with one signature.
 
 Each takes `step(i)`, which enqueues decode step i on the current stream, `all_finished()`, which
-returns a device bool scalar for the steps enqueued so far, and `max_steps`; each returns the
+returns a device bool scalar for the steps enqueued so far, `max_steps`, and the profiling
+`ranges` (no-ops unless profiling); each returns the
 number of steps whose tokens count. A lagged check (pipelined, deferred) has already enqueued
 step i when it learns that step i-1 ended the batch: it returns i, and step i's token is dropped.
 """
@@ -12,23 +13,28 @@ from typing import Callable
 
 import torch
 
+from tokengen.profiling import NO_RANGES, NoRanges
+
 Step = Callable[[int], None]
 AllFinished = Callable[[], torch.Tensor]
 
 
-def sync_check(step: Step, all_finished: AllFinished, max_steps: int) -> int:
+def sync_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES) -> int:
     """The article's check: the host blocks on `.item()` every step, so the GPU idles meanwhile."""
     for i in range(max_steps):
-        step(i)
-        if all_finished().item():
-            return i + 1
+        with ranges.step(i):
+            step(i)
+            with ranges.check():
+                if all_finished().item():
+                    return i + 1
     return max_steps
 
 
-def no_check(step: Step, all_finished: AllFinished, max_steps: int) -> int:
+def no_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES) -> int:
     """The upper bound: never asks, always runs max_steps."""
     for i in range(max_steps):
-        step(i)
+        with ranges.step(i):
+            step(i)
     return max_steps
 
 
@@ -50,18 +56,20 @@ class _PinnedFlags:
         return bool(self.flags[i % 2].item())
 
 
-def deferred_check(step: Step, all_finished: AllFinished, max_steps: int) -> int:
+def deferred_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES) -> int:
     """One stream: enqueue step i, then wait for step i-1's flag while the GPU runs step i."""
     flags = _PinnedFlags()
     for i in range(max_steps):
-        step(i)
-        flags.post(i, all_finished())
-        if i > 0 and flags.read(i - 1):
-            return i
+        with ranges.step(i):
+            step(i)
+            flags.post(i, all_finished())
+            with ranges.check():
+                if i > 0 and flags.read(i - 1):
+                    return i
     return max_steps
 
 
-def pipelined_check(step: Step, all_finished: AllFinished, max_steps: int) -> int:
+def pipelined_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES) -> int:
     """The article's ping-pong: steps alternate between two streams, each waiting on the other."""
     origin = torch.cuda.current_stream()
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
@@ -71,13 +79,15 @@ def pipelined_check(step: Step, all_finished: AllFinished, max_steps: int) -> in
     steps = max_steps
     for i in range(max_steps):
         current, previous = streams[i % 2], streams[(i + 1) % 2]
-        with torch.cuda.stream(current):
-            current.wait_stream(previous)
-            step(i)
-            flags.post(i, all_finished())
-        if i > 0 and flags.read(i - 1):
-            steps = i
-            break
+        with ranges.step(i):
+            with torch.cuda.stream(current):
+                current.wait_stream(previous)
+                step(i)
+                flags.post(i, all_finished())
+            with ranges.check():
+                if i > 0 and flags.read(i - 1):
+                    steps = i
+                    break
     for stream in streams:
         origin.wait_stream(stream)
     return steps

@@ -34,7 +34,23 @@ def render(record: dict) -> str:
         f"  Reserved bytes (peak):  {_gb(r['mem_reserved_peak_bytes'])}",
         f"  Fragmentation (peak):   {frag}",
         f"  Process peak RSS:       {_gb(r['peak_rss_bytes'])}",
+        *profile_lines(r),
         f"tokens_sha256 {r['tokens_sha256'][:16]}...  key {r['key']}",
         rule,
     ]
     return "\n".join(lines)
+
+
+def profile_lines(r: dict) -> list[str]:
+    if r.get("profile", "off") == "off" or "profile_window" not in r:
+        return []
+
+    def us(name: str) -> str:
+        return "n/a" if r.get(name) is None else f"{r[name]:.1f} us"
+
+    busy = "n/a" if r.get("gpu_busy_pct") is None else f"{r['gpu_busy_pct']:.1f}%"
+    return [
+        f"Profile ({r['profile']}, steps {r['profile_window']}):",
+        f"  GPU idle between steps: {us('gpu_idle_us_per_step')}   GPU busy: {busy}",
+        f"  Host blocked in the stop check: {us('host_sync_us_per_step')} per step",
+    ]

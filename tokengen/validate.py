@@ -7,9 +7,11 @@ able to plan CUDA trials); `check_runnable(spec)` adds what this machine can do.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 from tokengen import models
 from tokengen.presets import CUSTOM, PRESETS, label_for
+from tokengen.profiling import parse_window, resolve_mode
 from tokengen.sampling import parse_sampling
 from tokengen.spec import CHOICES, SpecError, TrialSpec
 from tokengen.stopping import parse_stop
@@ -33,7 +35,7 @@ def resolve(variant: str | None = None, **fields) -> TrialSpec:
         values.update(PRESETS[variant])
     values.update({k: v for k, v in fields.items() if v is not None and k != "variant"})
     spec = TrialSpec(**values)
-    return dataclasses.replace(spec, variant=label_for(spec.knobs))
+    return dataclasses.replace(spec, variant=label_for(spec.knobs), profile=resolve_mode(spec.profile, spec.device))
 
 
 def cuda_only_reason(spec: TrialSpec) -> str | None:
@@ -68,9 +70,12 @@ def problem(spec: TrialSpec) -> str | None:
     reason = incompatibility(spec)
     if reason:
         return reason
+    if spec.profile == "nsys" and spec.device != "cuda":
+        return f"profile=nsys needs a CUDA trial (got device={spec.device}): use profile=torch"
     try:
         parse_stop(spec.stop)
         parse_sampling(spec.sampling)
+        parse_window(spec.profile_steps)
         config = models.load_config(spec.model)
     except SpecError as exc:
         return str(exc)
@@ -82,9 +87,16 @@ def problem(spec: TrialSpec) -> str | None:
     return None
 
 
+def tool_problem(spec: TrialSpec) -> str | None:
+    """What this machine lacks to run the spec's profiler, or None."""
+    if spec.profile == "nsys" and not shutil.which("nsys"):
+        return "profile=nsys needs Nsight Systems' nsys on the PATH: install it or use profile=torch"
+    return None
+
+
 def check_runnable(spec: TrialSpec) -> None:
     """Raise SpecError if the spec is wrong or this machine cannot run it."""
-    reason = problem(spec)
+    reason = problem(spec) or tool_problem(spec)
     if reason:
         raise SpecError(reason)
     if spec.device == "cuda":

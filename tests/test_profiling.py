@@ -1,0 +1,125 @@
+"""Profiling: trace parsing on fixtures shaped like real exports, the torch path end to end into
+MLflow, and the checks that stop a sweep before it starts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+import ray
+from mlflow import MlflowClient
+
+from sweeps.run import run_sweep
+from sweep_helpers import child_runs, small_sweep
+from tokengen.cli import main, strip_option
+from tokengen.profiling import clip_window, nsys_command
+from tokengen.traces import Timeline, derive, from_nsys_sqlite, from_torch_trace
+
+# Three steps on the host; GPU work 0-80, 100-180, 200-280 (us): 20 us idle between steps, the
+# host blocked 70 us in each stop check. A second kernel in step 1 is launched late (host ran ahead).
+STEPS = [(0, 0.0, 95.0), (1, 95.0, 195.0), (2, 195.0, 295.0)]
+CHECKS = [(20.0, 90.0), (120.0, 190.0), (220.0, 290.0)]
+LAUNCHES = {1: 5.0, 2: 100.0, 3: 150.0, 4: 200.0}
+GPU_OPS = [(0.0, 80.0, 1), (100.0, 150.0, 2), (150.0, 180.0, 3), (200.0, 280.0, 4)]
+EXPECTED = {"gpu_idle_us_per_step": 20.0, "gpu_busy_pct": 100.0 * 240 / 280, "host_sync_us_per_step": 70.0, "profiled_steps": 3}
+
+
+def test_derive_attributes_gpu_work_to_steps_by_launch():
+    assert derive(Timeline(STEPS, CHECKS, LAUNCHES, GPU_OPS)) == pytest.approx(EXPECTED)
+
+
+def test_torch_chrome_trace(tmp_path):
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"step {i}", "ts": s, "dur": e - s} for i, s, e in STEPS]
+    events += [{"ph": "X", "cat": "user_annotation", "name": "stop check", "ts": s, "dur": e - s} for s, e in CHECKS]
+    events += [{"ph": "X", "cat": "user_annotation", "name": "forward", "ts": 1.0, "dur": 3.0}]
+    events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t, "dur": 2.0,
+                "args": {"correlation": c}} for c, t in LAUNCHES.items()]
+    events += [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": s, "dur": e - s, "args": {"correlation": c}}
+               for s, e, c in GPU_OPS]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert derive(from_torch_trace(path)) == pytest.approx(EXPECTED)
+
+
+def test_nsys_sqlite_export(tmp_path):
+    """Tables and columns as `nsys export --type=sqlite` writes them (nanoseconds, NVTX text by id)."""
+    path = tmp_path / "profile.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
+            rangeId INTEGER, category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER,
+            textId INTEGER REFERENCES StringIds(id), domainId INTEGER);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER,
+            globalTid INTEGER, correlationId INTEGER, nameId INTEGER, returnValue INTEGER, callchainId INTEGER);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER,
+            contextId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER,
+            shortName INTEGER);
+    """)
+    names = {"stop check": 1, "forward": 2}
+    db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(v, k) for k, v in names.items()])
+    for i, s, e in STEPS:  # step names inline, the check's by id: nsys does both
+        db.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text) VALUES (?, ?, 59, ?)", (s * 1e3, e * 1e3, f"step {i}"))
+    for s, e in CHECKS:
+        db.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, textId) VALUES (?, ?, 59, 1)", (s * 1e3, e * 1e3))
+    db.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, textId) VALUES (1000, NULL, 34, 2)")  # a mark
+    for c, t in LAUNCHES.items():
+        db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, correlationId) VALUES (?, ?, ?)", (t * 1e3, t * 1e3 + 2e3, c))
+    for s, e, c in GPU_OPS:
+        db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, correlationId) VALUES (?, ?, ?)", (s * 1e3, e * 1e3, c))
+    db.commit()
+    db.close()
+    assert derive(from_nsys_sqlite(path)) == pytest.approx(EXPECTED)
+
+
+def test_nsys_command_line_is_the_articles():
+    cmd = nsys_command(["python", "-m", "tokengen"], tmp := __import__("pathlib").Path("/x/profile"))
+    assert cmd[:2] == ["nsys", "profile"]
+    assert "--capture-range=cudaProfilerApi" in cmd and "--trace=cuda,nvtx,osrt" in cmd
+    assert f"--output={tmp}" in cmd and cmd[-3:] == ["python", "-m", "tokengen"]
+    assert strip_option(["--a", "1", "--json", "x", "--json=y", "--b"], "--json") == ["--a", "1", "--b"]
+
+
+def test_window_is_the_articles_and_clips_to_short_runs():
+    assert clip_window("30-50", 100) == (30, 50)
+    assert clip_window("30-50", 40) == (20, 40)
+    assert clip_window("30-50", 8) == (0, 8)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--profile", "nsys"], "profile=nsys needs a CUDA trial (got device=cpu): use profile=torch"),
+        (["--profile-steps", "50-30"], "profile_steps='50-30' is not understood"),
+    ],
+)
+def test_profile_input_errors(argv, message, capsys):
+    assert main(["--model", "tiny", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_nsys_missing_stops_the_sweep_before_it_starts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # no nsys, whatever this machine has
+    config = small_sweep(tmp_path, "trial.device=cuda", "trial.profile=nsys")
+    assert run_sweep(config) == 2
+    assert "profile=nsys needs Nsight Systems' nsys on the PATH" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not ray.is_initialized()
+
+
+def test_torch_profile_end_to_end_into_mlflow(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = small_sweep(tmp_path, "trial.profile=auto", "trial.stop=never", "grid.variant=[kv_cache]", "grid.max_seqlen=[12]")
+    try:
+        assert run_sweep(config) == 0
+    finally:
+        ray.shutdown()
+    (run,) = child_runs(config["tracking"]["uri"])
+    assert run.data.params["profile"] == "torch"  # auto, on a CPU trial
+    assert run.data.metrics["host_sync_us_per_step"] > 0
+    assert run.data.metrics["profiled_steps"] == 12  # the window clipped to the whole run
+    client = MlflowClient(tracking_uri=config["tracking"]["uri"])
+    assert "profile_trace.json" in {a.path for a in client.list_artifacts(run.info.run_id)}
+    trace = json.loads(open(client.download_artifacts(run.info.run_id, "profile_trace.json", str(tmp_path))).read())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert {"step 0", "forward", "stop check"} <= names

@@ -1,0 +1,183 @@
+"""Profiling a trial: named ranges in the decode loop, a window of steps, and the profiler around it.
+
+Ranges ("step N", "forward", "stop check") are NVTX ranges for Nsight Systems or
+`record_function` ranges for torch.profiler. With profiling off the loop gets `NO_RANGES`, whose
+contexts are one shared `nullcontext`: benchmarks/ranges_cost.py measures that this costs nothing.
+The profiled run is an extra run after the timed ones, so profiling never touches a timing.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+
+from tokengen.spec import SpecError
+
+PROFILE_MODES = ("off", "torch", "nsys", "auto")
+NSYS_TRACE = "cuda,nvtx,osrt"
+_NULL = nullcontext()
+
+
+class NoRanges:
+    def step(self, i: int):
+        return _NULL
+
+    def forward(self):
+        return _NULL
+
+    def check(self):
+        return _NULL
+
+
+class NvtxRanges(NoRanges):
+    """For Nsight Systems (needs a CUDA build of torch)."""
+
+    def step(self, i: int):
+        return torch.cuda.nvtx.range(f"step {i}")
+
+    def forward(self):
+        return torch.cuda.nvtx.range("forward")
+
+    def check(self):
+        return torch.cuda.nvtx.range("stop check")
+
+
+class TorchRanges(NoRanges):
+    """For torch.profiler: user annotations on the host timeline (and projected on the GPU's)."""
+
+    def step(self, i: int):
+        return torch.profiler.record_function(f"step {i}")
+
+    def forward(self):
+        return torch.profiler.record_function("forward")
+
+    def check(self):
+        return torch.profiler.record_function("stop check")
+
+
+NO_RANGES = NoRanges()
+
+
+def resolve_mode(profile: str, device: str) -> str:
+    """`auto` becomes nsys where nsys is on the PATH and the trial is on CUDA, else torch."""
+    if profile != "auto":
+        return profile
+    return "nsys" if device == "cuda" and shutil.which("nsys") else "torch"
+
+
+def parse_window(window: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)-(\d+)", window)
+    if not match or int(match[1]) >= int(match[2]):
+        raise SpecError(f"profile_steps={window!r} is not understood: use START-STOP with START < STOP (steps, 0-based)")
+    return int(match[1]), int(match[2])
+
+
+def clip_window(window: str, max_steps: int) -> tuple[int, int]:
+    """The window inside the run: the article's 30-50 becomes the last 20 steps of a shorter run."""
+    start, stop = parse_window(window)
+    if stop > max_steps:
+        start, stop = max(0, max_steps - (stop - start)), max_steps
+    return start, stop
+
+
+class _WindowedRanges(NoRanges):
+    """The profiler's ranges, opening and closing the window just outside the step's range."""
+
+    def __init__(self, inner: NoRanges, run: "ProfiledRun"):
+        self.inner, self.run = inner, run
+
+    def step(self, i: int):
+        if i == self.run.start:
+            self.run.begin()
+        elif i == self.run.stop:
+            self.run.end()
+        return self.inner.step(i)
+
+    def forward(self):
+        return self.inner.forward()
+
+    def check(self):
+        return self.inner.check()
+
+
+class ProfiledRun:
+    """Starts the profiler at the window's first step and stops it after its last.
+
+    torch: a torch.profiler session exported as a Chrome/Perfetto trace. nsys: cudaProfilerStart
+    and Stop, which `nsys profile --capture-range=cudaProfilerApi` (wrapped around the process by
+    tokengen.cli, see nsys_command) turns into the capture range.
+    """
+
+    def __init__(self, mode: str, device: str, window: str, max_steps: int, trace_path: Path):
+        self.mode, self.device = mode, device
+        self.start, self.stop = clip_window(window, max_steps)
+        self.trace_path = trace_path
+        self.ranges = _WindowedRanges(NvtxRanges() if mode == "nsys" else TorchRanges(), self)
+        self.session = None
+        self.active = False
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def begin(self) -> None:
+        self._sync()
+        if self.mode == "nsys":
+            torch.cuda.profiler.start()
+        else:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if self.device == "cuda":
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            self.session = torch.profiler.profile(activities=activities)
+            self.session.__enter__()
+        self.active = True
+
+    def end(self) -> None:
+        if not self.active:
+            return
+        self._sync()
+        if self.mode == "nsys":
+            torch.cuda.profiler.stop()
+        else:
+            self.session.__exit__(None, None, None)
+            self.session.export_chrome_trace(str(self.trace_path))
+        self.active = False
+
+    def finish(self) -> None:
+        """Close the window if the run ended inside it (early stop)."""
+        self.end()
+
+
+def nsys_command(argv: list[str], output: Path) -> list[str]:
+    """The article's capture: only what happens between cudaProfilerStart and Stop is recorded."""
+    return ["nsys", "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+            f"--trace={NSYS_TRACE}", "--force-overwrite=true", f"--output={output}", *argv]
+
+
+def nsys_export_command(report: Path, sqlite_path: Path) -> list[str]:
+    return ["nsys", "export", "--type=sqlite", "--force-overwrite=true", f"--output={sqlite_path}", str(report)]
+
+
+TORCH_TRACE = "profile_trace.json"
+NSYS_REPORT = "profile"  # nsys adds .nsys-rep
+
+
+def profile_run(generate, spec, out_dir: Path) -> dict:
+    """One extra run with the profiler over the window; torch traces are reduced to metrics here,
+    nsys reports after the process exits (see tokengen.cli)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run = ProfiledRun(spec.profile, spec.device, spec.profile_steps, spec.max_seqlen, out_dir / TORCH_TRACE)
+    try:
+        generate(ranges=run.ranges)
+    finally:
+        run.finish()
+    if spec.profile != "torch":
+        return {"profile_window": f"{run.start}-{run.stop}"}
+    from tokengen.traces import derive, from_torch_trace
+
+    return {**derive(from_torch_trace(run.trace_path)), "profile_window": f"{run.start}-{run.stop}",
+            "profile_trace": TORCH_TRACE}
