@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 
 import torch
-from transformers import DynamicCache, PretrainedConfig, StaticCache
+from transformers import DynamicCache, StaticCache
 
 
 def cache_kwarg(model) -> str:
@@ -22,7 +22,7 @@ def cache_kwarg(model) -> str:
 class NoCache:
     """The article's baseline: recompute the whole prefix every step, O(N^2) in total."""
 
-    def __init__(self, config: PretrainedConfig, max_seqlen: int):
+    def __init__(self, model, batch_size: int, max_seqlen: int):
         pass
 
     def reset(self) -> None:
@@ -36,8 +36,8 @@ class NoCache:
 class DynamicKV:
     """transformers' DynamicCache: keys and values grow by one column per step (torch.cat)."""
 
-    def __init__(self, config: PretrainedConfig, max_seqlen: int):
-        self.config = config
+    def __init__(self, model, batch_size: int, max_seqlen: int):
+        self.config = model.config
         self.cache = None
         self.kwarg = None
 
@@ -54,13 +54,19 @@ class StaticKV(DynamicKV):
     """transformers' StaticCache, sized to max_seqlen once per trial and zeroed per generation.
 
     Keeping one cache for the whole trial keeps its tensors at fixed addresses, which CUDA graphs
-    (compile=reduce-overhead) need; the position comes from the cache's own device counter, so the
-    step number never travels host-to-device.
+    (compile=reduce-overhead) need; they are allocated here, outside any compiled region, so they
+    are marked static (lazily, inside the first compiled call, they would not be). The position
+    comes from the cache's own device counter: the step number never travels host-to-device.
     """
 
-    def __init__(self, config: PretrainedConfig, max_seqlen: int):
-        super().__init__(config, max_seqlen)
-        self.cache = StaticCache(config=config, max_cache_len=max_seqlen)
+    def __init__(self, model, batch_size: int, max_seqlen: int):
+        super().__init__(model, batch_size, max_seqlen)
+        self.cache = StaticCache(config=self.config, max_cache_len=max_seqlen)
+        text = self.config.get_text_config(decoder=True)
+        heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        weight = next(model.parameters())
+        self.cache.early_initialization(batch_size, heads, head_dim, weight.dtype, weight.device)
 
     def reset(self) -> None:
         self.cache.reset()

@@ -41,7 +41,8 @@ class Generator:
         self.config = model.config
         self.device = next(model.parameters()).device
         self.model = compile_model(model, spec.compile)
-        self.cache = CACHES[spec.cache](self.config, spec.max_seqlen)
+        self.cache = CACHES[spec.cache](model, spec.batch_size, spec.max_seqlen)
+        self.graphed = spec.compile == "reduce-overhead"
         self.stop_check = STOP_CHECKS[spec.stop_check]
         self.policy = StopPolicy.build(
             spec.stop, eos_ids(self.config), spec.batch_size, spec.max_seqlen, spec.seed, self.device
@@ -59,6 +60,8 @@ class Generator:
 
         def step(i: int) -> None:
             with ranges.forward():
+                if self.graphed:
+                    torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are dead
                 logits = self.cache.logits(self.model, tokens, i)  # (B, V)
             new_tokens = self.policy.apply(sample(logits), finished, i)  # (B,)
             tokens[:, i + 1] = new_tokens
