@@ -48,27 +48,34 @@ def test_pipelined_with_model_eos_stops_where_sync_stops(model):
     assert (got.steps, got.tokens.shape) == (base.steps, base.tokens.shape)
 
 
-def test_cuda_record_has_memory_stats_and_gpu_name(tmp_path):
+def cli_record(tmp_path, variant: str) -> dict:
     out = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "tokengen", "--variant", "kv_cache", "--model", "tiny", "--device", "cuda",
+        [sys.executable, "-m", "tokengen", "--variant", variant, "--model", "tiny", "--device", "cuda",
          "--batch-size", "4", "--max-seqlen", "16", "--runs", "2", "--json", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    record = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_cuda_record_has_memory_stats_and_gpu_name(tmp_path):
+    record = cli_record(tmp_path, "kv_cache")
     assert record["mem_reserved_peak_bytes"] >= record["mem_allocated_peak_bytes"] > 0
     assert 0 <= record["mem_fragmentation_pct"] <= 100
     assert record["env_gpu_name"] and record["env_cuda"]
 
 
 def test_expandable_allocator_is_set_in_the_trial_process(tmp_path):
-    out = tmp_path / "r.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tokengen", "--variant", "kv_cache_expandable", "--model", "tiny", "--device", "cuda",
-         "--batch-size", "4", "--max-seqlen", "16", "--runs", "2", "--json", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    record = json.loads(out.read_text())
+    record = cli_record(tmp_path, "kv_cache_expandable")
     assert "expandable_segments:True" in record["env_alloc_conf"]
+
+
+def test_torch_profile_on_cuda_sees_the_gpu(tmp_path):
+    spec = resolve("static_cache", model="tiny", device="cuda", batch_size=4, max_seqlen=40, profile="torch")
+    from tokengen.benchmark import run_trial
+
+    record = run_trial(spec, profile_dir=str(tmp_path))
+    assert record["gpu_idle_us_per_step"] is not None and record["gpu_idle_us_per_step"] >= 0
+    assert 0 < record["gpu_busy_pct"] <= 100
+    assert record["host_sync_us_per_step"] > 0 and record["profiled_steps"] == 20
