@@ -95,19 +95,30 @@ class Recorder:
             if runs:
                 self.parent_id = runs[0].info.run_id
                 self.client.update_run(self.parent_id, status="RUNNING")
+                self._close_orphans()
                 return self.parent_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags={"sweep_parent": name, "sweep": name})
         self.parent_id = run.info.run_id
         self.client.log_text(self.parent_id, json.dumps(config, indent=2, default=str), "sweep_config.json")
         return self.parent_id
 
+    def _close_orphans(self) -> None:
+        """Child runs a killed driver left half-written: KILLED, and never counted as finished."""
+        orphans = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'",
+            max_results=5000,
+        )
+        for run in orphans:
+            self.client.set_terminated(run.info.run_id, "KILLED")
+
     def record_trial(self, record: dict) -> str:
         """One child run with the trial's params, metrics, tags and artifacts; FAILED if it failed."""
         now = int(time.time() * 1000)
         name = f"{record.get('variant', 'trial')}-b{record.get('batch_size')}-n{record.get('max_seqlen')}"
-        run = self.client.create_run(
-            self.experiment_id, run_name=name, tags={"mlflow.parentRunId": self.parent_id, **tags_of(record, self.sweep)}
-        )
+        tags = tags_of(record, self.sweep)
+        status = tags.pop("status")  # set last: a run cut short never counts as finished
+        run = self.client.create_run(self.experiment_id, run_name=name, tags={"mlflow.parentRunId": self.parent_id, **tags})
         run_id = run.info.run_id
         params = [Param(k, str(record.get(k))[:MAX_PARAM_CHARS]) for k in SPEC_FIELDS + ["accelerator_type"] if k in record]
         metrics = [Metric(k, v, now, 0) for k, v in metrics_of(record).items()]
@@ -122,7 +133,8 @@ class Recorder:
                 for name, blob in record["files"].items():
                     Path(tmp, name).write_bytes(blob)
                     self.client.log_artifact(run_id, str(Path(tmp, name)))
-        self.client.set_terminated(run_id, "FINISHED" if record.get("status") == "finished" else "FAILED")
+        self.client.set_tag(run_id, "status", status)
+        self.client.set_terminated(run_id, "FINISHED" if status == "finished" else "FAILED")
         return run_id
 
     def log_sweep_artifact(self, local_path: str, artifact_path: str | None = None) -> None:

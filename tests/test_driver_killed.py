@@ -1,0 +1,53 @@
+"""A driver killed mid-sweep keeps every trial that had finished; the rerun resumes the rest."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import ray
+
+from sweeps.run import run_sweep
+from sweep_helpers import child_runs, small_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_killed_driver_loses_nothing_finished(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    overrides = ["grid.batch_size=[1,2,3]", "sweep.cpus_per_trial=2"]  # 6 trials, one at a time
+    config = small_sweep(tmp_path, *overrides)
+    uri = config["tracking"]["uri"]
+    argv = [sys.executable, "-m", "sweeps.run", "+grid=smoke", f"sweep.name={config['sweep']['name']}",
+            "grid.variant=[baseline,kv_cache]", "grid.max_seqlen=[6]", "trial.runs=2", f"tracking.uri={uri}",
+            f"sweep.workdir={tmp_path}/work", "ray.num_cpus=2", *overrides]
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    driver = subprocess.Popen(argv, cwd=tmp_path, env=env, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and driver.poll() is None:
+            if (tmp_path / "mlflow.db").exists() and len(child_runs(uri)) >= 2:
+                break
+            time.sleep(0.5)
+        assert driver.poll() is None, "the sweep ended before it could be killed"
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    kept = [r for r in child_runs(uri) if r.data.tags.get("status") == "finished"]
+    assert 2 <= len(kept) < 6
+    assert all(r.info.status == "FINISHED" for r in kept)
+
+    try:
+        assert run_sweep(small_sweep(tmp_path, *overrides)) == 0
+    finally:
+        ray.shutdown()
+    runs = [r for r in child_runs(uri) if r.info.status == "FINISHED"]
+    assert len(runs) == 6
+    assert len({r.data.tags["trial_key"] for r in runs}) == 6  # no finished trial ran twice
+    # a run the kill cut short (if any) is closed as KILLED, not left RUNNING
+    assert not [r for r in child_runs(uri) if r.info.status == "RUNNING"]
