@@ -17,7 +17,6 @@ import json
 import statistics
 import timeit
 
-import torch
 
 from tokengen.generate import Generator
 from tokengen.measure import timed

@@ -86,8 +86,22 @@ def run_sweep(config: DictConfig | dict) -> int:
         recorder.end_sweep(failed)
     failed = sum(r["status"] != "finished" for r in records)
     wall = time.perf_counter() - started
-    if records:
-        print(summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if records or trials != plan.trials:
+        from tracking.report import build_report
+
+        try:
+            report = build_report(config["tracking"]["uri"], config["tracking"]["experiment"], sweep["name"], "reports")
+            if records:
+                for path in report.files:
+                    recorder.log_sweep_artifact(str(path), "report")
+            print(report.main)
+            _say(f"report: {report.directory / 'report.md'}" + (", attached to the sweep's run" if records else ""))
+        except Exception as exc:  # noqa: BLE001 - every trial is already recorded; the report can be rebuilt
+            first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:300]
+            _say(f"report: not built ({first}): retry with python -m tracking.report --uri {config['tracking']['uri']} "
+                 f"--sweep {sweep['name']}" if records else f"report: none ({first})")
+            if records:
+                print(summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     _say(f"sweep {sweep['name']}: {len(records) - failed} finished, {failed} failed, in {wall:.1f} s")
     for record in records:
         if record["status"] != "finished":

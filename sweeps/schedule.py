@@ -61,7 +61,7 @@ def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | No
         return
     kwargs = {} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus, "include_dashboard": False}
     ray.init(
-        address=address,
+        address=address or "local",  # None means a new local Ray, even where RAY_ADDRESS is set
         runtime_env={"py_modules": [tokengen, sweeps], "env_vars": {"HF_HUB_OFFLINE": "1"}},
         log_to_driver=False,
         **kwargs,

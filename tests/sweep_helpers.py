@@ -30,3 +30,24 @@ def child_runs(uri: str, experiment: str = "tokengen") -> list:
     exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id], max_results=1000)
     return [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+
+
+def run_captured(config: dict, cwd: Path) -> tuple[int, str, str]:
+    """run_sweep in `cwd` with stdout and stderr captured; Ray shut down after."""
+    import io
+    import os
+    from contextlib import redirect_stderr, redirect_stdout
+
+    import ray
+
+    from sweeps.run import run_sweep
+
+    out, err, previous = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(cwd)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            status = run_sweep(config)
+    finally:
+        ray.shutdown()
+        os.chdir(previous)
+    return status, out.getvalue(), err.getvalue()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import ray
+from mlflow import MlflowClient
 
 from sweeps.run import run_sweep
 from sweep_helpers import child_runs, small_sweep
@@ -25,19 +26,21 @@ def test_killed_driver_loses_nothing_finished(tmp_path, monkeypatch):
     argv = [sys.executable, "-m", "sweeps.run", "+grid=smoke", f"sweep.name={config['sweep']['name']}",
             "grid.variant=[baseline,kv_cache]", "grid.max_seqlen=[6]", "trial.runs=2", f"tracking.uri={uri}",
             f"sweep.workdir={tmp_path}/work", "ray.num_cpus=2", *overrides]
+    MlflowClient(tracking_uri=uri).create_experiment("tokengen")  # the store exists before two processes open it
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    driver = subprocess.Popen(argv, cwd=tmp_path, env=env, start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = open(tmp_path / "driver.log", "w")
+    driver = subprocess.Popen(argv, cwd=tmp_path, env=env, start_new_session=True, stdout=log, stderr=log)
     try:
         deadline = time.time() + 240
         while time.time() < deadline and driver.poll() is None:
-            if (tmp_path / "mlflow.db").exists() and len(child_runs(uri)) >= 2:
+            if len(child_runs(uri)) >= 2:
                 break
             time.sleep(0.5)
-        assert driver.poll() is None, "the sweep ended before it could be killed"
+        assert driver.poll() is None, "the sweep ended before it could be killed:\n" + (tmp_path / "driver.log").read_text()[-3000:]
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
+        log.close()
     kept = [r for r in child_runs(uri) if r.data.tags.get("status") == "finished"]
     assert 2 <= len(kept) < 6
     assert all(r.info.status == "FINISHED" for r in kept)

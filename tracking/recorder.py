@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param
 
 from tokengen.spec import TrialSpec
 

@@ -1,0 +1,164 @@
+"""How long does `python -m tracking.report` take on a big sweep?
+
+Builds a synthetic SQLite store shaped like a real `+grid=full` sweep on two GPU types: one parent
+run and 1,000 child runs (every preset x batch {1, 4, 16, 32, 64} x max_seqlen {100, 200, 400} x
+{float32, bfloat16} x {L40S, H100}, plus failed trials), each with the params, metrics, tags and
+`tokens.npy` artifact the sweep driver writes. Runtimes follow the article's shapes (the baseline
+grows as N^2, cached variants as N, a lagged stop check hides the host sync); the no-check variants
+run every step and bfloat16 runs drift from their baseline, so the report has token prefixes to
+download and compare, as it would for real. Then it times building the whole report (loading the
+runs, tables, token checks, plots, writing; not attaching it) from that store, store creation
+excluded. Target: under 10 s on 2 cores. The last line is JSON.
+
+    python benchmarks/report_speed.py [--runs 1000] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param
+
+from tokengen.presets import PRESETS
+
+BATCHES = (1, 4, 16, 32, 64)
+LENGTHS = (100, 200, 400)
+DTYPES = ("float32", "bfloat16")
+GPUS = {"L40S": ("NVIDIA L40S", 864.0), "H100": ("NVIDIA H100 80GB HBM3", 3350.0)}
+EOS = 50256
+SWEEP = "full"
+
+
+def tokens_for(batch: int, length: int, seed: int) -> np.ndarray:
+    """A baseline's tokens: (B, 1 + steps) int64, BOS column first, EOS padding after each row's end."""
+    rng = np.random.default_rng(seed)
+    ends = rng.integers(length // 2, length + 1, size=batch)
+    steps = int(ends.max())
+    tokens = rng.integers(0, EOS, size=(batch, 1 + steps), dtype=np.int64)
+    tokens[:, 0] = EOS
+    for row, end in enumerate(ends):
+        tokens[row, 1 + end:] = EOS
+    return tokens
+
+
+def variant_tokens(base: np.ndarray, knobs: dict, dtype: str, max_seqlen: int, rng) -> np.ndarray:
+    out = base.copy()
+    if dtype != "float32" and knobs["cache"] != "none" and rng.random() < 0.4:
+        out[rng.integers(0, len(out)), rng.integers(1, out.shape[1]):] = rng.integers(0, EOS)
+    if knobs["stop_check"] == "none":
+        out = np.concatenate([out, np.full((len(out), 1 + max_seqlen - out.shape[1]), EOS)], axis=1)
+    return out
+
+
+def runtime_for(knobs: dict, batch: int, steps: int, gpu: str, dtype: str) -> float:
+    step = 0.004 * (1 + batch / 64) * (0.5 if gpu == "H100" else 1.0) * (0.7 if dtype == "bfloat16" else 1.0)
+    if knobs["cache"] == "none":
+        return step * steps * steps / 40
+    factor = {"dynamic": 1.0, "static": 0.9}[knobs["cache"]]
+    factor *= {"off": 1.0, "default": 0.45, "reduce-overhead": 0.3}[knobs["compile"]]
+    factor *= {"sync": 1.0, "pipelined": 0.85, "deferred": 0.84, "none": 0.8}[knobs["stop_check"]]
+    return step * factor * steps
+
+
+def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng) -> tuple[dict, dict, dict, np.ndarray]:
+    knobs = PRESETS[variant]
+    params = {"variant": variant, "model": "gpt2", "dtype": dtype, "device": "cuda", "batch_size": batch,
+              "max_seqlen": length, **knobs, "stop": "uniform:50-400", "sampling": "greedy", "seed": 0,
+              "warmup": 1, "runs": 10, "accelerator_type": gpu}
+    base = tokens_for(batch, length, hash((batch, length)) % 2**32)
+    tokens = variant_tokens(base, knobs, dtype, length, rng)
+    steps = tokens.shape[1] - 1
+    mean = runtime_for(knobs, batch, steps, gpu, dtype) * rng.uniform(0.97, 1.03)
+    weight_bytes = 497_759_232 // (2 if dtype == "bfloat16" else 1)
+    allocated = weight_bytes + batch * length * 36_864 * (2 if knobs["cache"] == "static" else 1)
+    reserved = int(allocated * (1.05 if knobs["allocator"] == "expandable" else rng.uniform(1.1, 1.6)))
+    gpu_name, peak = GPUS[gpu]
+    metrics = {
+        "steps": steps, "tokens_generated": batch * steps, "runtime_mean_s": mean, "runtime_std_s": mean * 0.01,
+        "runtime_min_s": mean * 0.98, "runtime_max_s": mean * 1.03, "runtime_median_s": mean,
+        "tokens_per_s": batch * steps / mean, "step_latency_median_s": mean / steps,
+        "step_latency_p90_s": 1.2 * mean / steps, "first_run_s": mean * (40 if knobs["compile"] != "off" else 1.2),
+        "mem_allocated_peak_bytes": allocated, "mem_reserved_peak_bytes": reserved,
+        "mem_fragmentation_bytes": reserved - allocated, "mem_fragmentation_pct": 100 * (reserved - allocated) / reserved,
+        "peak_rss_bytes": 2.1e9, "weight_bytes": weight_bytes, "weight_bandwidth_gbs": weight_bytes * steps / mean / 1e9,
+        "weight_bandwidth_pct_of_peak": 100 * weight_bytes * steps / mean / 1e9 / peak, "deterministic": 1,
+        "trial_wall_s": 10 * mean + 8, "child_wall_s": 10 * mean + 12, "env_cpu_count": 32, "env_torch_threads": 32,
+    }
+    tags = {"status": "finished", "variant": variant, "accelerator_type": gpu,
+            "tokens_sha256": hashlib.sha256(tokens.tobytes()).hexdigest(), "env_host": f"node-{gpu.lower()}",
+            "env_python": "3.11.7", "env_torch": "2.13.0+cu130", "env_transformers": "5.24.0", "env_cuda": "13.0",
+            "env_driver": "580.65", "env_gpu_name": gpu_name, "env_cpu": "x86_64", "env_cpu_count": "32",
+            "env_torch_threads": "32"}
+    return params, metrics, tags, tokens
+
+
+def build_store(uri: str, n_runs: int, root: Path) -> None:
+    """One parent and n_runs children, written as the sweep driver writes them (log_batch per run)."""
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("tokengen", artifact_location=str(root / "artifacts"))
+    parent = client.create_run(experiment, run_name=SWEEP, tags={"sweep_parent": SWEEP, "sweep": SWEEP}).info.run_id
+    rng = np.random.default_rng(0)
+    points = [(v, b, n, d, g) for g in GPUS for d in DTYPES for n in LENGTHS for b in BATCHES for v in PRESETS]
+    now = int(time.time() * 1000)
+    for i in range(n_runs):
+        variant, batch, length, dtype, gpu = points[i % len(points)]
+        failed = i >= len(points) or (variant == "static_cudagraph_pipelined" and batch == 64 and length == 400)
+        params, metrics, tags, tokens = trial(variant, batch, length, dtype, gpu, rng)
+        if i >= len(points):
+            params["model"] = "gpt2-xl"
+        key = hashlib.sha256(f"{i}".encode()).hexdigest()[:16]
+        tags.update({"mlflow.parentRunId": parent, "sweep": SWEEP, "trial_key": key, "key": key})
+        if failed:
+            metrics = {"trial_wall_s": 3.0, "child_wall_s": 5.0}
+            tags = {k: v for k, v in tags.items() if k != "tokens_sha256"}
+            tags.update({"status": "failed", "error_type": "OutOfMemory"})
+        run = client.create_run(experiment, run_name=f"{variant}-b{batch}-n{length}", tags=tags, start_time=now + i)
+        run_id = run.info.run_id
+        client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+                         params=[Param(k, str(v)) for k, v in params.items()], synchronous=True)
+        if not failed:
+            path = root / "tokens.npy"
+            np.save(path, tokens)
+            client.log_artifact(run_id, str(path))
+        else:
+            client.log_text(run_id, json.dumps({"status": "failed", "error_type": "OutOfMemory",
+                                                "error_message": "CUDA out of memory. Tried to allocate 2.00 GiB"}),
+                            "result.json")
+        client.set_terminated(run_id, "FAILED" if failed else "FINISHED", end_time=now + i + 1)
+    client.set_terminated(parent, "FINISHED")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--keep", help="build the store in this directory and keep it")
+    args = parser.parse_args()
+    from tracking.report import build_report
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.keep or tmp).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        uri = f"sqlite:///{root}/mlflow.db"
+        started = time.perf_counter()
+        build_store(uri, args.runs, root)
+        store_s = time.perf_counter() - started
+        print(f"store: {args.runs} child runs written in {store_s:.1f} s ({uri})", file=sys.stderr)
+        started = time.perf_counter()
+        report = build_report(uri, "tokengen", None, root / "reports")
+        report_s = time.perf_counter() - started
+    print(f"report for {report.trials} trials ({report.failed} failed, {report.downloads} token files compared) "
+          f"built in {report_s:.2f} s (target: under 10 s on 2 cores)")
+    print(json.dumps({"runs": args.runs, "store_s": round(store_s, 2), "report_s": round(report_s, 2),
+                      "downloads": report.downloads, "target_s": 10}))
+
+
+if __name__ == "__main__":
+    main()

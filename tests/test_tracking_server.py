@@ -1,0 +1,143 @@
+"""A cluster's shared tracking server, for real: `mlflow server` on 127.0.0.1 with a SQLite backend and
+proxied artifacts, a small sweep recorded through it, the runs read back over its REST API and with
+MlflowClient, and the report built from it. One server and one sweep for the whole module."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from mlflow import MlflowClient
+
+from sweep_helpers import child_runs, run_captured, small_sweep
+from tracking.report import build_report
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_health(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mlflow server exited with status {proc.returncode}")
+        try:
+            if urllib.request.urlopen(f"{url}/health", timeout=2).read().strip() == b"OK":
+                return
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.3)
+    raise TimeoutError(f"mlflow server at {url} not healthy after {timeout_s} s")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("server")
+    url = f"http://127.0.0.1:{free_port()}"
+    port = url.rsplit(":", 1)[1]
+    # no background job runner (GenAI jobs): fewer processes on a 2-core machine, same tracking server
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    log = open(tmp / "server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp}/m.db",
+         "--artifacts-destination", str(tmp / "art"), "--host", "127.0.0.1", "--port", port, "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+    )
+    try:
+        wait_for_health(url, proc, 120)
+        yield SimpleNamespace(url=url, tmp=tmp)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and the uvicorn worker it started
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def swept(server):
+    config = small_sweep(server.tmp, f"tracking.uri={server.url}")
+    status, out, err = run_captured(config, server.tmp)
+    assert status == 0, err[-2000:]
+    return SimpleNamespace(out=out, err=err, client=MlflowClient(tracking_uri=server.url))
+
+
+def rest(url: str, path: str, body: dict | None = None) -> dict:
+    """One call to MLflow's REST API: GET with a query string, or POST with a JSON body."""
+    if body is None:
+        return json.loads(urllib.request.urlopen(f"{url}/api/2.0/mlflow/{path}", timeout=10).read())
+    request = urllib.request.Request(f"{url}/api/2.0/mlflow/{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    return json.loads(urllib.request.urlopen(request, timeout=10).read())
+
+
+def test_rest_api_returns_every_trial_with_params_metrics_and_tags(server, swept):
+    experiment = rest(server.url, "experiments/get-by-name?" + urllib.parse.urlencode({"experiment_name": "tokengen"}))
+    found = rest(server.url, "runs/search", {"experiment_ids": [experiment["experiment"]["experiment_id"]],
+                                             "filter": "tags.sweep = 't'", "max_results": 100})
+    runs = [{"info": r["info"], **{part: {kv["key"]: kv.get("value") for kv in r["data"].get(part, [])}
+                                   for part in ("params", "metrics", "tags")}} for r in found["runs"]]
+    children = [r for r in runs if "mlflow.parentRunId" in r["tags"]]
+    parents = [r for r in runs if r["tags"].get("sweep_parent") == "t"]
+    assert len(children) == 2 and len(parents) == 1
+    for run in children:
+        assert run["tags"]["mlflow.parentRunId"] == parents[0]["info"]["run_id"]
+        assert run["info"]["status"] == "FINISHED" and run["tags"]["status"] == "finished"
+        assert run["params"]["batch_size"] == "2" and run["params"]["variant"] in {"baseline", "kv_cache"}
+        assert run["metrics"]["runtime_mean_s"] > 0 and run["tags"]["env_torch"]
+
+
+def test_client_reads_runs_and_artifacts_through_the_server_proxy(server, swept):
+    runs = child_runs(server.url)
+    assert len(runs) == 2
+    for run in runs:
+        assert run.info.artifact_uri.startswith("mlflow-artifacts:")  # proxied: clients need no shared disk
+        tokens = np.load(swept.client.download_artifacts(run.info.run_id, "tokens.npy", str(server.tmp)))
+        assert tokens.dtype == np.int64 and tokens.shape == (2, 1 + int(run.data.metrics["steps"]))
+    stored = list((server.tmp / "art").rglob("tokens.npy"))
+    assert len(stored) == 2  # the server wrote them under --artifacts-destination
+    parent = runs[0].data.tags["mlflow.parentRunId"]
+    assert {a.path for a in swept.client.list_artifacts(parent, "report")} >= {"report/report.md", "report/results.csv"}
+    assert list((server.tmp / "art").rglob("report/report.md"))
+
+
+def test_the_experiment_exists_once_and_before_any_trial(server, swept):
+    experiments = [e for e in swept.client.search_experiments() if e.name == "tokengen"]
+    assert len(experiments) == 1
+    runs = child_runs(server.url)
+    parent = swept.client.get_run(runs[0].data.tags["mlflow.parentRunId"])
+    assert experiments[0].creation_time <= parent.info.start_time <= min(r.info.start_time for r in runs)
+
+
+def test_the_report_builds_from_the_server(server, swept):
+    assert "speedup" in swept.out and "| kv_cache |" in swept.out  # the sweep's own report, through the server
+    report = build_report(server.url, "tokengen", None, server.tmp / "from-server")
+    assert (report.sweep, report.trials, report.failed) == ("t", 2, 0)
+    text = (report.directory / "report.md").read_text()
+    assert f"Store `{server.url}`" in text and "| kv_cache | 2 | 6 |" in text
+    table = text.split("## (a)")[1]
+    assert "| ok |" in table  # float32: the kv_cache's tokens are the baseline's
+
+
+def test_a_stopped_server_is_named_in_one_line(tmp_path, capsys):
+    from tracking.report import main
+
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["--uri", url]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: tracking server {url} is unreachable") and err.endswith("start it or fix --uri")

@@ -1,0 +1,56 @@
+"""DataFrames as Markdown tables, each value formatted by what its column measures.
+
+A column's unit is read from its name, the name it carries in MLflow (`runtime_mean_s`,
+`mem_reserved_peak_bytes`, `gpu_busy_pct`), so a table needs no per-column format list; a pivot's
+generated columns say their unit in `frame.attrs["unit"]`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+NA = "n/a"
+NAMED = {"speedup": "x", "tokens_per_s": "rate", "exponent": "exp"}
+DECIMALS = {"ms": 3, "us": 1, "exp": 2}
+
+
+def _unit(column: str) -> str:
+    if column in NAMED:
+        return NAMED[column]
+    for suffix, unit in (("_bytes", "bytes"), ("_pct", "pct"), ("_ms", "ms"), ("_us_per_step", "us"), ("_s", "s")):
+        if column.endswith(suffix):
+            return unit
+    return ""
+
+
+def cell(value, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NA
+    if isinstance(value, str):
+        return value.replace("|", "\\|").replace("\n", " ")
+    if unit == "bytes":
+        return f"{value / 2**20:,.1f} MiB"
+    if unit == "pct":
+        return f"{value:.1f}%"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "rate":
+        return f"{value:,.0f}"
+    if unit == "s":
+        return f"{value:.4g}"
+    if unit in DECIMALS:
+        return f"{value:.{DECIMALS[unit]}f}"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    units = {c: frame.attrs.get("unit", {}).get(c) or _unit(str(c)) for c in frame.columns}
+    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    rule = "|" + "|".join("---:" if units[c] else "---" for c in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(v, units[c]) for c, v in zip(frame.columns, row)) + " |"
+            for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *body])

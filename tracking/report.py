@@ -1,0 +1,177 @@
+"""`python -m tracking.report`: a sweep's article-style comparison report, built from MLflow alone.
+
+Reads the sweep's runs (the latest sweep by default) from any tracking store or server, writes
+`reports/<sweep>/report.md` (one table per article question), `results.csv` (every trial, MLflow's
+names) and PNG plots, attaches them to the sweep's parent run under `report/`, and prints the main
+tables. The sweep driver calls `build_report` at the end of every sweep.
+
+    python -m tracking.report [--uri sqlite:///mlflow.db] [--experiment tokengen] [--sweep NAME] [--out reports]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tokengen.spec import TrialSpec
+from tracking import tables
+from tracking.markdown import to_markdown
+from tracking.runs import ReportError, add_outside_baselines, fill_error_messages, load_sweep
+from tracking.summary import key_part
+from tracking.tokens import HOW
+
+SYSTEM = ["env_gpu_name", "env_driver", "env_cuda", "env_torch", "env_transformers", "env_python", "env_host",
+          "env_cpu", "env_cpu_count"]
+OWN_FILES = ("report.md", "results.csv", "runtime_vs_seqlen.png", "speedup_vs_batch.png", "memory.png")
+INTERNAL = ["in_sweep", "baseline_in_sweep", "variant_rank"]
+
+
+@dataclass
+class Report:
+    sweep: str
+    parent_id: str
+    directory: Path
+    main: str  # the overview and the runtime/speedup table, as Markdown
+    trials: int
+    failed: int
+    downloads: int
+    files: list[Path] = field(default_factory=list)
+
+
+def system_facts(rows: pd.DataFrame) -> pd.DataFrame:
+    """The machines the trials ran on, from the env_* tags every trial carries."""
+    facts = []
+    for name in SYSTEM:
+        values = sorted({key_part(v) for v in rows[name]} - {""}) if name in rows else []
+        facts.append({"fact": name.removeprefix("env_"), "value": ", ".join(values) or None})
+    return pd.DataFrame(facts)
+
+
+def results_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every trial of the sweep, one row each, MLflow's flat names first, then the report's verdicts."""
+    rows = frame[frame["in_sweep"].astype(bool)].drop(columns=INTERNAL)
+    first = ["run_id", "run_name", "status", "trial_key", *TrialSpec.__dataclass_fields__, "accelerator_type",
+             "gpu_type", "speedup", "tokens", "agreed_steps"]
+    first = [c for c in first if c in rows]
+    return rows[first + sorted(c for c in rows.columns if c not in first)]
+
+
+NOTES = {
+    "overview": "Speedup: geometric mean, min and max over the variant's trials.",
+    "a": "speedup = the matching baseline's runtime_mean_s / the trial's (same {match}). tokens: `ok` = the "
+         "baseline's tokens; float32 must match exactly (else MISMATCH); in lower precision, {how}.",
+    "b": "CUDA caching allocator peaks; fragmentation = reserved - allocated, as the article defines it (n/a on "
+         "the CPU, where peak_rss_bytes is the process's).",
+    "c": "runtime_mean_s (s) per max_seqlen; steps = decode steps taken at each; exponent = slope of log runtime "
+         "over log steps taken: ~2 is O(N^2) (full recompute), ~1 is O(N) (a KV cache); n/a where a length "
+         "distribution ended every max_seqlen at the same step.",
+    "d": "Each lagged stop check (pipelined, deferred) beside the sync check with the same cache and compile; "
+         "gain_pct = time saved over sync.",
+    "e": "Per decode step (a no-check run takes all max_seqlen steps, a checked one stops with its batch); "
+         "overhead_pct = extra time per step over the no-check variant with the same cache and compile.",
+    "f": "One column per GPU type, the trials run on more than one side by side.",
+    "idle": "From the profiled run: GPU idle time and host sync time per decode step, GPU busy share.",
+}
+
+
+def _section(title: str, note: str, table: pd.DataFrame | None) -> list[str]:
+    if table is None or table.empty:
+        return []
+    return [f"## {title}", ""] + ([note, ""] if note else []) + [to_markdown(table), ""]
+
+
+def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]:
+    """(report.md's text, the main tables' text: the overview and (a))."""
+    mine = frame[frame["in_sweep"].astype(bool)]
+    done = int((mine["status"] == "finished").sum())
+    borrowed = int(((~frame["baseline_in_sweep"]) & frame["in_sweep"] & frame["speedup"].notna()).sum())
+    note_a = NOTES["a"].format(match=", ".join(tables.REPORT_MATCH).replace("gpu_type", "GPU type"), how=HOW)
+    if borrowed:
+        note_a += f" {borrowed} speedup(s) use a baseline recorded by another sweep (resume skipped it here)."
+    main = (_section("Overview per variant", NOTES["overview"], tables.overview_table(frame))
+            + _section("(a) Runtime and speedup per trial", note_a, tables.runtime_table(frame)))
+    built = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    header = [
+        f"# Sweep `{runs.sweep}`", "",
+        f"Store `{runs.uri}`, experiment `{runs.experiment}`, parent run `{runs.parent_id}`: {done} finished, "
+        f"{len(mine) - done} failed trial(s). Built from MLflow {built}; every trial is in `results.csv`.", "",
+        "## System", "", to_markdown(system_facts(mine)), "",
+    ]
+    sections = [
+        ("(b) Memory", NOTES["b"], tables.memory_table(frame)),
+        ("(c) Runtime against max_seqlen", NOTES["c"], tables.seqlen_table(frame)),
+        ("(d) Pipelining gain by batch size", NOTES["d"], tables.pipelining_table(frame)),
+        ("(e) Stop-check overhead against the no-check upper bound", NOTES["e"], tables.nocheck_table(frame)),
+        *[(f"(f) {value} by GPU type", NOTES["f"], table) for value, table in tables.gpu_tables(frame)],
+        ("Idle gap per variant beside its speedup", NOTES["idle"], tables.idle_table(frame)),
+        ("(g) Failed trials", "", tables.failed_table(frame)),
+    ]
+    body = [line for section in sections for line in _section(*section)]
+    pictures = ["## Plots", ""] + [f"![{title}]({path.name})" for title, path in plots.items()] + [""] if plots else []
+    return "\n".join(header + main + body + pictures), "\n".join(main)
+
+
+def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = None,
+                 out: str | Path = "reports") -> Report:
+    """Load the sweep from MLflow, compare, and write report.md, results.csv and the plots."""
+    from tracking.plots import PLOTS
+
+    runs = load_sweep(uri, experiment, sweep)
+    if runs.trials.empty:
+        raise ReportError(f"sweep '{runs.sweep}' in {uri} has no trials yet: run it with python -m sweeps.run first")
+    fill_error_messages(runs.client, runs.trials)
+    if tables.lacks_baselines(runs.trials):
+        add_outside_baselines(runs)
+    frame, downloads = tables.prepare(runs.trials, runs.outside_baselines, runs.client)
+    directory = Path(out) / runs.sweep.replace("/", "_")
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in OWN_FILES:
+        (directory / name).unlink(missing_ok=True)
+    plots = {title: path for title, draw in PLOTS.items() if (path := draw(frame, directory))}
+    text, main = render(runs, frame, plots)
+    (directory / "report.md").write_text(text)
+    results_frame(frame).to_csv(directory / "results.csv", index=False)
+    mine = frame[frame["in_sweep"].astype(bool)]
+    failed = int((mine["status"] != "finished").sum())
+    files = [directory / "report.md", directory / "results.csv", *plots.values()]
+    return Report(runs.sweep, runs.parent_id, directory, main, len(mine), failed, downloads, files)
+
+
+def attach(uri: str, report: Report) -> None:
+    """The report's files as artifacts of the sweep's parent run, under report/."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    for path in report.files:
+        client.log_artifact(report.parent_id, str(path), "report")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tracking.report", description=__doc__.splitlines()[0])
+    parser.add_argument("--uri", default="sqlite:///mlflow.db", help="tracking store or server (default: %(default)s)")
+    parser.add_argument("--experiment", default="tokengen", help="default: %(default)s")
+    parser.add_argument("--sweep", help="sweep name (default: the latest sweep in the experiment)")
+    parser.add_argument("--out", default="reports", help="reports go to OUT/<sweep>/ (default: %(default)s)")
+    parser.add_argument("--no-attach", action="store_true", help="do not log the report to the sweep's parent run")
+    args = parser.parse_args(argv)
+    try:
+        report = build_report(args.uri, args.experiment, args.sweep, args.out)
+        if not args.no_attach:
+            attach(args.uri, report)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.main)
+    where = "" if args.no_attach else f", attached to run {report.parent_id} under report/"
+    print(f"report: {report.directory / 'report.md'} ({report.trials} trials, {report.failed} failed){where}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The article's questions, one table each, over a sweep's trials as loaded by tracking.runs.
+
+`prepare` adds what every table compares against: each trial's matching baseline (same workload,
+same GPU type), its speedup and its token verdict. Each table function returns None when the sweep
+lacks the rows it needs, so a report shows only the questions its sweep can answer. Tables keep
+MLflow's column names, so a figure in a report is the metric of the same name in the MLflow UI.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from tokengen.presets import PRESETS
+from tracking.summary import MATCH, baseline_of, match_keys, partners, with_speedup
+from tracking.tokens import check_tokens
+
+REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
+"""MATCH with the GPU type read from Ray's accelerator_type, else the GPU's own name."""
+CONTEXT = ["model", "dtype", "device", "gpu_type", "stop", "sampling", "seed"]
+KNOB_MATCH = REPORT_MATCH + ["cache", "compile", "allocator"]
+"""A stop check's peers: the same workload and generator, only the stop check differs."""
+POINT = ["batch_size", "max_seqlen"]
+PROFILE = ["gpu_idle_us_per_step", "gpu_busy_pct", "host_sync_us_per_step"]
+REQUIRED = REPORT_MATCH + ["variant", "status", "steps", "runtime_mean_s", "stop_check", "cache", "compile",
+                           "allocator", "tokens_sha256", "run_id", "in_sweep"]
+
+
+def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None, client=None):
+    """One frame for every table: the sweep's trials (plus other sweeps' baselines they match, marked
+    in_sweep=False), with `speedup`, `tokens` (the verdict), `agreed_steps` and `step_ms`.
+    Returns (frame, number of token files downloaded)."""
+    parts = [trials.assign(in_sweep=True)]
+    if outside_baselines is not None and not outside_baselines.empty:
+        parts.append(outside_baselines.assign(in_sweep=False))
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
+    for column in REQUIRED:
+        if column not in frame:
+            frame[column] = None
+    frame = with_speedup(frame, match=REPORT_MATCH)
+    base = baseline_of(frame, match=REPORT_MATCH)
+    frame["baseline_in_sweep"] = [b is None or bool(frame.at[b, "in_sweep"]) for b in base]
+    frame["tokens"], frame["agreed_steps"], downloads = check_tokens(frame, base, client)
+    runtime, steps = (pd.to_numeric(frame[c], errors="coerce") for c in ("runtime_mean_s", "steps"))
+    frame["step_ms"] = runtime / steps * 1e3
+    frame["variant_rank"] = [list(PRESETS).index(v) if v in PRESETS else len(PRESETS) for v in frame["variant"]]
+    return frame, downloads
+
+
+def lacks_baselines(trials: pd.DataFrame) -> bool:
+    """Whether some finished trial has no matching baseline among the sweep's own trials."""
+    trials = trials.assign(**{c: None for c in REQUIRED if c not in trials})
+    done = (trials["status"] == "finished") & (trials["variant"] != "baseline")
+    return bool(baseline_of(trials, match=REPORT_MATCH)[done].isna().any())
+
+
+def varying(frame: pd.DataFrame, columns: list[str] = CONTEXT) -> list[str]:
+    return [c for c in columns if c in frame and len(set(match_keys(frame, [c]))) > 1]
+
+
+def finished(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = frame[(frame["status"] == "finished") & frame["in_sweep"].astype(bool)]
+    return rows.sort_values(varying(frame) + POINT + ["variant_rank", "variant"], kind="stable")
+
+
+def _pick(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    for column in columns:
+        if column not in frame:
+            frame = frame.assign(**{column: float("nan")})
+    return frame[columns].reset_index(drop=True)
+
+
+def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """(a) Runtime spread and speedup over the matching baseline, per trial, with the token verdict."""
+    rows = finished(frame)
+    if rows.empty:
+        return None
+    columns = varying(frame) + ["variant"] + POINT + ["steps", "runtime_mean_s", "runtime_std_s", "runtime_min_s",
+                                                      "runtime_max_s", "tokens_per_s", "speedup", "tokens"]
+    return _pick(rows, columns)
+
+
+def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """Per variant: how many trials, the speedup's geometric mean and range, token verdicts in one word."""
+    rows = frame[frame["in_sweep"].astype(bool)]
+    if rows.empty:
+        return None
+    out = []
+    for variant, group in rows.sort_values(["variant_rank", "variant"]).groupby("variant", sort=False):
+        done = group[group["status"] == "finished"]
+        speedups = [s for s in done["speedup"] if isinstance(s, float) and s > 0 and not math.isnan(s)]
+        verdicts = [v for v in done["tokens"] if v]
+        bad = sum(v.startswith("MISMATCH") for v in verdicts)
+        drift = sum(v.startswith(("agree", "differs")) for v in verdicts)
+        words = [f"{bad} MISMATCH"] * bool(bad) + [f"{drift} drift"] * bool(drift)
+        out.append({
+            "variant": variant, "finished": len(done), "failed": len(group) - len(done),
+            "speedup_geomean": math.exp(np.mean(np.log(speedups))) if speedups else float("nan"),
+            "speedup_min": min(speedups, default=float("nan")), "speedup_max": max(speedups, default=float("nan")),
+            "tokens": ", ".join(words) or ("ok" if verdicts else ""),
+        })
+    table = pd.DataFrame(out)
+    table.attrs["unit"] = {"speedup_geomean": "x", "speedup_min": "x", "speedup_max": "x"}
+    return table
+
+
+def memory_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """(b) The CUDA caching allocator's peaks and the fragmentation between them (n/a on the CPU)."""
+    rows = finished(frame)
+    if rows.empty:
+        return None
+    memory = ["mem_allocated_peak_bytes", "mem_reserved_peak_bytes", "mem_fragmentation_bytes",
+              "mem_fragmentation_pct", "peak_rss_bytes"]
+    columns = varying(frame) + ["variant"] + POINT + memory
+    return _pick(rows, columns)
+
+
+def seqlen_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """(c) Runtime against max_seqlen per variant, and the exponent of its growth with the decode steps
+    taken: ~2 is the baseline's full recompute (O(N^2)), ~1 a cache's O(N). Steps, not max_seqlen: with a
+    length distribution a batch may stop before max_seqlen, and a recompute costs what it recomputes."""
+    rows = finished(frame).dropna(subset=["runtime_mean_s", "max_seqlen", "steps"])
+    group_by = varying(frame) + ["variant", "batch_size"]
+    lengths = sorted({int(n) for n in rows["max_seqlen"]})
+    if len(lengths) < 2:
+        return None
+    rows = rows.assign(_group=match_keys(rows, group_by), _n=rows["max_seqlen"].astype(int))
+    grids = {value: rows.pivot_table(index="_group", columns="_n", values=value, aggfunc="first", sort=False)
+             .reindex(columns=lengths) for value in ("runtime_mean_s", "steps")}
+    runtime, steps = grids["runtime_mean_s"], grids["steps"].reindex(grids["runtime_mean_s"].index)
+    out = runtime.rename(columns={n: f"n={n}" for n in lengths})
+    out = out[runtime.notna().sum(axis=1) >= 2]
+    if out.empty:
+        return None
+    exponents, taken = [], []
+    for group in out.index:
+        seconds, count = runtime.loc[group].to_numpy(float), steps.loc[group].to_numpy(float)
+        known = ~np.isnan(seconds) & ~np.isnan(count)
+        distinct = len(set(count[known])) >= 2
+        exponents.append(np.polyfit(np.log(count[known]), np.log(seconds[known]), 1)[0] if distinct else np.nan)
+        taken.append(", ".join("-" if np.isnan(c) else str(int(c)) for c in count))
+    out = out.assign(steps=taken, exponent=exponents)
+    names = rows.drop_duplicates("_group").set_index("_group")[group_by]
+    table = names.loc[out.index].join(out).reset_index(drop=True)
+    table.attrs["unit"] = {f"n={n}": "s" for n in lengths}
+    return table
+
+
+def _peer_table(frame: pd.DataFrame, checks: tuple[str, ...], peer_check: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Trials whose stop check is in `checks`, beside their peer with stop check `peer_check`."""
+    rows = finished(frame)
+    mine = rows[rows["stop_check"].isin(checks)]
+    peers = rows[rows["stop_check"] == peer_check]
+    found = partners(mine, peers, KNOB_MATCH)
+    mine = mine[found.notna()]
+    return mine, peers.loc[list(found.dropna())].set_index(mine.index)
+
+
+def pipelining_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """(d) What hiding the host's stop check gains at each batch size: the sync variant beside its
+    pipelined and deferred twins (same cache, compile, workload)."""
+    mine, sync = _peer_table(frame, ("pipelined", "deferred"), "sync")
+    if mine.empty:
+        return None
+    table = pd.DataFrame({
+        **{c: mine[c] for c in varying(frame) + POINT},
+        "sync_variant": sync["variant"], "sync_runtime_mean_s": sync["runtime_mean_s"],
+        "variant": mine["variant"], "runtime_mean_s": mine["runtime_mean_s"],
+        "gain_pct": 100 * (sync["runtime_mean_s"] - mine["runtime_mean_s"]) / sync["runtime_mean_s"],
+    })
+    order = varying(frame) + ["max_seqlen", "batch_size", "sync_variant"]
+    return table.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def nocheck_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """(e) What a stop check costs against the no-check upper bound with the same cache and compile,
+    per decode step: a no-check run takes all max_seqlen steps, a checked one stops with its batch."""
+    mine, bound = _peer_table(frame, ("sync", "pipelined", "deferred"), "none")
+    if mine.empty:
+        return None
+    table = pd.DataFrame({
+        **{c: mine[c] for c in varying(frame) + POINT},
+        "variant": mine["variant"], "steps": mine["steps"], "step_ms": mine["step_ms"],
+        "nocheck_variant": bound["variant"], "nocheck_steps": bound["steps"], "nocheck_step_ms": bound["step_ms"],
+        "overhead_pct": 100 * (mine["step_ms"] - bound["step_ms"]) / bound["step_ms"],
+    })
+    return table.reset_index(drop=True)
+
+
+def gpu_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(f) The same trials side by side per GPU type, when the sweep ran some on more than one."""
+    rows = finished(frame)
+    gpus = sorted({g for g in rows["gpu_type"] if isinstance(g, str)})
+    if len(gpus) < 2:
+        return []
+    index = [c for c in varying(frame) if c != "gpu_type"] + ["variant"] + POINT
+    out = []
+    for value in ("runtime_mean_s", "speedup", "tokens_per_s"):
+        pivot = rows.pivot_table(index=index, columns="gpu_type", values=value, aggfunc="first", sort=False)
+        pivot = pivot.reindex(columns=gpus)
+        pivot = pivot[pivot.notna().sum(axis=1) >= 2].reset_index()  # only trials run on two types or more
+        if pivot.empty:
+            return []
+        pivot.columns = [str(c) for c in pivot.columns]
+        pivot.attrs["unit"] = {g: {"runtime_mean_s": "s", "speedup": "x", "tokens_per_s": "rate"}[value] for g in gpus}
+        out.append((value, pivot))
+    return out
+
+
+def failed_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """(g) Every failed trial with what broke."""
+    rows = frame[(frame["status"] != "finished") & frame["in_sweep"].astype(bool)]
+    if rows.empty:
+        return None
+    if "error_message" in rows:
+        rows = rows.assign(error_message=[m[:300] if isinstance(m, str) else m for m in rows["error_message"]])
+    columns = ["variant", "model", "dtype", "device", "gpu_type"] + POINT + ["trial_key", "error_type", "error_message"]
+    return _pick(rows, columns)
+
+
+def idle_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """Where profiling measured it: the GPU's idle gap per step beside each variant's speedup."""
+    present = [c for c in PROFILE if c in frame and frame[c].notna().any()]
+    if not present:
+        return None
+    rows = finished(frame)
+    rows = rows[rows[present].notna().any(axis=1)]
+    return _pick(rows, varying(frame) + ["variant"] + POINT + ["speedup"] + PROFILE)
