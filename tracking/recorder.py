@@ -20,7 +20,7 @@ from mlflow.entities import Metric, Param
 from tokengen.spec import TrialSpec
 
 SPEC_FIELDS = [f for f in TrialSpec.__dataclass_fields__]
-TAG_FIELDS = ("variant", "status", "error_type", "accelerator_type", "tokens_sha256", "key")
+TAG_FIELDS = ("variant", "status", "error_type", "error_message", "accelerator_type", "tokens_sha256", "key")
 NOT_METRICS = set(SPEC_FIELDS) | {"key", "log", "files"}
 MAX_PARAM_CHARS = 6000
 
@@ -54,7 +54,7 @@ def tags_of(record: dict, sweep: str) -> dict[str, str]:
     tags = {"sweep": sweep, "trial_key": record["key"]}
     for name, value in record.items():
         if value is not None and (name in TAG_FIELDS or name.startswith(("env_", "node_"))):
-            tags[name] = str(value)
+            tags[name] = str(value)[:MAX_PARAM_CHARS]
     return tags
 
 
