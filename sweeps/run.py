@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from sweeps.config import register
 from sweeps.grid import GridPlan, PlannedTrial, expand
 from sweeps.progress import Progress
-from sweeps.schedule import ClusterError, ScheduleSettings, connect, schedule
+from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from tokengen.spec import SpecError
 
 
@@ -36,11 +36,59 @@ def trial_record(trial: PlannedTrial, raw: dict) -> dict:
     return {**trial.spec.to_dict(), **raw, "key": trial.key, "accelerator_type": trial.accelerator_type}
 
 
+def execute(trials: list[PlannedTrial], config: dict, recorder) -> list[dict]:
+    """Run the trials on Ray, recording each in MLflow the moment it arrives; ClusterError if it cannot."""
+    sweep = config["sweep"]
+    connect(config["ray"]["address"], config["ray"].get("num_cpus"), config["ray"].get("num_gpus"))
+    settings = ScheduleSettings(
+        workdir=sweep["workdir"], trial_timeout_s=sweep["trial_timeout_s"], retries=sweep["retries"],
+        cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
+    )
+    node_cpus = check_cluster(trials, settings)
+    recorder.start_sweep(sweep["name"], config, resume=sweep["resume"])
+    records: list[dict] = []
+    progress = Progress(len(trials))
+
+    def on_result(trial: PlannedTrial, raw: dict) -> None:
+        record = trial_record(trial, raw)
+        recorder.record_trial(record)
+        records.append(record)
+        progress.advance(failed=record["status"] != "finished")
+
+    try:
+        schedule(trials, settings, node_cpus, on_result, progress.update)
+    finally:
+        progress.close()
+    recorder.end_sweep(sum(r["status"] != "finished" for r in records))
+    return records
+
+
+def publish_report(config: dict, recorder, records: list[dict]) -> None:
+    """Build the sweep's report from MLflow, attach it when this run added trials, print its main table."""
+    from tracking.report import build_report
+    from tracking.summary import summary_table
+
+    uri, name = config["tracking"]["uri"], config["sweep"]["name"]
+    try:
+        report = build_report(uri, config["tracking"]["experiment"], name, "reports")
+        if records:
+            for path in report.files:
+                recorder.log_sweep_artifact(str(path), "report")
+        print(report.main)
+        _say(f"report: {report.directory / 'report.md'}" + (", attached to the sweep's run" if records else ""))
+    except Exception as exc:  # noqa: BLE001 - every trial is already recorded; the report can be rebuilt
+        first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:300]
+        if not records:
+            _say(f"report: none ({first})")
+            return
+        _say(f"report: not built ({first}): retry with python -m tracking.report --uri {uri} --sweep {name}")
+        print(summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
 def run_sweep(config: DictConfig | dict) -> int:
     if isinstance(config, DictConfig):
         config = OmegaConf.to_container(config, resolve=True)
     from tracking.recorder import Recorder, TrackingError
-    from tracking.summary import summary_table
 
     sweep = config["sweep"]
     try:
@@ -58,54 +106,19 @@ def run_sweep(config: DictConfig | dict) -> int:
         _say(f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment")
     _say(f"sweep {sweep['name']}: {len(trials)} trial(s) to run")
 
-    records: list[dict] = []
     started = time.perf_counter()
-    if trials:
-        connect(config["ray"]["address"], config["ray"].get("num_cpus"), config["ray"].get("num_gpus"))
-        settings = ScheduleSettings(
-            workdir=sweep["workdir"], trial_timeout_s=sweep["trial_timeout_s"], retries=sweep["retries"],
-            cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
-        )
-        recorder.start_sweep(sweep["name"], config, resume=sweep["resume"])
-        progress = Progress(len(trials))
-
-        def on_result(trial: PlannedTrial, raw: dict) -> None:
-            record = trial_record(trial, raw)
-            recorder.record_trial(record)
-            records.append(record)
-            progress.advance(failed=record["status"] != "finished")
-
-        try:
-            schedule(trials, settings, on_result, progress.update)
-        except ClusterError as exc:
-            progress.close()
-            _say(f"error: {exc}")
-            return 2
-        progress.close()
-        failed = sum(r["status"] != "finished" for r in records)
-        recorder.end_sweep(failed)
-    failed = sum(r["status"] != "finished" for r in records)
+    try:
+        records = execute(trials, config, recorder) if trials else []
+    except ClusterError as exc:
+        _say(f"error: {exc}")
+        return 2
     wall = time.perf_counter() - started
-    if records or trials != plan.trials:
-        from tracking.report import build_report
-
-        try:
-            report = build_report(config["tracking"]["uri"], config["tracking"]["experiment"], sweep["name"], "reports")
-            if records:
-                for path in report.files:
-                    recorder.log_sweep_artifact(str(path), "report")
-            print(report.main)
-            _say(f"report: {report.directory / 'report.md'}" + (", attached to the sweep's run" if records else ""))
-        except Exception as exc:  # noqa: BLE001 - every trial is already recorded; the report can be rebuilt
-            first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:300]
-            _say(f"report: not built ({first}): retry with python -m tracking.report --uri {config['tracking']['uri']} "
-                 f"--sweep {sweep['name']}" if records else f"report: none ({first})")
-            if records:
-                print(summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    _say(f"sweep {sweep['name']}: {len(records) - failed} finished, {failed} failed, in {wall:.1f} s")
-    for record in records:
-        if record["status"] != "finished":
-            _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
+    if records or len(trials) < len(plan.trials):
+        publish_report(config, recorder, records)
+    failed = [r for r in records if r["status"] != "finished"]
+    _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed, in {wall:.1f} s")
+    for record in failed:
+        _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
     return 1 if failed else 0
 
 

@@ -103,10 +103,11 @@ def capacity(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
     return max(1, int(resources.get("CPU", 1) // (settings.cpus_per_trial or node_cpus or 1)))
 
 
-def schedule(trials: list[PlannedTrial], settings: ScheduleSettings,
+def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: int,
              on_result: Callable[[PlannedTrial, dict], None], progress=None) -> None:
-    """Submit every trial, then hand each result to `on_result` the moment it arrives."""
-    node_cpus = check_cluster(trials, settings)
+    """Submit every trial, then hand each result to `on_result` the moment it arrives.
+
+    `node_cpus` is what check_cluster returned: call it first, before anything is recorded."""
     as_dict = {k: v for k, v in vars(settings).items()}
     pending = {}
     for trial in trials:

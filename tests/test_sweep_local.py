@@ -71,3 +71,16 @@ def test_unreachable_tracking_server_stops_before_any_trial(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: tracking server http://127.0.0.1:9 is unreachable")
     assert not ray.is_initialized()
+
+
+def test_cuda_trials_on_a_cluster_without_gpus_stop_before_any_trial(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    config = small_sweep(tmp_path, "trial.device=cuda", "ray.num_gpus=0")
+    assert run_sweep(config) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: the grid has CUDA trials but the Ray cluster has no GPU: use trial.device=cpu or "
+        "ray.address=auto on a GPU cluster"
+    )
+    client = MlflowClient(tracking_uri=config["tracking"]["uri"])
+    experiment = client.get_experiment_by_name("tokengen")
+    assert client.search_runs([experiment.experiment_id]) == []  # nothing recorded, not even a parent
