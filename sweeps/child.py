@@ -35,6 +35,7 @@ def environment(spec: dict, inductor_dir: Path, threads: int | None) -> dict:
     """The child's own environment: allocator, compile cache, thread count, no hub access."""
     env = dict(os.environ)
     env.pop("PYTORCH_ALLOC_CONF", None)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     if spec["allocator"] == "expandable":
         env["PYTORCH_ALLOC_CONF"] = EXPANDABLE
     env["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_dir)
@@ -64,8 +65,9 @@ def classify(returncode: int, log: str) -> tuple[str, str]:
         if match:
             kind, message = match.groups()
             return ("OutOfMemory" if "OutOfMemory" in kind else kind), message or line.strip()
-    if returncode == 2 and log.strip().startswith("error:"):
-        return "SpecError", log.strip().splitlines()[-1]
+    spec_errors = [line for line in log.splitlines() if line.startswith("error: ")]
+    if returncode == 2 and spec_errors:
+        return "SpecError", spec_errors[-1]
     return "Failed", f"the trial process exited with status {returncode}"
 
 
@@ -81,22 +83,23 @@ def run_child(spec: dict, key: str, workdir: str, timeout_s: float, threads: int
     inductor = Path(inductor_dir) if inductor_dir else trial_dir / "inductor"
     env = environment(spec, inductor, threads)
     started = time.perf_counter()
+    # its own process group, so a timeout also kills what it started (nsys and the profiled trial)
+    proc = subprocess.Popen(command(spec, json_path, tokens_path), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        proc = subprocess.run(command(spec, json_path, tokens_path), env=env, capture_output=True, text=True, timeout=timeout_s)
-        log, returncode = proc.stdout + proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        log = _text(exc.stdout) + _text(exc.stderr)
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        log = (stdout or "") + (stderr or "")
         record = failure("Timeout", f"the trial passed its {timeout_s:g} s timeout and was killed", log)
         return _finish(record, trial_dir, log, started)
+    log, returncode = stdout + stderr, proc.returncode
     if returncode == 0 and json_path.is_file():
         record = json.loads(json_path.read_text())
     else:
         record = failure(*classify(returncode, log), log)
     return _finish(record, trial_dir, log, started)
-
-
-def _text(raw) -> str:
-    return raw.decode(errors="replace") if isinstance(raw, bytes) else (raw or "")
 
 
 def _finish(record: dict, trial_dir: Path, log: str, started: float) -> dict:

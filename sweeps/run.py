@@ -26,6 +26,9 @@ def _say(message: str) -> None:
 
 
 def plan_sweep(config: dict) -> GridPlan:
+    name = str(config["sweep"]["name"])
+    if not name or any(c in name for c in "'\"/\\"):
+        raise SpecError(f"sweep.name={name!r}: use a name without quotes or slashes (it names runs and report folders)")
     if not config.get("grid"):
         raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling)")
     return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])

@@ -60,12 +60,16 @@ def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | No
     if ray.is_initialized():
         return
     kwargs = {} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus, "include_dashboard": False}
-    ray.init(
-        address=address or "local",  # None means a new local Ray, even where RAY_ADDRESS is set
-        runtime_env={"py_modules": [tokengen, sweeps], "env_vars": {"HF_HUB_OFFLINE": "1"}},
-        log_to_driver=False,
-        **kwargs,
-    )
+    try:
+        ray.init(
+            address=address or "local",  # None means a new local Ray, even where RAY_ADDRESS is set
+            runtime_env={"py_modules": [tokengen, sweeps], "env_vars": {"HF_HUB_OFFLINE": "1"}},
+            log_to_driver=False,
+            **kwargs,
+        )
+    except ConnectionError as exc:
+        first = (str(exc).strip().splitlines() or ["no answer"])[0][:200]
+        raise ClusterError(f"cannot join Ray at ray.address={address} ({first}): run `ray start --head` there, or drop ray.address for a local Ray") from None
 
 
 def task_options(trial: PlannedTrial, settings: ScheduleSettings, node_cpus: int) -> dict:

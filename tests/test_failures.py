@@ -57,3 +57,4 @@ def test_classify_names_signals_errors_and_spec_errors():
     assert classify(1, log) == ("OutOfMemory", "CUDA out of memory. Tried to allocate 2 GiB")
     assert classify(1, "RuntimeError: boom") == ("RuntimeError", "boom")
     assert classify(2, "error: device=cuda but torch sees no CUDA device: use device=cpu")[0] == "SpecError"
+    assert classify(2, "UserWarning: CUDA init\nerror: stop='x' is not understood")[0] == "SpecError"

@@ -123,3 +123,29 @@ def test_torch_profile_end_to_end_into_mlflow(tmp_path, monkeypatch):
     trace = json.loads(open(client.download_artifacts(run.info.run_id, "profile_trace.json", str(tmp_path))).read())
     names = {e.get("name") for e in trace["traceEvents"]}
     assert {"step 0", "forward", "stop check"} <= names
+
+
+def test_a_batch_that_ends_before_the_window_profiles_nothing_and_still_records(tmp_path):
+    trace = tmp_path / "profile_trace.json"
+    trace.write_text("{}")  # a stale trace from an earlier run must not be read
+    out = tmp_path / "r.json"
+    assert main(["--model", "tiny", "--variant", "kv_cache", "--batch-size", "1", "--max-seqlen", "40",
+                 "--stop", "fixed:3", "--runs", "1", "--profile", "torch", "--profile-dir", str(tmp_path),
+                 "--json", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["profile_window"] == "none" and record["profiled_steps"] == 0
+    assert record["gpu_idle_us_per_step"] is None and record["host_sync_us_per_step"] is None
+    assert not trace.exists()
+
+
+def test_torch_trace_counts_driver_launches():
+    """Triton kernels are launched through the driver API (cuLaunchKernel), not the runtime."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "step 0", "ts": 0, "dur": 10},
+              {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "ts": 1, "dur": 1, "args": {"correlation": 7}},
+              {"ph": "X", "cat": "kernel", "name": "triton_", "ts": 3, "dur": 4, "args": {"correlation": 7}}]
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"traceEvents": events}, f)
+    timeline = from_torch_trace(f.name)
+    assert timeline.launches == {7: 1.0} and len(timeline.gpu_ops) == 1

@@ -51,13 +51,17 @@ def run_under_nsys(argv: list[str], profile_dir: Path, json_path: str | None) ->
     record_path = Path(json_path) if json_path and json_path != "-" else profile_dir / "result.json"
     inner = [sys.executable, "-m", "tokengen", *strip_option(argv, "--json"), "--json", str(record_path)]
     report = profile_dir / NSYS_REPORT
-    proc = subprocess.run(nsys_command(inner, report), env={**os.environ, UNDER_NSYS: "1"})
+    report.with_suffix(".nsys-rep").unlink(missing_ok=True)
+    # nsys and the inner trial print to stderr: stdout stays the JSON's alone with --json -
+    proc = subprocess.run(nsys_command(inner, report), env={**os.environ, UNDER_NSYS: "1"}, stdout=sys.stderr)
     if proc.returncode != 0:
         return proc.returncode
-    sqlite_path = profile_dir / f"{NSYS_REPORT}.sqlite"
-    subprocess.run(nsys_export_command(report.with_suffix(".nsys-rep"), sqlite_path), check=True, capture_output=True)
     record = json.loads(record_path.read_text())
-    record.update(derive(from_nsys_sqlite(sqlite_path)), profile_report=f"{NSYS_REPORT}.nsys-rep")
+    rep = report.with_suffix(".nsys-rep")
+    if rep.is_file():  # no report when the batch ended before the capture window
+        sqlite_path = profile_dir / f"{NSYS_REPORT}.sqlite"
+        subprocess.run(nsys_export_command(rep, sqlite_path), check=True, capture_output=True)
+        record.update(derive(from_nsys_sqlite(sqlite_path)), profile_report=rep.name)
     record_path.write_text(json.dumps(record, indent=2))
     if json_path == "-":
         print(json.dumps(record))
@@ -88,14 +92,19 @@ def main(argv: list[str] | None = None) -> int:
         print("variants:", ", ".join(presets.PRESETS))
         print("models:  ", ", ".join(models.PRESETS), "or a local directory")
         return 0
+    from tokengen.profiling import resolve_mode
     from tokengen.validate import check_runnable, resolve
 
     try:
         spec = resolve(**args)
         check_runnable(spec)
+        for path in (json_path, tokens_path):
+            if path and path != "-" and not Path(path).resolve().parent.is_dir():
+                raise SpecError(f"cannot write {path}: its directory does not exist")
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    spec = dataclasses.replace(spec, profile=resolve_mode(spec.profile, spec.device))  # auto, on this machine
 
     if spec.profile == "nsys" and os.environ.get(UNDER_NSYS) != "1":
         return run_under_nsys(list(sys.argv[1:] if argv is None else argv), Path(profile_dir), json_path)

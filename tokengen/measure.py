@@ -15,18 +15,20 @@ EXPANDABLE = "expandable_segments:True"
 
 
 def set_allocator(allocator: str, device: str) -> None:
-    """Set PYTORCH_ALLOC_CONF for this process; only possible before CUDA starts."""
-    conf = os.environ.get("PYTORCH_ALLOC_CONF", "")
+    """Set PYTORCH_ALLOC_CONF for this process; only possible before CUDA starts. The older
+    PYTORCH_CUDA_ALLOC_CONF is folded in and removed, so a 'default' trial is really default."""
+    conf = ",".join(filter(None, (os.environ.get(n, "") for n in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"))))
     parts = [p for p in conf.split(",") if p and not p.startswith("expandable_segments")]
     if allocator == "expandable":
         parts.append(EXPANDABLE)
     wanted = ",".join(parts)
-    if wanted == conf:
+    if wanted == os.environ.get("PYTORCH_ALLOC_CONF", "") and "PYTORCH_CUDA_ALLOC_CONF" not in os.environ:
         return
     if device == "cuda" and torch.cuda.is_initialized():
         raise RuntimeError(
             f"allocator={allocator} must be set before CUDA starts: run the trial in a fresh process (python -m tokengen)"
         )
+    os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     if wanted:
         os.environ["PYTORCH_ALLOC_CONF"] = wanted
     else:

@@ -119,6 +119,7 @@ class ProfiledRun:
         self.ranges = _WindowedRanges(NvtxRanges() if mode == "nsys" else TorchRanges(), self)
         self.session = None
         self.active = False
+        self.opened = False
 
     def _sync(self) -> None:
         if self.device == "cuda":
@@ -134,7 +135,7 @@ class ProfiledRun:
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             self.session = torch.profiler.profile(activities=activities)
             self.session.__enter__()
-        self.active = True
+        self.active = self.opened = True
 
     def end(self) -> None:
         if not self.active:
@@ -155,7 +156,8 @@ class ProfiledRun:
 def nsys_command(argv: list[str], output: Path) -> list[str]:
     """The article's capture: only what happens between cudaProfilerStart and Stop is recorded."""
     return ["nsys", "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
-            f"--trace={NSYS_TRACE}", "--force-overwrite=true", f"--output={output}", *argv]
+            f"--trace={NSYS_TRACE}", "--cuda-graph-trace=node",  # each kernel of a CUDA graph, not one box
+            "--force-overwrite=true", f"--output={output}", *argv]
 
 
 def nsys_export_command(report: Path, sqlite_path: Path) -> list[str]:
@@ -170,11 +172,15 @@ def profile_run(generate, spec, out_dir: Path) -> dict:
     """One extra run with the profiler over the window; torch traces are reduced to metrics here,
     nsys reports after the process exits (see tokengen.cli)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / TORCH_TRACE).unlink(missing_ok=True)  # never read an earlier run's trace
     run = ProfiledRun(spec.profile, spec.device, spec.profile_steps, spec.max_seqlen, out_dir / TORCH_TRACE)
     try:
         generate(ranges=run.ranges)
     finally:
         run.finish()
+    if not run.opened:  # the batch ended before the window's first step
+        return {"profile_window": "none", "gpu_idle_us_per_step": None, "gpu_busy_pct": None,
+                "host_sync_us_per_step": None, "profiled_steps": 0}
     if spec.profile != "torch":
         return {"profile_window": f"{run.start}-{run.stop}"}
     from tokengen.traces import derive, from_torch_trace

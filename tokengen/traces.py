@@ -94,7 +94,7 @@ def from_torch_trace(path: str | Path) -> Timeline:
                 timeline.steps.append((number, start, end))
             elif name == "stop check":
                 timeline.checks.append((start, end))
-        elif category == "cuda_runtime" and corr is not None:
+        elif category in ("cuda_runtime", "cuda_driver") and corr is not None:  # Triton launches via the driver
             timeline.launches[int(corr)] = start
         elif category in GPU_CATEGORIES and corr is not None:
             timeline.gpu_ops.append((start, end, int(corr)))

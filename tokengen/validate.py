@@ -11,7 +11,7 @@ import shutil
 
 from tokengen import models
 from tokengen.presets import CUSTOM, PRESETS, label_for
-from tokengen.profiling import parse_window, resolve_mode
+from tokengen.profiling import parse_window
 from tokengen.sampling import parse_sampling
 from tokengen.spec import CHOICES, SpecError, TrialSpec
 from tokengen.stopping import parse_stop
@@ -35,7 +35,7 @@ def resolve(variant: str | None = None, **fields) -> TrialSpec:
         values.update(PRESETS[variant])
     values.update({k: v for k, v in fields.items() if v is not None and k != "variant"})
     spec = TrialSpec(**values)
-    return dataclasses.replace(spec, variant=label_for(spec.knobs), profile=resolve_mode(spec.profile, spec.device))
+    return dataclasses.replace(spec, variant=label_for(spec.knobs))
 
 
 def cuda_only_reason(spec: TrialSpec) -> str | None:

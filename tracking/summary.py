@@ -41,6 +41,8 @@ def baseline_of(frame: pd.DataFrame, baseline: str = "baseline", match: list[str
     status = frame["status"] if "status" in frame else pd.Series("finished", index=frame.index)
     variant = frame["variant"] if "variant" in frame else pd.Series(None, index=frame.index, dtype=object)
     base = frame[(variant == baseline) & (status == "finished")]
+    if "in_sweep" in base:  # the sweep's own baseline wins over one borrowed from another sweep
+        base = base.sort_values("in_sweep", key=lambda s: s.astype(bool), kind="stable")
     return partners(frame, base, match)
 
 

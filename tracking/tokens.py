@@ -31,6 +31,16 @@ def agreed_steps(tokens: np.ndarray, base: np.ndarray) -> int:
     return int(first.min()) if len(first) else 0
 
 
+def extra_steps_ok(tokens: np.ndarray, base: np.ndarray, stop_check: str) -> bool:
+    """A run longer than its baseline is right only as a no-check run padding with one token (EOS)
+    throughout; any other extra step (a lagged check that kept its extra token) is a bug."""
+    if tokens.shape[1] <= base.shape[1]:
+        return tokens.shape[1] == base.shape[1]
+    if stop_check != "none" or tokens.shape[0] != base.shape[0]:
+        return False
+    return np.unique(tokens[:, base.shape[1]:]).size == 1
+
+
 def verdict(dtype: str, agreed: int | None, steps: int) -> str:
     """For a trial whose checksum differs from its baseline's, after comparing the token files."""
     if agreed is None:
@@ -64,6 +74,9 @@ def check_tokens(frame: pd.DataFrame, base: pd.Series, client=None) -> tuple[pd.
         mine, theirs = files.get(frame.at[label, "run_id"]), files.get(frame.at[b, "run_id"])
         count = agreed_steps(mine, theirs) if mine is not None and theirs is not None else None
         length = theirs.shape[1] - 1 if theirs is not None else steps[b]
+        if count is not None and not extra_steps_ok(mine, theirs, str(frame.at[label, "stop_check"])):
+            verdicts[label], agreed[label] = f"MISMATCH (shape {mine.shape[1] - 1} vs {int(length)} steps)", count
+            continue
         verdicts[label] = verdict(str(frame.at[label, "dtype"]), count, 0 if is_missing(length) else int(length))
         agreed[label] = float("nan") if count is None else count
     return verdicts, agreed, len(files)
