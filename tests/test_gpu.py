@@ -79,3 +79,15 @@ def test_torch_profile_on_cuda_sees_the_gpu(tmp_path):
     assert record["gpu_idle_us_per_step"] is not None and record["gpu_idle_us_per_step"] >= 0
     assert 0 < record["gpu_busy_pct"] <= 100
     assert record["host_sync_us_per_step"] > 0 and record["profiled_steps"] == 20
+
+
+@pytest.mark.parametrize("variant", ["static_cache_deferred", "static_compiled_deferred"])
+def test_a_deferred_step_never_synchronizes_the_host(model, variant):
+    """The point of a lagged check: nothing in a step waits for the GPU (transformers' mask code
+    included). The only wait is the event the check reads, which sync-debug mode does not flag."""
+    run(model, variant)  # compile and warm up outside the check
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        run(model, variant)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
