@@ -85,9 +85,12 @@ def test_torch_profile_on_cuda_sees_the_gpu(tmp_path):
 def test_a_deferred_step_never_synchronizes_the_host(model, variant):
     """The point of a lagged check: nothing in a step waits for the GPU (transformers' mask code
     included). The only wait is the event the check reads, which sync-debug mode does not flag."""
-    run(model, variant)  # compile and warm up outside the check
+    spec = resolve(variant, model="tiny", device="cuda", batch_size=4, max_seqlen=24)
+    generate = Generator(model, spec)  # builds, copies and compiles outside the check
+    generate()
+    torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        run(model, variant)
+        generate()
     finally:
         torch.cuda.set_sync_debug_mode(0)
