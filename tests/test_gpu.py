@@ -84,7 +84,8 @@ def test_torch_profile_on_cuda_sees_the_gpu(tmp_path):
 @pytest.mark.parametrize("variant", ["static_cache_deferred", "static_compiled_deferred"])
 def test_a_deferred_step_never_synchronizes_the_host(model, variant):
     """The point of a lagged check: nothing in a step waits for the GPU (transformers' mask code
-    included). The only wait is the event the check reads, which sync-debug mode does not flag."""
+    included). The only wait is the event the check reads (cudaEventSynchronize), which sync-debug
+    mode is not expected to flag: if it does, exempt that call rather than weaken the check."""
     spec = resolve(variant, model="tiny", device="cuda", batch_size=4, max_seqlen=24)
     generate = Generator(model, spec)  # builds, copies and compiles outside the check
     generate()
