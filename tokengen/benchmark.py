@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import numpy
-import torch
 
 from tokengen import measure, models
 from tokengen.environment import environment, peak_bandwidth_gbs
@@ -33,7 +32,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     for _ in range(spec.warmup - 1):
         measure.timed(generate, spec.device)
 
-    runtimes, checksums = [], set()
+    runtimes, checksums, checksum = [], set(), ""
     for run in range(spec.runs):
         if run == 0 and spec.warmup == 0:
             result, seconds = first, first_run_s
@@ -41,7 +40,8 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
             measure.reset_memory(spec.device)
             result, seconds = measure.timed(generate, spec.device)
         runtimes.append(seconds)
-        checksums.add(measure.tokens_sha256(result.tokens))
+        checksum = measure.tokens_sha256(result.tokens)
+        checksums.add(checksum)
     memory = measure.memory_stats(spec.device)
 
     timer = measure.StepTimer(spec.device)
@@ -51,7 +51,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
 
     steps = result.steps
     if tokens_path:
-        numpy.save(tokens_path, result.tokens.to(torch.int64).cpu().numpy())
+        numpy.save(tokens_path, measure.tokens_array(result.tokens))
     stats = measure.runtime_stats(runtimes)
     median = stats["runtime_median_s"]
     env = environment(spec.device)
@@ -73,7 +73,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         "weight_bytes": weight_bytes,
         "weight_bandwidth_gbs": bandwidth,
         "weight_bandwidth_pct_of_peak": 100.0 * bandwidth / peak if peak else None,
-        "tokens_sha256": measure.tokens_sha256(result.tokens),  # the last timed run's
+        "tokens_sha256": checksum,  # the last timed run's
         "deterministic": len(checksums) == 1,
         **profiled,
         "trial_wall_s": time.perf_counter() - started,  # model build, compile, every run

@@ -127,7 +127,11 @@ def memory_stats(device: str) -> dict:
     return stats
 
 
+def tokens_array(tokens: torch.Tensor):
+    """The tokens as DESIGN.md fixes them: a C-ordered int64 (B, L) host array, BOS column included."""
+    return tokens.to(torch.int64).cpu().contiguous().numpy()
+
+
 def tokens_sha256(tokens: torch.Tensor) -> str:
-    """DESIGN.md's checksum: C-ordered int64 (B, L) bytes, BOS column included."""
-    array = tokens.to(torch.int64).cpu().contiguous().numpy()
-    return hashlib.sha256(array.tobytes()).hexdigest()
+    """DESIGN.md's checksum: sha256 of tokens_array's bytes."""
+    return hashlib.sha256(tokens_array(tokens).tobytes()).hexdigest()
