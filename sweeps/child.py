@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 
 from tokengen.measure import EXPANDABLE
-from tokengen.profiling import NSYS_REPORT, TORCH_TRACE
+from tokengen.names import ARTIFACT_FILES, FAILED, RESULT_FILE, TOKENS_FILE, TRIAL_LOG
 
 LOG_TAIL_LINES = 40
-ARTIFACT_FILES = ("tokens.npy", TORCH_TRACE, f"{NSYS_REPORT}.nsys-rep")
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt)\w*): ?(.*)$")
 
 
@@ -48,7 +47,7 @@ def environment(spec: dict, inductor_dir: Path, threads: int | None) -> dict:
 
 def failure(error_type: str, message: str, log: str) -> dict:
     return {
-        "status": "failed",
+        "status": FAILED,
         "error_type": error_type,
         "error_message": message[:2000],
         "log_tail": "\n".join(log.splitlines()[-LOG_TAIL_LINES:]),
@@ -76,8 +75,8 @@ def run_child(spec: dict, key: str, workdir: str, timeout_s: float, threads: int
     """Run `python -m tokengen` for one spec; return its record, or a failure record. Never raises."""
     trial_dir = Path(workdir) / key
     trial_dir.mkdir(parents=True, exist_ok=True)
-    json_path = trial_dir / "result.json"
-    tokens_path = trial_dir / "tokens.npy"
+    json_path = trial_dir / RESULT_FILE
+    tokens_path = trial_dir / TOKENS_FILE
     for stale in (json_path, *(trial_dir / name for name in ARTIFACT_FILES)):
         stale.unlink(missing_ok=True)
     inductor = Path(inductor_dir) if inductor_dir else trial_dir / "inductor"
@@ -104,7 +103,7 @@ def run_child(spec: dict, key: str, workdir: str, timeout_s: float, threads: int
 
 def _finish(record: dict, trial_dir: Path, log: str, started: float) -> dict:
     """Adds the log and the artifact files' bytes: the driver may be on another node."""
-    (trial_dir / "trial.log").write_text(log)
+    (trial_dir / TRIAL_LOG).write_text(log)
     record["files"] = {name: (trial_dir / name).read_bytes() for name in ARTIFACT_FILES if (trial_dir / name).is_file()}
     record["log"] = log[-200_000:]
     record["child_wall_s"] = time.perf_counter() - started

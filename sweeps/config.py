@@ -14,11 +14,9 @@ from hydra.core.config_store import ConfigStore
 
 from tokengen.spec import FIELD_TYPES, TrialSpec
 
-_PY_TYPES = {"str": str, "int": int}
-
 TrialSchema = dataclasses.make_dataclass(
     "TrialSchema",
-    [(f.name, _PY_TYPES[FIELD_TYPES[f.name]], field(default=f.default)) for f in dataclasses.fields(TrialSpec)],
+    [(f.name, FIELD_TYPES[f.name], field(default=f.default)) for f in dataclasses.fields(TrialSpec)],
 )
 
 

@@ -9,9 +9,22 @@ import os
 import sys
 from pathlib import Path
 
-from tokengen.spec import CHOICES, FIELD_TYPES, SpecError, TrialSpec
+from tokengen.spec import CHOICES, FIELD_TYPES, SpecError, TrialSpec, parse_field
 
 _DEFAULTS = TrialSpec()
+
+
+def _typed(name: str):
+    """argparse's converter for a spec field: the spec's own parser, its message as argparse's."""
+
+    def convert(text: str):
+        try:
+            return parse_field(name, text)
+        except SpecError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = FIELD_TYPES[name].__name__
+    return convert
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,11 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one token-generation trial and print the article-style table.",
     )
     for f in dataclasses.fields(TrialSpec):
-        kind = int if FIELD_TYPES[f.name] == "int" else str
         parser.add_argument(
             "--" + f.name.replace("_", "-"),
             dest=f.name,
-            type=kind,
+            type=_typed(f.name),
             default=None,
             metavar=f.name.upper() if f.name not in CHOICES else None,
             choices=CHOICES.get(f.name),
@@ -44,11 +56,12 @@ def run_under_nsys(argv: list[str], profile_dir: Path, json_path: str | None) ->
     """Run this same command again under `nsys profile`, then fold the report's metrics into the record."""
     import subprocess
 
-    from tokengen.profiling import NSYS_REPORT, nsys_command, nsys_export_command
+    from tokengen.names import NSYS_REPORT, RESULT_FILE
+    from tokengen.profiling import nsys_command, nsys_export_command
     from tokengen.traces import derive, from_nsys_sqlite
 
     profile_dir.mkdir(parents=True, exist_ok=True)
-    record_path = Path(json_path) if json_path and json_path != "-" else profile_dir / "result.json"
+    record_path = Path(json_path) if json_path and json_path != "-" else profile_dir / RESULT_FILE
     inner = [sys.executable, "-m", "tokengen", *strip_option(argv, "--json"), "--json", str(record_path)]
     report = profile_dir / NSYS_REPORT
     report.with_suffix(".nsys-rep").unlink(missing_ok=True)

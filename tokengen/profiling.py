@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from tokengen.names import CHECK_RANGE, FORWARD_RANGE, STEP_RANGE, TORCH_TRACE
 from tokengen.spec import SpecError
 
 PROFILE_MODES = ("off", "torch", "nsys", "auto")
@@ -37,26 +38,26 @@ class NvtxRanges(NoRanges):
     """For Nsight Systems (needs a CUDA build of torch)."""
 
     def step(self, i: int):
-        return torch.cuda.nvtx.range(f"step {i}")
+        return torch.cuda.nvtx.range(STEP_RANGE.format(i))
 
     def forward(self):
-        return torch.cuda.nvtx.range("forward")
+        return torch.cuda.nvtx.range(FORWARD_RANGE)
 
     def check(self):
-        return torch.cuda.nvtx.range("stop check")
+        return torch.cuda.nvtx.range(CHECK_RANGE)
 
 
 class TorchRanges(NoRanges):
     """For torch.profiler: user annotations on the host timeline (and projected on the GPU's)."""
 
     def step(self, i: int):
-        return torch.profiler.record_function(f"step {i}")
+        return torch.profiler.record_function(STEP_RANGE.format(i))
 
     def forward(self):
-        return torch.profiler.record_function("forward")
+        return torch.profiler.record_function(FORWARD_RANGE)
 
     def check(self):
-        return torch.profiler.record_function("stop check")
+        return torch.profiler.record_function(CHECK_RANGE)
 
 
 NO_RANGES = NoRanges()
@@ -163,9 +164,6 @@ def nsys_command(argv: list[str], output: Path) -> list[str]:
 def nsys_export_command(report: Path, sqlite_path: Path) -> list[str]:
     return ["nsys", "export", "--type=sqlite", "--force-overwrite=true", f"--output={sqlite_path}", str(report)]
 
-
-TORCH_TRACE = "profile_trace.json"
-NSYS_REPORT = "profile"  # nsys adds .nsys-rep
 
 
 def profile_run(generate, spec, out_dir: Path) -> dict:

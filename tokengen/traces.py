@@ -15,6 +15,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tokengen.names import CHECK_RANGE, STEP_RANGE
+
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
@@ -71,8 +73,9 @@ def _busy_pct(ops: list[tuple[float, float, int]]) -> float | None:
 
 
 def _step_number(name: str) -> int | None:
-    if name.startswith("step "):
-        tail = name[5:]
+    prefix = STEP_RANGE.format("")
+    if name.startswith(prefix):
+        tail = name[len(prefix):]
         return int(tail) if tail.isdigit() else None
     return None
 
@@ -92,7 +95,7 @@ def from_torch_trace(path: str | Path) -> Timeline:
             number = _step_number(name)
             if number is not None:
                 timeline.steps.append((number, start, end))
-            elif name == "stop check":
+            elif name == CHECK_RANGE:
                 timeline.checks.append((start, end))
         elif category in ("cuda_runtime", "cuda_driver") and corr is not None:  # Triton launches via the driver
             timeline.launches[int(corr)] = start
@@ -118,7 +121,7 @@ def from_nsys_sqlite(path: str | Path) -> Timeline:
                 number = _step_number(name)
                 if number is not None:
                     timeline.steps.append((number, start / 1e3, end / 1e3))
-                elif name == "stop check":
+                elif name == CHECK_RANGE:
                     timeline.checks.append((start / 1e3, end / 1e3))
         if _has_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME"):
             for start, corr in db.execute("SELECT start, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME"):

@@ -21,10 +21,9 @@ from mlflow import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
 from mlflow.utils.uri import is_local_uri
 
-from tokengen.spec import FIELD_TYPES
+from tokengen.spec import SPEC_FIELDS, SpecError, parse_field
 from tracking.recorder import TrackingError, check_reachable
 
-INT_PARAMS = [name for name, kind in FIELD_TYPES.items() if kind in (int, "int")]
 PAGE = 5000
 
 
@@ -47,10 +46,10 @@ class SweepRuns:
 def _param(name: str, text: str):
     if text in ("None", ""):
         return None
-    if name in INT_PARAMS:
+    if name in SPEC_FIELDS:
         try:
-            return int(text)
-        except ValueError:
+            return parse_field(name, text)
+        except SpecError:
             return text
     return text
 
