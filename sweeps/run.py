@@ -94,6 +94,7 @@ def run_sweep(config: DictConfig | dict) -> int:
     from tracking.recorder import Recorder, TrackingError
 
     sweep = config["sweep"]
+    started = time.perf_counter()  # the sweep's wall: the store, Ray, every trial and MLflow write
     try:
         plan = plan_sweep(config)
         recorder = Recorder(config["tracking"]["uri"], config["tracking"]["experiment"])
@@ -109,7 +110,6 @@ def run_sweep(config: DictConfig | dict) -> int:
         _say(f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment")
     _say(f"sweep {sweep['name']}: {len(trials)} trial(s) to run")
 
-    started = time.perf_counter()
     try:
         records = execute(trials, config, recorder) if trials else []
     except ClusterError as exc:

@@ -1,14 +1,14 @@
 """Ray scheduling: one task per trial, one trial per GPU, results handed over as they arrive.
 
-Each task runs in a fresh worker (`max_calls=1`) and runs its trial in a child process
-(sweeps.child), so nothing a trial does can take the driver or another trial with it. A task
+The task (sweeps/task.py) imports no torch, so Ray reuses its workers; each trial runs in a
+process of its own (sweeps/child.py), so nothing a trial does can take the driver or another
+trial with it. GPU types are Ray's own `accelerator_type` option. A task
 lost with its node or worker is retried by Ray (`max_retries`); a trial's own failure comes
 back as a failed record and is never retried.
 """
 
 from __future__ import annotations
 
-import socket
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -17,8 +17,9 @@ import ray
 
 import sweeps
 import tokengen
-from sweeps.child import failure, run_child
+from sweeps.child import failure
 from sweeps.grid import PlannedTrial
+from sweeps.task import trial_task
 
 
 @dataclass
@@ -33,26 +34,6 @@ class ScheduleSettings:
 
 class ClusterError(RuntimeError):
     """The cluster cannot run the plan: said in one line, before any trial runs."""
-
-
-@ray.remote(max_calls=1)
-def trial_task(spec: dict, key: str, accelerator_type: str | None, settings: dict) -> dict:
-    started_at = time.time()
-    context = ray.get_runtime_context()
-    threads = int(context.get_assigned_resources().get("CPU", 0)) or None
-    inductor = None
-    if settings["inductor_cache"] == "per_sweep":
-        inductor = f"{settings['workdir']}/{settings['sweep']}-inductor"
-    record = run_child(spec, key, settings["workdir"], settings["trial_timeout_s"], threads, inductor)
-    record.update(
-        node_id=context.get_node_id(),
-        node_host=socket.gethostname(),
-        node_gpu_ids=",".join(str(g) for g in ray.get_gpu_ids()),
-        node_threads=threads,
-        node_started_at=started_at,
-        node_finished_at=time.time(),
-    )
-    return record
 
 
 def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | None = None) -> None:
@@ -79,7 +60,7 @@ def task_options(trial: PlannedTrial, settings: ScheduleSettings, node_cpus: int
     else:
         options.update(num_gpus=0, num_cpus=settings.cpus_per_trial or node_cpus)
     if trial.accelerator_type:
-        options["resources"] = {f"accelerator_type:{trial.accelerator_type}": 0.001}
+        options["accelerator_type"] = trial.accelerator_type  # Ray's resource accelerator_type:<T>
     return options
 
 
@@ -116,7 +97,7 @@ def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
     pending = {}
     for trial in trials:
         ref = trial_task.options(**task_options(trial, settings, node_cpus)).remote(
-            trial.spec.to_dict(), trial.key, trial.accelerator_type, as_dict
+            trial.spec.to_dict(), trial.key, as_dict
         )
         pending[ref] = trial
     slots = capacity(trials, settings, node_cpus)

@@ -11,28 +11,21 @@ from typing import Callable
 
 import torch
 
-EXPANDABLE = "expandable_segments:True"
-
+from tokengen.process_env import ALLOC_VARS, trial_environment
 
 def set_allocator(allocator: str, device: str) -> None:
-    """Set PYTORCH_ALLOC_CONF for this process; only possible before CUDA starts. The older
-    PYTORCH_CUDA_ALLOC_CONF is folded in and removed, so a 'default' trial is really default."""
-    conf = ",".join(filter(None, (os.environ.get(n, "") for n in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"))))
-    parts = [p for p in conf.split(",") if p and not p.startswith("expandable_segments")]
-    if allocator == "expandable":
-        parts.append(EXPANDABLE)
-    wanted = ",".join(parts)
-    if wanted == os.environ.get("PYTORCH_ALLOC_CONF", "") and "PYTORCH_CUDA_ALLOC_CONF" not in os.environ:
+    """Give this process the allocator setting of process_env's rule; only possible before CUDA starts."""
+    wanted = trial_environment(os.environ, allocator).get("PYTORCH_ALLOC_CONF")
+    if wanted == os.environ.get("PYTORCH_ALLOC_CONF") and "PYTORCH_CUDA_ALLOC_CONF" not in os.environ:
         return
     if device == "cuda" and torch.cuda.is_initialized():
         raise RuntimeError(
             f"allocator={allocator} must be set before CUDA starts: run the trial in a fresh process (python -m tokengen)"
         )
-    os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    for name in ALLOC_VARS:
+        os.environ.pop(name, None)
     if wanted:
         os.environ["PYTORCH_ALLOC_CONF"] = wanted
-    else:
-        os.environ.pop("PYTORCH_ALLOC_CONF", None)
 
 
 def synchronize(device: str) -> None:

@@ -1,0 +1,35 @@
+"""The Ray task of one trial, in a module that imports neither torch nor the planner.
+
+Ray imports a remote function's module in its worker, so this module stays light: the worker
+starts in about a second and is reused across trials (no `max_calls=1`), while the trial itself
+runs in its own process (sweeps/child.py), the unit of crash and allocator isolation.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import ray
+
+from sweeps.child import run_child
+
+
+@ray.remote
+def trial_task(spec: dict, key: str, settings: dict) -> dict:
+    started_at = time.time()
+    context = ray.get_runtime_context()
+    threads = int(context.get_assigned_resources().get("CPU", 0)) or None
+    inductor = None
+    if settings["inductor_cache"] == "per_sweep":
+        inductor = f"{settings['workdir']}/{settings['sweep']}-inductor"
+    record = run_child(spec, key, settings["workdir"], settings["trial_timeout_s"], threads, inductor)
+    record.update(
+        node_id=context.get_node_id(),
+        node_host=socket.gethostname(),
+        node_gpu_ids=",".join(str(g) for g in ray.get_gpu_ids()),
+        node_threads=threads,
+        node_started_at=started_at,
+        node_finished_at=time.time(),
+    )
+    return record
