@@ -25,7 +25,7 @@ def composed(*overrides: str) -> dict:
 
 @pytest.mark.parametrize(
     "grid, count",
-    [("smoke", 28), ("article", 32), ("full", 1680), ("scaling", 96)],
+    [("smoke", 28), ("article", 32), ("full", 1680), ("scaling", 96), ("harness", 12)],
 )
 def test_every_grid_composes_and_expands(grid, count):
     plan = plan_sweep(composed(f"+grid={grid}"))
@@ -34,7 +34,7 @@ def test_every_grid_composes_and_expands(grid, count):
 
 
 def test_every_grid_file_is_counted():
-    assert {p.stem for p in Path(CONF, "grid").glob("*.yaml")} == {"smoke", "article", "full", "scaling"}
+    assert {p.stem for p in Path(CONF, "grid").glob("*.yaml")} == {"smoke", "article", "full", "scaling", "harness"}
 
 
 def test_smoke_drops_cuda_only_presets_with_one_reason_per_rule():

@@ -11,16 +11,19 @@ by an earlier sweep.
 from __future__ import annotations
 
 import hashlib
-import json
+import io
 from pathlib import Path
 
 import numpy as np
 import pytest
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param
 
+from tokengen.names import TOKENS_FILE
 from tokengen.presets import PRESETS
+from tokengen.record import make_record
+from tokengen.spec import TrialSpec
 from tracking import tables
+from tracking.recorder import Recorder, params_of, tags_of
 from tracking.report import build_report, main
 from tracking.runs import add_outside_baselines, fill_error_messages, load_sweep
 
@@ -48,57 +51,51 @@ def changed(tokens: np.ndarray, *cells: tuple[int, int]) -> np.ndarray:
 
 
 class Store:
+    """A store written through the sweep's own Recorder, so a renamed field or tag fails these tests."""
+
     def __init__(self, root: Path):
         self.uri = f"sqlite:///{root}/mlflow.db"
         self.root = root
         self.client = MlflowClient(tracking_uri=self.uri)
-        self.experiment = self.client.create_experiment("tokengen", artifact_location=str(root / "art"))
-        self.clock = 1_700_000_000_000
+        self.client.create_experiment("tokengen", artifact_location=str(root / "art"))
+        self.recorder = Recorder(self.uri, "tokengen")
         self.parent = None
-        self.sweep = ""
         self.ids: dict[str, str] = {}
 
-    def tick(self) -> int:
-        self.clock += 1000
-        return self.clock
-
     def start_sweep(self, name: str) -> None:
-        self.sweep = name
-        self.parent = self.client.create_run(self.experiment, run_name=name, start_time=self.tick(),
-                                             tags={"sweep_parent": name, "sweep": name}).info.run_id
+        self.parent = self.recorder.start_sweep(name, {"sweep": {"name": name}}, resume=False)
 
     def trial(self, label: str, variant: str, *, runtime: float = 1.0, tokens: np.ndarray | None = None,
               dtype: str = "float32", batch: int = 2, n: int = 8, gpu: str = "L40S", status: str = "finished",
               key: str | None = None, metrics: dict | None = None, error: str | None = None) -> str:
-        params = {"variant": variant, "model": "tiny", "dtype": dtype, "device": "cuda", "batch_size": batch,
-                  "max_seqlen": n, **PRESETS[variant], "stop": "uniform:2-6", "sampling": "greedy", "seed": 0,
-                  "warmup": 1, "runs": 3, "accelerator_type": gpu}
-        tags = {"mlflow.parentRunId": self.parent, "sweep": self.sweep, "trial_key": key or label, "status": status,
-                "variant": variant, "accelerator_type": gpu, "env_gpu_name": ENV[gpu], "env_torch": "2.13.0",
-                "env_transformers": "5.24.0", "env_cuda": "13.0", "env_driver": "580.65", "env_host": "node-a"}
+        spec = TrialSpec(variant=variant, model="tiny", dtype=dtype, device="cuda", batch_size=batch, max_seqlen=n,
+                         **PRESETS[variant], stop="uniform:2-6", warmup=1, runs=3)
         values = {}
         if status == "finished":
             steps = tokens.shape[1] - 1
-            tags["tokens_sha256"] = hashlib.sha256(tokens.tobytes()).hexdigest()
             values = {"steps": steps, "tokens_generated": batch * steps, "runtime_mean_s": runtime,
                       "runtime_std_s": runtime / 100, "runtime_min_s": runtime * 0.99, "runtime_max_s": runtime * 1.01,
                       "tokens_per_s": batch * steps / runtime, "mem_allocated_peak_bytes": 100 * 2**20,
                       "mem_reserved_peak_bytes": 150 * 2**20, "mem_fragmentation_bytes": 50 * 2**20,
-                      "mem_fragmentation_pct": 100 / 3, **(metrics or {})}
+                      "mem_fragmentation_pct": 100 / 3, "tokens_sha256": hashlib.sha256(tokens.tobytes()).hexdigest(),
+                      **(metrics or {})}
         elif status == "failed":
-            tags["error_type"] = "OutOfMemory"
-        else:  # a run the driver was killed while writing: no status tag, never terminated by it
-            del tags["status"]
-        run = self.client.create_run(self.experiment, run_name=label, tags=tags, start_time=self.tick())
-        run_id = run.info.run_id
-        self.client.log_batch(run_id, metrics=[Metric(k, float(v), self.clock, 0) for k, v in values.items()],
-                              params=[Param(k, str(v)) for k, v in params.items()], synchronous=True)
+            values = {"error_type": "OutOfMemory", "error_message": error}
+        record = make_record(spec, key=key or label, status=status, accelerator_type=gpu, env_gpu_name=ENV[gpu],
+                             env_torch="2.13.0", env_transformers="5.24.0", env_cuda="13.0", env_driver="580.65",
+                             env_host="node-a", **values)
         if tokens is not None:
-            np.save(self.root / "tokens.npy", tokens)
-            self.client.log_artifact(run_id, str(self.root / "tokens.npy"))
-        if error:
-            self.client.log_text(run_id, json.dumps({"status": "failed", "error_message": error}), "result.json")
-        self.client.set_terminated(run_id, {"finished": "FINISHED", "failed": "FAILED"}.get(status, "KILLED"))
+            buffer = io.BytesIO()
+            np.save(buffer, tokens)
+            record["files"] = {TOKENS_FILE: buffer.getvalue()}
+        if status == "cut":  # what a driver killed mid-write leaves: a run without its status tag
+            run_id = self.client.create_run(self.recorder.experiment_id, run_name=label,
+                                            tags={"mlflow.parentRunId": self.parent, **tags_of(record, self.recorder.sweep)}).info.run_id
+            self.client.delete_tag(run_id, "status")
+            self.client.log_batch(run_id, params=params_of(record), synchronous=True)
+            self.client.set_terminated(run_id, "KILLED")
+        else:
+            run_id = self.recorder.record_trial(record)
         self.ids[label] = run_id
         return run_id
 

@@ -1,6 +1,7 @@
 """One trial, measured: warmup (compile time on its own), timed runs, one instrumented run.
 
-Returns DESIGN.md's result record as one flat dict: spec fields, key, status, figures, environment.
+Returns DESIGN.md's result record (tokengen.record) as one flat dict: spec fields, key, status,
+figures, environment.
 """
 
 from __future__ import annotations
@@ -10,13 +11,31 @@ import time
 from pathlib import Path
 
 import numpy
+import torch
 
 from tokengen import measure, models
 from tokengen.environment import environment, peak_bandwidth_gbs
 from tokengen.generate import Generator
 from tokengen.profiling import profile_run
+from tokengen.record import make_record
 from tokengen.spec import TrialSpec
+from tokengen.stopping import target_lengths
 from tokengen.validate import check_runnable
+
+
+def useful_tokens(tokens: torch.Tensor, spec: TrialSpec, eos: list[int], steps: int) -> int:
+    """Generated tokens up to each row's end, its EOS included: what a user receives, padding not.
+    A drawn length ends a row at its target (an earlier EOS is an ordinary token there); under
+    stop=model a row ends at its first EOS; under stop=never every step is useful."""
+    if spec.stop == "never":
+        return spec.batch_size * steps
+    targets = target_lengths(spec.stop, spec.batch_size, spec.max_seqlen, spec.seed)
+    if targets is not None:
+        return int(targets.clamp(max=steps).sum())
+    generated = tokens[:, tokens.shape[1] - steps:].cpu()  # (B, steps)
+    said = torch.isin(generated, torch.tensor(eos or [-1]))
+    first = torch.where(said.any(dim=1), said.int().argmax(dim=1) + 1, torch.full((generated.shape[0],), steps))
+    return int(first.sum())
 
 
 def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str = ".") -> dict:
@@ -25,6 +44,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     started = time.perf_counter()
     check_runnable(spec)
     measure.set_allocator(spec.allocator, spec.device)
+    torch.set_float32_matmul_precision(spec.matmul_precision)
     model = models.build_model(spec.model, spec.dtype, spec.device, spec.seed)
     generate = Generator(model, spec)
 
@@ -54,29 +74,34 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         numpy.save(tokens_path, measure.tokens_array(result.tokens))
     stats = measure.runtime_stats(runtimes)
     median = stats["runtime_median_s"]
+    ttft = step_latencies[0]  # step 0: the prompt's forward and the first sampled token
+    useful = useful_tokens(result.tokens, spec, models.eos_ids(model.config), steps)
     env = environment(spec.device)
     weight_bytes = models.weight_bytes(model)
     bandwidth = weight_bytes * steps / median / 1e9
     peak = peak_bandwidth_gbs(env["env_gpu_name"])
-    return {
-        **spec.to_dict(),
-        "key": spec.key(),
-        "status": "finished",
-        "steps": steps,
-        "tokens_generated": spec.batch_size * steps,
+    return make_record(
+        spec,
+        key=spec.key(),
+        steps=steps,
+        tokens_generated=spec.batch_size * steps,
+        useful_tokens=useful,
+        runtime_s=runtimes,
         **stats,
-        "tokens_per_s": spec.batch_size * steps / median,
-        "step_latency_median_s": statistics.median(step_latencies),
-        "step_latency_p90_s": measure.percentile(step_latencies, 90),
-        "first_run_s": first_run_s,
+        tokens_per_s=spec.batch_size * steps / median,
+        useful_tokens_per_s=useful / median,
+        ttft_s=ttft,
+        tpot_s=(median - ttft) / (steps - 1) if steps > 1 else None,
+        step_latency_median_s=statistics.median(step_latencies),
+        step_latency_p90_s=measure.percentile(step_latencies, 90),
+        first_run_s=first_run_s,
         **memory,
-        "weight_bytes": weight_bytes,
-        "weight_bandwidth_gbs": bandwidth,
-        "weight_bandwidth_pct_of_peak": 100.0 * bandwidth / peak if peak else None,
-        "tokens_sha256": checksum,  # the last timed run's
-        "deterministic": len(checksums) == 1,
+        weight_bytes=weight_bytes,
+        weight_bandwidth_gbs=bandwidth,
+        weight_bandwidth_pct_of_peak=100.0 * bandwidth / peak if peak else None,
+        tokens_sha256=checksum,  # the last timed run's
+        deterministic=len(checksums) == 1,
         **profiled,
-        "trial_wall_s": time.perf_counter() - started,  # model build, compile, every run
+        trial_wall_s=time.perf_counter() - started,  # model build, compile, every run
         **env,
-    }
-
+    )

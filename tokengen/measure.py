@@ -89,6 +89,7 @@ def runtime_stats(runtimes: list[float]) -> dict:
         "runtime_min_s": min(runtimes),
         "runtime_max_s": max(runtimes),
         "runtime_median_s": statistics.median(runtimes),
+        "runtime_cv": statistics.stdev(runtimes) / statistics.mean(runtimes) if len(runtimes) > 1 else 0.0,
     }
 
 

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import pandas as pd  # noqa: E402
 
-from tracking.summary import match_keys  # noqa: E402
+from tracking.baselines import match_keys  # noqa: E402
 from tracking.tables import finished, varying  # noqa: E402
 
 MAX_PANELS = 6

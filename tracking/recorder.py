@@ -17,11 +17,13 @@ from pathlib import Path
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
-from tokengen.spec import TrialSpec
+from tokengen.names import FINISHED, RESULT_FILE, TRIAL_LOG
+from tokengen.record import METRIC, PARAM, SERIES, TAG, with_role
+from tokengen.spec import LABELS
 
-SPEC_FIELDS = [f for f in TrialSpec.__dataclass_fields__]
-TAG_FIELDS = ("variant", "status", "error_type", "error_message", "accelerator_type", "tokens_sha256", "key")
-NOT_METRICS = set(SPEC_FIELDS) | {"key", "log", "files"}
+PARAMS, METRICS, SERIES_FIELDS = with_role(PARAM), with_role(METRIC), with_role(SERIES)
+TAGS = with_role(TAG) + LABELS  # the label is a param and, for filtering, a tag
+TRANSPORT = ("log", "files")  # what travels with a record from the node, not part of it
 MAX_PARAM_CHARS = 6000
 
 
@@ -38,23 +40,33 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
             raise TrackingError(f"tracking server {uri} is unreachable ({reason}): start it or fix tracking.uri") from None
 
 
-def metrics_of(record: dict) -> dict[str, float]:
-    out = {}
-    for name, value in record.items():
-        if name in NOT_METRICS or isinstance(value, str) or value is None:
-            continue
-        if isinstance(value, bool):
-            value = int(value)
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            out[name] = float(value)
-    return out
+def _number(value) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def metrics_of(record: dict, timestamp: int) -> list[Metric]:
+    """The record's metrics, and each series as one metric stepped by run index."""
+    metrics = [Metric(name, v, timestamp, 0) for name in METRICS if (v := _number(record.get(name))) is not None]
+    for name in SERIES_FIELDS:
+        for step, value in enumerate(record.get(name) or []):
+            if (v := _number(value)) is not None:
+                metrics.append(Metric(name, v, timestamp, step))
+    return metrics
+
+
+def params_of(record: dict) -> list[Param]:
+    return [Param(name, str(record[name])[:MAX_PARAM_CHARS]) for name in PARAMS if name in record]
 
 
 def tags_of(record: dict, sweep: str) -> dict[str, str]:
     tags = {"sweep": sweep, "trial_key": record["key"]}
-    for name, value in record.items():
-        if value is not None and (name in TAG_FIELDS or name.startswith(("env_", "node_"))):
-            tags[name] = str(value)[:MAX_PARAM_CHARS]
+    for name in TAGS:
+        if record.get(name) is not None:
+            tags[name] = str(record[name])[:MAX_PARAM_CHARS]
     return tags
 
 
@@ -77,7 +89,7 @@ class Recorder:
         keys, token = set(), None
         while True:
             page = self.client.search_runs(
-                [self.experiment_id], filter_string="tags.status = 'finished'", max_results=5000, page_token=token
+                [self.experiment_id], filter_string=f"tags.status = '{FINISHED}'", max_results=5000, page_token=token
             )
             keys.update(run.data.tags.get("trial_key") for run in page)
             token = page.token
@@ -114,27 +126,25 @@ class Recorder:
 
     def record_trial(self, record: dict) -> str:
         """One child run with the trial's params, metrics, tags and artifacts; FAILED if it failed."""
-        now = int(time.time() * 1000)
         name = f"{record.get('variant', 'trial')}-b{record.get('batch_size')}-n{record.get('max_seqlen')}"
         tags = tags_of(record, self.sweep)
         status = tags.pop("status")  # set last: a run cut short never counts as finished
         run = self.client.create_run(self.experiment_id, run_name=name, tags={"mlflow.parentRunId": self.parent_id, **tags})
         run_id = run.info.run_id
-        params = [Param(k, str(record.get(k))[:MAX_PARAM_CHARS]) for k in SPEC_FIELDS + ["accelerator_type"] if k in record]
-        metrics = [Metric(k, v, now, 0) for k, v in metrics_of(record).items()]
-        self.client.log_batch(run_id, metrics=metrics, params=params, synchronous=True)
+        metrics = metrics_of(record, int(time.time() * 1000))
+        self.client.log_batch(run_id, metrics=metrics, params=params_of(record), synchronous=True)
         log = record.get("log", "")
-        result = {k: v for k, v in record.items() if k not in ("log", "files")}
-        self.client.log_text(run_id, json.dumps(result, indent=2), "result.json")
+        result = {k: v for k, v in record.items() if k not in TRANSPORT}
+        self.client.log_text(run_id, json.dumps(result, indent=2), RESULT_FILE)
         if log:
-            self.client.log_text(run_id, log, "trial.log")
+            self.client.log_text(run_id, log, TRIAL_LOG)
         if record.get("files"):
             with tempfile.TemporaryDirectory() as tmp:
                 for name, blob in record["files"].items():
                     Path(tmp, name).write_bytes(blob)
                     self.client.log_artifact(run_id, str(Path(tmp, name)))
         self.client.set_tag(run_id, "status", status)
-        self.client.set_terminated(run_id, "FINISHED" if status == "finished" else "FAILED")
+        self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
         return run_id
 
     def log_sweep_artifact(self, local_path: str, artifact_path: str | None = None) -> None:

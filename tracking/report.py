@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from tokengen.names import FINISHED
 from tokengen.spec import TrialSpec
 from tracking import tables
+from tracking.baselines import key_part
 from tracking.markdown import to_markdown
 from tracking.runs import ReportError, add_outside_baselines, fill_error_messages, load_sweep
-from tracking.summary import key_part
 from tracking.tokens import HOW
 
 SYSTEM = ["env_gpu_name", "env_driver", "env_cuda", "env_torch", "env_transformers", "env_python", "env_host",
@@ -88,7 +89,7 @@ def _section(title: str, note: str, table: pd.DataFrame | None) -> list[str]:
 def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]:
     """(report.md's text, the main tables' text: the overview and (a))."""
     mine = frame[frame["in_sweep"].astype(bool)]
-    done = int((mine["status"] == "finished").sum())
+    done = int((mine["status"] == FINISHED).sum())
     borrowed = int(((~frame["baseline_in_sweep"]) & frame["in_sweep"] & frame["speedup"].notna()).sum())
     note_a = NOTES["a"].format(match=", ".join(tables.REPORT_MATCH).replace("gpu_type", "GPU type"), how=HOW)
     if borrowed:
@@ -137,7 +138,7 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
     (directory / "report.md").write_text(text)
     results_frame(frame).to_csv(directory / "results.csv", index=False)
     mine = frame[frame["in_sweep"].astype(bool)]
-    failed = int((mine["status"] != "finished").sum())
+    failed = int((mine["status"] != FINISHED).sum())
     files = [directory / "report.md", directory / "results.csv", *plots.values()]
     return Report(runs.sweep, runs.parent_id, directory, main, len(mine), failed, downloads, files)
 

@@ -21,7 +21,9 @@ from mlflow import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
 from mlflow.utils.uri import is_local_uri
 
-from tokengen.spec import SPEC_FIELDS, SpecError, parse_field
+from tokengen.names import FAILED, FINISHED, RESULT_FILE
+from tokengen.record import typed
+from tokengen.spec import TrialSpec
 from tracking.recorder import TrackingError, check_reachable
 
 PAGE = 5000
@@ -43,15 +45,7 @@ class SweepRuns:
     outside_baselines: pd.DataFrame = field(default_factory=pd.DataFrame)  # finished baselines of other sweeps
 
 
-def _param(name: str, text: str):
-    if text in ("None", ""):
-        return None
-    if name in SPEC_FIELDS:
-        try:
-            return parse_field(name, text)
-        except SpecError:
-            return text
-    return text
+_SPEC_DEFAULTS = TrialSpec().to_dict()
 
 
 def flatten(run) -> dict:
@@ -62,11 +56,13 @@ def flatten(run) -> dict:
         "start_time": run.info.start_time, "artifact_uri": run.info.artifact_uri,
         "parent_run_id": tags.get("mlflow.parentRunId"),
     }
-    row.update({k: v for k, v in tags.items() if not k.startswith("mlflow.")})
-    row.update(run.data.metrics)
-    row.update({k: _param(k, v) for k, v in run.data.params.items()})
+    row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.")})
+    row.update({k: typed(k, v) for k, v in run.data.metrics.items()})
+    row.update({k: typed(k, v) for k, v in run.data.params.items()})
+    for name, default in _SPEC_DEFAULTS.items():  # a field added since the run was recorded: its default
+        row.setdefault(name, default)
     if "status" not in row:  # the driver tags a trial's status last: without it, the run was cut short
-        row.update(status="failed", error_type="Incomplete",
+        row.update(status=FAILED, error_type="Incomplete",
                    error_message=f"the driver stopped before recording this trial in full (run {run.info.status})")
     gpu = row.get("accelerator_type") or row.get("env_gpu_name")
     row["gpu_type"] = gpu if isinstance(gpu, str) and gpu else None
@@ -93,7 +89,7 @@ def latest_per_trial(frame: pd.DataFrame) -> pd.DataFrame:
         return frame
     named = frame["trial_key"] if "trial_key" in frame else frame["run_id"]
     keys = [key if isinstance(key, str) else run for key, run in zip(named, frame["run_id"])]
-    order = frame.assign(_key=keys, _done=(frame["status"] == "finished").astype(int))
+    order = frame.assign(_key=keys, _done=(frame["status"] == FINISHED).astype(int))
     order = order.sort_values(["_done", "start_time"], kind="stable")
     kept = order.drop_duplicates("_key", keep="last").drop(columns=["_key", "_done"])
     return kept.sort_values("start_time", kind="stable").reset_index(drop=True)
@@ -151,7 +147,7 @@ def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None)
 def add_outside_baselines(runs: SweepRuns) -> None:
     """Baselines recorded by other sweeps: resume skips a trial finished anywhere in the experiment,
     so a sweep can lack its own baseline while the experiment has it."""
-    found = search(runs.client, runs.experiment_id, "tags.variant = 'baseline' and tags.status = 'finished'")
+    found = search(runs.client, runs.experiment_id, f"tags.variant = 'baseline' and tags.status = '{FINISHED}'")
     mine = set(runs.trials["run_id"]) if not runs.trials.empty else set()
     others = [r for r in found if r.info.run_id not in mine and "mlflow.parentRunId" in r.data.tags]
     runs.outside_baselines = latest_per_trial(frame_of(others))
@@ -189,8 +185,8 @@ def fill_error_messages(client: MlflowClient, frame: pd.DataFrame) -> None:
         return
     if "error_message" not in frame:
         frame["error_message"] = None
-    wanted = frame.index[(frame["status"] != "finished") & frame["error_message"].map(is_missing)]
-    records = fetch_artifacts(client, frame, wanted, "result.json", lambda path: json.loads(Path(path).read_text()))
+    wanted = frame.index[(frame["status"] != FINISHED) & frame["error_message"].map(is_missing)]
+    records = fetch_artifacts(client, frame, wanted, RESULT_FILE, lambda path: json.loads(Path(path).read_text()))
     for label in wanted:
         record = records.get(frame.at[label, "run_id"])
         if record:

@@ -13,8 +13,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from tokengen.names import FINISHED
 from tokengen.presets import PRESETS
-from tracking.summary import MATCH, baseline_of, match_keys, partners, with_speedup
+from tracking.baselines import MATCH, baseline_of, match_keys, partners, with_speedup
 from tracking.tokens import check_tokens
 
 REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
@@ -52,7 +53,7 @@ def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None,
 def lacks_baselines(trials: pd.DataFrame) -> bool:
     """Whether some finished trial has no matching baseline among the sweep's own trials."""
     trials = trials.assign(**{c: None for c in REQUIRED if c not in trials})
-    done = (trials["status"] == "finished") & (trials["variant"] != "baseline")
+    done = (trials["status"] == FINISHED) & (trials["variant"] != "baseline")
     return bool(baseline_of(trials, match=REPORT_MATCH)[done].isna().any())
 
 
@@ -61,7 +62,7 @@ def varying(frame: pd.DataFrame, columns: list[str] = CONTEXT) -> list[str]:
 
 
 def finished(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = frame[(frame["status"] == "finished") & frame["in_sweep"].astype(bool)]
+    rows = frame[(frame["status"] == FINISHED) & frame["in_sweep"].astype(bool)]
     return rows.sort_values(varying(frame) + POINT + ["variant_rank", "variant"], kind="stable")
 
 
@@ -89,7 +90,7 @@ def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         return None
     out = []
     for variant, group in rows.sort_values(["variant_rank", "variant"]).groupby("variant", sort=False):
-        done = group[group["status"] == "finished"]
+        done = group[group["status"] == FINISHED]
         speedups = [s for s in done["speedup"] if isinstance(s, float) and s > 0 and not math.isnan(s)]
         verdicts = [v for v in done["tokens"] if v]
         bad = sum(v.startswith("MISMATCH") for v in verdicts)
@@ -211,7 +212,7 @@ def gpu_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def failed_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     """(g) Every failed trial with what broke."""
-    rows = frame[(frame["status"] != "finished") & frame["in_sweep"].astype(bool)]
+    rows = frame[(frame["status"] != FINISHED) & frame["in_sweep"].astype(bool)]
     if rows.empty:
         return None
     if "error_message" in rows:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tokengen.names import FINISHED, TOKENS_FILE
 from tracking.runs import fetch_artifacts, is_missing
 
-TOKENS_FILE = "tokens.npy"
 HOW = ("agree k/N: every batch row matches its baseline for its first k of the baseline's N decode steps "
        "(k is the minimum over the rows; BOS excluded; a no-check variant is compared over the baseline's length only)")
 
@@ -59,7 +59,7 @@ def check_tokens(frame: pd.DataFrame, base: pd.Series, client=None) -> tuple[pd.
     sha, steps, status = frame["tokens_sha256"], frame["steps"], frame["status"]
     pending = []
     for label, b in base.items():
-        if b is None or b == label or status[label] != "finished":
+        if b is None or b == label or status[label] != FINISHED:
             continue
         if is_missing(sha[label]) or is_missing(sha[b]):
             verdicts[label] = "n/a"
