@@ -18,6 +18,7 @@ from sweeps.config import register
 from sweeps.grid import GridPlan, PlannedTrial, expand
 from sweeps.progress import Progress
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
+from tokengen.names import FINISHED
 from tokengen.spec import SpecError
 
 
@@ -39,7 +40,7 @@ def trial_record(trial: PlannedTrial, raw: dict) -> dict:
     return {**trial.spec.to_dict(), **raw, "key": trial.key, "accelerator_type": trial.accelerator_type}
 
 
-def execute(trials: list[PlannedTrial], config: dict, recorder) -> list[dict]:
+def execute(trials: list[PlannedTrial], config: dict, recorder, plan: GridPlan) -> list[dict]:
     """Run the trials on Ray, recording each in MLflow the moment it arrives; ClusterError if it cannot."""
     sweep = config["sweep"]
     connect(config["ray"]["address"], config["ray"].get("num_cpus"), config["ray"].get("num_gpus"))
@@ -48,7 +49,7 @@ def execute(trials: list[PlannedTrial], config: dict, recorder) -> list[dict]:
         cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
     )
     node_cpus = check_cluster(trials, settings)
-    recorder.start_sweep(sweep["name"], config, resume=sweep["resume"])
+    start_sweep(recorder, config, plan, trials)
     records: list[dict] = []
     progress = Progress(len(trials))
 
@@ -56,29 +57,36 @@ def execute(trials: list[PlannedTrial], config: dict, recorder) -> list[dict]:
         record = trial_record(trial, raw)
         recorder.record_trial(record)
         records.append(record)
-        progress.advance(failed=record["status"] != "finished")
+        progress.advance(failed=record["status"] != FINISHED)
 
     try:
         schedule(trials, settings, node_cpus, on_result, progress.update)
     finally:
         progress.close()
-    recorder.end_sweep(sum(r["status"] != "finished" for r in records))
+    recorder.end_sweep(sum(r["status"] != FINISHED for r in records))
     return records
 
 
+def start_sweep(recorder, config: dict, plan: GridPlan, trials: list[PlannedTrial]) -> None:
+    """The sweep's parent run, with its plan: the keys it covers and those it reuses."""
+    running = {t.key for t in trials}
+    planned = [t.key for t in plan.trials]
+    recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"], planned=planned,
+                         reused=[k for k in planned if k not in running])
+
+
 def publish_report(config: dict, recorder, records: list[dict]) -> None:
-    """Build the sweep's report from MLflow, attach it when this run added trials, print its main table."""
+    """Build the sweep's report from MLflow (every trial of its plan), attach it to its run, print its main table."""
     from tracking.report import build_report
     from tracking.summary import summary_table
 
     uri, name = config["tracking"]["uri"], config["sweep"]["name"]
     try:
         report = build_report(uri, config["tracking"]["experiment"], name, "reports")
-        if records:
-            for path in report.files:
-                recorder.log_sweep_artifact(str(path), "report")
+        for path in report.files:
+            recorder.log_sweep_artifact(str(path), "report")
         print(report.main)
-        _say(f"report: {report.directory / 'report.md'}" + (", attached to the sweep's run" if records else ""))
+        _say(f"report: {report.directory / 'report.md'}, attached to the sweep's run")
     except Exception as exc:  # noqa: BLE001 - every trial is already recorded; the report can be rebuilt
         first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:300]
         if not records:
@@ -111,14 +119,16 @@ def run_sweep(config: DictConfig | dict) -> int:
     _say(f"sweep {sweep['name']}: {len(trials)} trial(s) to run")
 
     try:
-        records = execute(trials, config, recorder) if trials else []
+        records = execute(trials, config, recorder, plan) if trials else []
     except ClusterError as exc:
         _say(f"error: {exc}")
         return 2
+    if not trials:  # every trial reused: the sweep still gets its parent run and its report
+        start_sweep(recorder, config, plan, trials)
+        recorder.end_sweep(0)
     wall = time.perf_counter() - started
-    if records or len(trials) < len(plan.trials):
-        publish_report(config, recorder, records)
-    failed = [r for r in records if r["status"] != "finished"]
+    publish_report(config, recorder, records)
+    failed = [r for r in records if r["status"] != FINISHED]
     _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed, in {wall:.1f} s")
     for record in failed:
         _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")

@@ -84,3 +84,23 @@ def test_cuda_trials_on_a_cluster_without_gpus_stop_before_any_trial(tmp_path, c
     client = MlflowClient(tracking_uri=config["tracking"]["uri"])
     experiment = client.get_experiment_by_name("tokengen")
     assert client.search_runs([experiment.experiment_id]) == []  # nothing recorded, not even a parent
+
+
+def test_a_report_covers_its_plan_including_trials_reused_from_another_sweep(tmp_path):
+    from tokengen.names import PLAN_FILE
+    from tracking.report import build_report
+
+    assert run_sweep(small_sweep(tmp_path, name="a")) == 0  # baseline, kv_cache
+    ray.shutdown()
+    assert run_sweep(small_sweep(tmp_path, "grid.variant=[baseline,kv_cache,static_cache]", name="b")) == 0
+    uri = small_sweep(tmp_path)["tracking"]["uri"]
+    assert len(child_runs(uri)) == 3  # b ran static_cache only
+    report = build_report(uri, "tokengen", "b", tmp_path / "reports")
+    assert report.trials == 3
+    text = (report.directory / "report.md").read_text()
+    assert "2 of them reused by key from earlier sweeps" in text
+    for variant in ("| baseline |", "| kv_cache |", "| static_cache |"):
+        assert variant in text.split("## (a)")[1], variant
+    client = MlflowClient(tracking_uri=uri)
+    plan = json.loads(open(client.download_artifacts(report.parent_id, PLAN_FILE, str(tmp_path))).read())
+    assert len(plan["planned"]) == 3 and len(plan["reused"]) == 2

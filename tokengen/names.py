@@ -16,6 +16,8 @@ TRIAL_LOG = "trial.log"
 TORCH_TRACE = "profile_trace.json"
 NSYS_REPORT = "profile"  # nsys adds .nsys-rep
 NSYS_REP_FILE = f"{NSYS_REPORT}.nsys-rep"
+PLAN_FILE = "plan.json"  # on a sweep's parent run: every planned key, and those reused from earlier runs
+SWEEP_CONFIG_FILE = "sweep_config.json"
 ARTIFACT_FILES = (TOKENS_FILE, TORCH_TRACE, NSYS_REP_FILE)
 """The trial's files that travel back to the driver (the record and log travel as text)."""
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
-from tokengen.names import FINISHED, RESULT_FILE, TRIAL_LOG
+from tokengen.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRIAL_LOG
 from tokengen.record import METRIC, PARAM, SERIES, TAG, with_role
 from tokengen.spec import LABELS
 
@@ -96,9 +96,18 @@ class Recorder:
             if not token:
                 return keys - {None}
 
-    def start_sweep(self, name: str, config: dict, resume: bool) -> str:
-        """The sweep's parent run: the latest one of this name when resuming, else a new one."""
+    def start_sweep(self, name: str, config: dict, resume: bool, planned: list[str] = (),
+                    reused: list[str] = ()) -> str:
+        """The sweep's parent run (the latest one of this name when resuming, else a new one), with its
+        plan: every key it covers, and those finished by earlier runs that this one reuses."""
         self.sweep = name
+        self.parent_id = self._parent(name, config, resume)
+        plan = {"planned": list(planned), "reused": list(reused)}
+        self.client.log_text(self.parent_id, json.dumps(plan), PLAN_FILE)
+        self.client.set_tag(self.parent_id, "reused_trials", str(len(plan["reused"])))
+        return self.parent_id
+
+    def _parent(self, name: str, config: dict, resume: bool) -> str:
         if resume:
             runs = self.client.search_runs(
                 [self.experiment_id], filter_string=f"tags.sweep_parent = '{name}'", max_results=1,
@@ -110,9 +119,8 @@ class Recorder:
                 self._close_orphans()
                 return self.parent_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags={"sweep_parent": name, "sweep": name})
-        self.parent_id = run.info.run_id
-        self.client.log_text(self.parent_id, json.dumps(config, indent=2, default=str), "sweep_config.json")
-        return self.parent_id
+        self.client.log_text(run.info.run_id, json.dumps(config, indent=2, default=str), SWEEP_CONFIG_FILE)
+        return run.info.run_id
 
     def _close_orphans(self) -> None:
         """Child runs a killed driver left half-written: KILLED, and never counted as finished."""

@@ -94,13 +94,16 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     note_a = NOTES["a"].format(match=", ".join(tables.REPORT_MATCH).replace("gpu_type", "GPU type"), how=HOW)
     if borrowed:
         note_a += f" {borrowed} speedup(s) use a baseline recorded by another sweep (resume skipped it here)."
+    reused = int(mine["reused_from"].notna().sum()) if "reused_from" in mine else 0
     main = (_section("Overview per variant", NOTES["overview"], tables.overview_table(frame))
             + _section("(a) Runtime and speedup per trial", note_a, tables.runtime_table(frame)))
     built = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     header = [
         f"# Sweep `{runs.sweep}`", "",
         f"Store `{runs.uri}`, experiment `{runs.experiment}`, parent run `{runs.parent_id}`: {done} finished, "
-        f"{len(mine) - done} failed trial(s). Built from MLflow {built}; every trial is in `results.csv`.", "",
+        f"{len(mine) - done} failed trial(s)" + (f", {reused} of them reused by key from earlier sweeps (column "
+                                                  "`reused_from` of `results.csv`)" if reused else "")
+        + f". Built from MLflow {built}; every trial of the sweep's plan is in `results.csv`.", "",
         "## System", "", to_markdown(system_facts(mine)), "",
     ]
     sections = [

@@ -21,7 +21,7 @@ from mlflow import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
 from mlflow.utils.uri import is_local_uri
 
-from tokengen.names import FAILED, FINISHED, RESULT_FILE
+from tokengen.names import FAILED, FINISHED, PLAN_FILE, RESULT_FILE
 from tokengen.record import typed
 from tokengen.spec import TrialSpec
 from tracking.recorder import TrackingError, check_reachable
@@ -141,7 +141,26 @@ def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None)
     name = parent.data.tags["sweep_parent"]
     runs = [r for r in search(client, experiment_id, f"tags.sweep = '{name}'") if "mlflow.parentRunId" in r.data.tags]
     trials = latest_per_trial(frame_of(runs))
+    reused = reused_trials(client, experiment_id, parent, trials)
+    if not reused.empty:
+        trials = pd.concat([trials, reused], ignore_index=True)
     return SweepRuns(uri, experiment, experiment_id, name, parent.info.run_id, trials, client)
+
+
+def reused_trials(client: MlflowClient, experiment_id: str, parent, own: pd.DataFrame) -> pd.DataFrame:
+    """The finished trials of the sweep's plan that it reused from earlier runs (resume skips a key
+    finished anywhere in the experiment), so its report covers its whole plan; `reused_from` names
+    the sweep that ran each."""
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = _read(client, parent.info.run_id, parent.info.artifact_uri, PLAN_FILE, tmp,
+                     lambda path: json.loads(Path(path).read_text()))
+    wanted = set((plan or {}).get("reused", [])) - set(own.get("trial_key", pd.Series(dtype=object)))
+    if not wanted:
+        return pd.DataFrame()
+    found = [r for r in search(client, experiment_id, f"tags.status = '{FINISHED}'")
+             if r.data.tags.get("trial_key") in wanted and "mlflow.parentRunId" in r.data.tags]
+    frame = latest_per_trial(frame_of(found))
+    return frame.assign(reused_from=frame["sweep"]) if not frame.empty else frame
 
 
 def add_outside_baselines(runs: SweepRuns) -> None:
