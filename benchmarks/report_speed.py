@@ -2,8 +2,8 @@
 
 Builds a synthetic SQLite store shaped like a real `+grid=full` sweep on two GPU types: one parent
 run and 1,000 child runs (every preset x batch {1, 4, 16, 32, 64} x max_seqlen {100, 200, 400} x
-{float32, bfloat16} x {L40S, H100}, plus failed trials), each with the params, metrics, tags and
-`tokens.npy` artifact the sweep driver writes. Runtimes follow the article's shapes (the baseline
+{float32, bfloat16} x {L40S, H100}, plus failed trials), each written through the sweep driver's
+own Recorder (params, metrics, tags, result.json and the `tokens.npy` artifact). Runtimes follow the article's shapes (the baseline
 grows as N^2, cached variants as N, a lagged stop check hides the host sync); the no-check variants
 run every step and bfloat16 runs drift from their baseline, so the report has token prefixes to
 download and compare, as it would for real. Then it times building the whole report (loading the
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import sys
 import tempfile
@@ -25,9 +26,12 @@ from pathlib import Path
 
 import numpy as np
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param
 
+from tokengen.names import FAILED, TOKENS_FILE
 from tokengen.presets import PRESETS
+from tokengen.record import make_record
+from tokengen.spec import SPEC_FIELDS, TrialSpec
+from tracking.recorder import Recorder
 
 BATCHES = (1, 4, 16, 32, 64)
 LENGTHS = (100, 200, 400)
@@ -68,11 +72,11 @@ def runtime_for(knobs: dict, batch: int, steps: int, gpu: str, dtype: str) -> fl
     return step * factor * steps
 
 
-def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng) -> tuple[dict, dict, dict, np.ndarray]:
+def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng) -> tuple[dict, np.ndarray]:
+    """A finished trial's record, as the sweep driver would receive it, and its tokens."""
     knobs = PRESETS[variant]
-    params = {"variant": variant, "model": "gpt2", "dtype": dtype, "device": "cuda", "batch_size": batch,
-              "max_seqlen": length, **knobs, "stop": "uniform:50-400", "sampling": "greedy", "seed": 0,
-              "warmup": 1, "runs": 10, "accelerator_type": gpu}
+    spec = TrialSpec(variant=variant, model="gpt2", dtype=dtype, device="cuda", batch_size=batch, max_seqlen=length,
+                     **knobs, stop="uniform:50-400", warmup=1, runs=10)
     base = tokens_for(batch, length, hash((batch, length)) % 2**32)
     tokens = variant_tokens(base, knobs, dtype, length, rng)
     steps = tokens.shape[1] - 1
@@ -81,59 +85,48 @@ def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng) -> t
     allocated = weight_bytes + batch * length * 36_864 * (2 if knobs["cache"] == "static" else 1)
     reserved = int(allocated * (1.05 if knobs["allocator"] == "expandable" else rng.uniform(1.1, 1.6)))
     gpu_name, peak = GPUS[gpu]
-    metrics = {
-        "steps": steps, "tokens_generated": batch * steps, "runtime_mean_s": mean, "runtime_std_s": mean * 0.01,
-        "runtime_min_s": mean * 0.98, "runtime_max_s": mean * 1.03, "runtime_median_s": mean,
-        "tokens_per_s": batch * steps / mean, "step_latency_median_s": mean / steps,
-        "step_latency_p90_s": 1.2 * mean / steps, "first_run_s": mean * (40 if knobs["compile"] != "off" else 1.2),
-        "mem_allocated_peak_bytes": allocated, "mem_reserved_peak_bytes": reserved,
-        "mem_fragmentation_bytes": reserved - allocated, "mem_fragmentation_pct": 100 * (reserved - allocated) / reserved,
-        "peak_rss_bytes": 2.1e9, "weight_bytes": weight_bytes, "weight_bandwidth_gbs": weight_bytes * steps / mean / 1e9,
-        "weight_bandwidth_pct_of_peak": 100 * weight_bytes * steps / mean / 1e9 / peak, "deterministic": 1,
-        "trial_wall_s": 10 * mean + 8, "child_wall_s": 10 * mean + 12, "env_cpu_count": 32, "env_torch_threads": 32,
-    }
-    tags = {"status": "finished", "variant": variant, "accelerator_type": gpu,
-            "tokens_sha256": hashlib.sha256(tokens.tobytes()).hexdigest(), "env_host": f"node-{gpu.lower()}",
-            "env_python": "3.11.7", "env_torch": "2.13.0+cu130", "env_transformers": "5.24.0", "env_cuda": "13.0",
-            "env_driver": "580.65", "env_gpu_name": gpu_name, "env_cpu": "x86_64", "env_cpu_count": "32",
-            "env_torch_threads": "32"}
-    return params, metrics, tags, tokens
+    record = make_record(
+        spec, key="", accelerator_type=gpu, steps=steps, tokens_generated=batch * steps,
+        runtime_s=[mean * f for f in rng.uniform(0.98, 1.03, 10)], runtime_mean_s=mean, runtime_std_s=mean * 0.01,
+        runtime_min_s=mean * 0.98, runtime_max_s=mean * 1.03, runtime_median_s=mean, runtime_cv=0.01,
+        tokens_per_s=batch * steps / mean, step_latency_median_s=mean / steps, step_latency_p90_s=1.2 * mean / steps,
+        first_run_s=mean * (40 if knobs["compile"] != "off" else 1.2), mem_allocated_peak_bytes=allocated,
+        mem_reserved_peak_bytes=reserved, mem_fragmentation_bytes=reserved - allocated,
+        mem_fragmentation_pct=100 * (reserved - allocated) / reserved, peak_rss_bytes=2_100_000_000,
+        weight_bytes=weight_bytes, weight_bandwidth_gbs=weight_bytes * steps / mean / 1e9,
+        weight_bandwidth_pct_of_peak=100 * weight_bytes * steps / mean / 1e9 / peak, deterministic=True,
+        trial_wall_s=10 * mean + 8, child_wall_s=10 * mean + 12, tokens_sha256=hashlib.sha256(tokens.tobytes()).hexdigest(),
+        env_host=f"node-{gpu.lower()}", env_python="3.11.7", env_torch="2.13.0+cu130", env_transformers="5.24.0",
+        env_cuda="13.0", env_driver="580.65", env_gpu_name=gpu_name, env_cpu="x86_64", env_cpu_count=32,
+        env_torch_threads=32,
+    )
+    return record, tokens
 
 
 def build_store(uri: str, n_runs: int, root: Path) -> None:
-    """One parent and n_runs children, written as the sweep driver writes them (log_batch per run)."""
-    client = MlflowClient(tracking_uri=uri)
-    experiment = client.create_experiment("tokengen", artifact_location=str(root / "artifacts"))
-    parent = client.create_run(experiment, run_name=SWEEP, tags={"sweep_parent": SWEEP, "sweep": SWEEP}).info.run_id
+    """One parent and n_runs children, written through the sweep driver's own Recorder."""
+    MlflowClient(tracking_uri=uri).create_experiment("tokengen", artifact_location=str(root / "artifacts"))
+    recorder = Recorder(uri, "tokengen")
+    recorder.start_sweep(SWEEP, {"sweep": {"name": SWEEP}}, resume=False)
     rng = np.random.default_rng(0)
     points = [(v, b, n, d, g) for g in GPUS for d in DTYPES for n in LENGTHS for b in BATCHES for v in PRESETS]
-    now = int(time.time() * 1000)
     for i in range(n_runs):
         variant, batch, length, dtype, gpu = points[i % len(points)]
         failed = i >= len(points) or (variant == "static_cudagraph_pipelined" and batch == 64 and length == 400)
-        params, metrics, tags, tokens = trial(variant, batch, length, dtype, gpu, rng)
+        record, tokens = trial(variant, batch, length, dtype, gpu, rng)
         if i >= len(points):
-            params["model"] = "gpt2-xl"
-        key = hashlib.sha256(f"{i}".encode()).hexdigest()[:16]
-        tags.update({"mlflow.parentRunId": parent, "sweep": SWEEP, "trial_key": key, "key": key})
+            record["model"] = "gpt2-xl"
+        record["key"] = hashlib.sha256(f"{i}".encode()).hexdigest()[:16]
         if failed:
-            metrics = {"trial_wall_s": 3.0, "child_wall_s": 5.0}
-            tags = {k: v for k, v in tags.items() if k != "tokens_sha256"}
-            tags.update({"status": "failed", "error_type": "OutOfMemory"})
-        run = client.create_run(experiment, run_name=f"{variant}-b{batch}-n{length}", tags=tags, start_time=now + i)
-        run_id = run.info.run_id
-        client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
-                         params=[Param(k, str(v)) for k, v in params.items()], synchronous=True)
-        if not failed:
-            path = root / "tokens.npy"
-            np.save(path, tokens)
-            client.log_artifact(run_id, str(path))
+            record = {**{k: record[k] for k in (*SPEC_FIELDS, "key", "accelerator_type", "env_host")},
+                      "status": FAILED, "error_type": "OutOfMemory", "trial_wall_s": 3.0, "child_wall_s": 5.0,
+                      "error_message": "CUDA out of memory. Tried to allocate 2.00 GiB"}
         else:
-            client.log_text(run_id, json.dumps({"status": "failed", "error_type": "OutOfMemory",
-                                                "error_message": "CUDA out of memory. Tried to allocate 2.00 GiB"}),
-                            "result.json")
-        client.set_terminated(run_id, "FAILED" if failed else "FINISHED", end_time=now + i + 1)
-    client.set_terminated(parent, "FINISHED")
+            buffer = io.BytesIO()
+            np.save(buffer, tokens)
+            record["files"] = {TOKENS_FILE: buffer.getvalue()}
+        recorder.record_trial(record)
+    recorder.end_sweep(0)
 
 
 def main() -> None:

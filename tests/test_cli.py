@@ -27,6 +27,9 @@ RECORD_FIELDS = [
         (["--batch-size", "0"], "batch_size must be an integer >= 1"),
         (["--max-seqlen", "0"], "max_seqlen must be an integer >= 1"),
         (["--max-seqlen", "5000"], "beyond the model's 1024 positions"),
+        (["--prompt-len", "0"], "prompt_len must be an integer >= 1 (got 0)"),
+        (["--prompt-len", "100", "--max-seqlen", "1000"],
+         "prompt_len + max_seqlen = 1100 is beyond the model's 1024 positions: use prompt_len + max_seqlen <= 1025"),
         (["--stop-check", "pipelined"], "stop_check=pipelined needs a CUDA device (got device=cpu)"),
         (["--stop-check", "deferred"], "stop_check=deferred needs a CUDA device"),
         (["--variant", "static_cudagraph"], "compile=reduce-overhead needs a CUDA device"),
@@ -66,7 +69,11 @@ def test_cli_runs_a_trial_and_writes_the_record(tmp_path):
     assert record["steps"] == 5 and record["tokens_generated"] == 10
     assert record["variant"] == "kv_cache" and record["status"] == "finished"
     assert record["mem_allocated_peak_bytes"] is None and record["peak_rss_bytes"] > 0
-    assert record["runtime_min_s"] <= record["runtime_median_s"] <= record["runtime_max_s"]
+    assert len(record["runtime_s"]) == 2 and record["runtime_median_s"] == pytest.approx(sum(record["runtime_s"]) / 2)
+    assert 0 < record["ttft_s"] < record["runtime_median_s"] and record["tpot_s"] > 0
+    from tokengen import record as declared
+
+    assert sorted(record) == sorted(declared.RECORD_FIELDS)  # every declared field, nothing undeclared
     assert record["deterministic"] is True
 
 

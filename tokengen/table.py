@@ -7,6 +7,10 @@ def _gb(value) -> str:
     return "n/a" if value is None else f"{value / 1e9:.3f} GB"
 
 
+def _ms(seconds) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1e3:.3f} ms"
+
+
 def render(record: dict) -> str:
     r = record
     rule = "=" * 64
@@ -17,7 +21,7 @@ def render(record: dict) -> str:
     lines = [
         rule,
         f"{r['variant']}: {r['model']} {r['dtype']} on {r['env_gpu_name'] or r['device']}, "
-        f"batch {r['batch_size']}, max_seqlen {r['max_seqlen']}, stop={r['stop']}",
+        f"batch {r['batch_size']}, prompt {r['prompt_len']}, max_seqlen {r['max_seqlen']}, stop={r['stop']}",
         f"  knobs: cache={r['cache']} compile={r['compile']} stop_check={r['stop_check']} allocator={r['allocator']}",
         "Runtime Results:",
         f"  Mean:   {r['runtime_mean_s']:.4f}s",
@@ -26,7 +30,8 @@ def render(record: dict) -> str:
         f"  Max:    {r['runtime_max_s']:.4f}s",
         f"  Median: {r['runtime_median_s']:.4f}s   (first run {r['first_run_s']:.3f}s, {r['runs']} timed runs)",
         "Throughput:",
-        f"  Steps: {r['steps']}   Tokens/s: {r['tokens_per_s']:.1f}",
+        f"  Steps: {r['steps']}   Tokens/s: {r['tokens_per_s']:.1f}   Useful tokens/s: {r['useful_tokens_per_s']:.1f}",
+        f"  Time to first token: {_ms(r['ttft_s'])}   Time per output token: {_ms(r['tpot_s'])}",
         f"  Step latency: median {r['step_latency_median_s'] * 1e3:.3f} ms, p90 {r['step_latency_p90_s'] * 1e3:.3f} ms",
         f"  Weight streaming: {bandwidth}",
         "Memory Stats:",

@@ -1,0 +1,120 @@
+"""The result record is declared once (tokengen/record.py): what the recorder writes, the reader
+reads back with the same types, and a field added to the spec reaches every layer by itself."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tokengen.names import FINISHED
+from tokengen.record import METRIC, PARAM, TAG, ROLES, make_record, typed, unknown_fields, with_role
+from tokengen.spec import TrialSpec
+from tracking.recorder import Recorder
+from tracking.runs import load_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def full_record() -> dict:
+    """A record with a value in every field MLflow stores, each of its declared type."""
+    spec = TrialSpec(model="tiny", batch_size=3, max_seqlen=7, prompt_len=4, matmul_precision="high", cache="static")
+    values = {}
+    for name in with_role(METRIC) + with_role(TAG):
+        if name in ("key", "status"):
+            continue
+        kind = typed.__globals__["_base_type"](name)
+        values[name] = {int: 7, float: 0.25, bool: True, str: f"text-{name}"}[kind]
+    return make_record(spec, key=spec.key(), status=FINISHED, accelerator_type="H200", runtime_s=[0.3, 0.2, 0.25],
+                       **values)
+
+
+def test_make_record_refuses_a_field_it_does_not_declare():
+    with pytest.raises(TypeError):
+        make_record(TrialSpec(), speedup=2.0)
+    assert unknown_fields({**full_record(), "speedup": 2.0}) == ["speedup"]
+
+
+def test_recorded_fields_read_back_equal_and_typed(tmp_path):
+    record = full_record()
+    recorder = Recorder(f"sqlite:///{tmp_path}/m.db", "tokengen")
+    recorder.start_sweep("rt", {}, resume=False)
+    recorder.record_trial(record)
+    row = load_sweep(f"sqlite:///{tmp_path}/m.db", "tokengen", "rt").trials.iloc[0].to_dict()
+    for name in with_role(PARAM) + with_role(METRIC) + with_role(TAG):
+        got = row[name]
+        assert type(got) is type(record[name]) and got == record[name], (name, ROLES[name], got, record[name])
+    assert row["runtime_s"] == 0.25  # a series: MLflow's latest value, the whole history per step
+    history = recorder.client.get_metric_history(row["run_id"], "runtime_s")
+    assert [m.value for m in sorted(history, key=lambda m: m.step)] == [0.3, 0.2, 0.25]
+
+
+def test_typed_reads_mlflow_text_and_floats_back():
+    assert typed("batch_size", "4") == 4 and typed("steps", 12.0) == 12 and isinstance(typed("steps", 12.0), int)
+    assert typed("deterministic", 1.0) is True and typed("ttft_s", "0.5") == 0.5
+    assert typed("tokens_sha256", "None") is None and typed("ttft_s", math.nan) is None
+    assert typed("not_declared", "x") == "x"
+
+
+ADDED_FIELD = '''
+import json, sys, tempfile
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from sweeps.config import register
+from sweeps.run import plan_sweep
+from tokengen.cli import build_parser
+from tokengen.record import make_record
+from tokengen.spec import TrialSpec
+from tracking.recorder import Recorder
+from tracking.report import build_report
+from tracking.runs import load_sweep
+
+root, store = Path(sys.argv[1]), sys.argv[2]
+register()
+with initialize_config_dir(config_dir=str(root / "conf"), version_base=None):
+    config = OmegaConf.to_container(compose("config", overrides=["+grid=smoke", "trial.top_p=0.9"]), resolve=True)
+hydra_value = plan_sweep(config).trials[0].spec.top_p
+cli_value = build_parser().parse_args(["--top-p", "0.9"]).top_p
+spec = TrialSpec(model="tiny", top_p=0.9)
+recorder = Recorder(store, "tokengen")
+recorder.start_sweep("added", {}, resume=False)
+recorder.record_trial(make_record(spec, key=spec.key(), steps=3, runtime_mean_s=1.0, tokens_sha256="x"))
+mlflow_value = load_sweep(store, "tokengen", "added").trials.iloc[0].to_dict()["top_p"]
+report = build_report(store, "tokengen", "added", root / "reports")
+import pandas
+csv_value = pandas.read_csv(report.directory / "results.csv")["top_p"].iloc[0]
+print(json.dumps({"hydra": [type(hydra_value).__name__, hydra_value], "cli": [type(cli_value).__name__, cli_value],
+                  "mlflow": [type(mlflow_value).__name__, mlflow_value], "csv": float(csv_value),
+                  "key_changed": spec.key() != TrialSpec(model="tiny").key()}))
+'''
+
+
+def test_a_float_field_added_to_the_spec_survives_hydra_the_cli_mlflow_and_the_report(tmp_path):
+    """A copy of the project whose TrialSpec gains `top_p: float = 1.0`: nothing else is edited."""
+    for package in ("tokengen", "sweeps", "tracking", "conf"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    spec_file = tmp_path / "tokengen" / "spec.py"
+    text = spec_file.read_text()
+    anchor = '    matmul_precision: str = _field("highest", WORKLOAD)'
+    assert anchor in text
+    spec_file.write_text(text.replace(anchor, anchor + '\n    top_p: float = _field(1.0, WORKLOAD)', 1))
+    script = tmp_path / "check.py"
+    script.write_text(textwrap.dedent(ADDED_FIELD))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path), f"sqlite:///{tmp_path}/m.db"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"hydra": ["float", 0.9], "cli": ["float", 0.9], "mlflow": ["float", 0.9], "csv": 0.9,
+                   "key_changed": True}
