@@ -12,7 +12,8 @@ from mlflow import MlflowClient
 
 from sweeps.run import run_sweep
 from sweep_helpers import child_runs, small_sweep
-from tokengen.cli import main, strip_option
+from tokengen.cli import main
+from tokengen.profiling import strip_option
 from tokengen.profiling import clip_window, nsys_command
 from tokengen.traces import Timeline, derive, from_nsys_sqlite, from_torch_trace
 

@@ -49,51 +49,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-UNDER_NSYS = "TOKENGEN_UNDER_NSYS"
-
-
-def run_under_nsys(argv: list[str], profile_dir: Path, json_path: str | None) -> int:
-    """Run this same command again under `nsys profile`, then fold the report's metrics into the record."""
-    import subprocess
-
-    from tokengen.names import NSYS_REPORT, RESULT_FILE
-    from tokengen.profiling import nsys_command, nsys_export_command
-    from tokengen.traces import derive, from_nsys_sqlite
-
-    profile_dir.mkdir(parents=True, exist_ok=True)
-    record_path = Path(json_path) if json_path and json_path != "-" else profile_dir / RESULT_FILE
-    inner = [sys.executable, "-m", "tokengen", *strip_option(argv, "--json"), "--json", str(record_path)]
-    report = profile_dir / NSYS_REPORT
-    report.with_suffix(".nsys-rep").unlink(missing_ok=True)
-    # nsys and the inner trial print to stderr: stdout stays the JSON's alone with --json -
-    proc = subprocess.run(nsys_command(inner, report), env={**os.environ, UNDER_NSYS: "1"}, stdout=sys.stderr)
-    if proc.returncode != 0:
-        return proc.returncode
-    record = json.loads(record_path.read_text())
-    rep = report.with_suffix(".nsys-rep")
-    if rep.is_file():  # no report when the batch ended before the capture window
-        sqlite_path = profile_dir / f"{NSYS_REPORT}.sqlite"
-        subprocess.run(nsys_export_command(rep, sqlite_path), check=True, capture_output=True)
-        record.update(derive(from_nsys_sqlite(sqlite_path)), profile_report=rep.name)
-    record_path.write_text(json.dumps(record, indent=2))
-    if json_path == "-":
-        print(json.dumps(record))
-    return 0
-
-
-def strip_option(argv: list[str], option: str) -> list[str]:
-    """argv without `option VALUE` or `option=VALUE`."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == option:
-            skip = True
-        elif not arg.startswith(option + "="):
-            out.append(arg)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
@@ -118,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     spec = dataclasses.replace(spec, profile=resolve_mode(spec.profile, spec.device))  # auto, on this machine
+
+    from tokengen.profiling import UNDER_NSYS, run_under_nsys
 
     if spec.profile == "nsys" and os.environ.get(UNDER_NSYS) != "1":
         return run_under_nsys(list(sys.argv[1:] if argv is None else argv), Path(profile_dir), json_path)

@@ -8,14 +8,17 @@ The profiled run is an extra run after the timed ones, so profiling never touche
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 
-from tokengen.names import CHECK_RANGE, FORWARD_RANGE, STEP_RANGE, TORCH_TRACE
+from tokengen.names import CHECK_RANGE, FORWARD_RANGE, NSYS_REPORT, RESULT_FILE, STEP_RANGE, TORCH_TRACE
 from tokengen.spec import SpecError
 
 PROFILE_MODES = ("off", "torch", "nsys", "auto")
@@ -163,6 +166,50 @@ def nsys_command(argv: list[str], output: Path) -> list[str]:
 
 def nsys_export_command(report: Path, sqlite_path: Path) -> list[str]:
     return ["nsys", "export", "--type=sqlite", "--force-overwrite=true", f"--output={sqlite_path}", str(report)]
+
+
+
+UNDER_NSYS = "TOKENGEN_UNDER_NSYS"
+
+
+def run_under_nsys(argv: list[str], profile_dir: Path, json_path: str | None) -> int:
+    """Run this same command again under `nsys profile`, then fold the report's metrics into the record."""
+    import subprocess
+
+    from tokengen.traces import derive, from_nsys_sqlite
+
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    record_path = Path(json_path) if json_path and json_path != "-" else profile_dir / RESULT_FILE
+    inner = [sys.executable, "-m", "tokengen", *strip_option(argv, "--json"), "--json", str(record_path)]
+    report = profile_dir / NSYS_REPORT
+    report.with_suffix(".nsys-rep").unlink(missing_ok=True)
+    # nsys and the inner trial print to stderr: stdout stays the JSON's alone with --json -
+    proc = subprocess.run(nsys_command(inner, report), env={**os.environ, UNDER_NSYS: "1"}, stdout=sys.stderr)
+    if proc.returncode != 0:
+        return proc.returncode
+    record = json.loads(record_path.read_text())
+    rep = report.with_suffix(".nsys-rep")
+    if rep.is_file():  # no report when the batch ended before the capture window
+        sqlite_path = profile_dir / f"{NSYS_REPORT}.sqlite"
+        subprocess.run(nsys_export_command(rep, sqlite_path), check=True, capture_output=True)
+        record.update(derive(from_nsys_sqlite(sqlite_path)), profile_report=rep.name)
+    record_path.write_text(json.dumps(record, indent=2))
+    if json_path == "-":
+        print(json.dumps(record))
+    return 0
+
+
+def strip_option(argv: list[str], option: str) -> list[str]:
+    """argv without `option VALUE` or `option=VALUE`."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        elif not arg.startswith(option + "="):
+            out.append(arg)
+    return out
 
 
 
