@@ -213,9 +213,9 @@ def test_overhead_against_no_check_is_per_step(prepared):
 
 def test_gpu_pivot_and_idle_gap_and_failures(prepared, store):
     pivots = dict(tables.gpu_tables(prepared[1]))
-    runtime = pivots["runtime_mean_s"].set_index(["dtype", "variant", "batch_size", "max_seqlen"])
+    runtime = pivots["runtime_mean_s"].set_index(["dtype", "variant", "batch_size", "prompt_len", "max_seqlen"])
     assert list(runtime.columns) == ["H100", "L40S"]
-    assert runtime.loc[("float32", "static_compiled", 2, 8)].tolist() == pytest.approx([0.04, 0.12])
+    assert runtime.loc[("float32", "static_compiled", 2, 1, 8)].tolist() == pytest.approx([0.04, 0.12])
     assert len(runtime) == 2  # only the workloads run on both types: baseline and static_compiled, b2 n8
 
     idle = tables.idle_table(prepared[1])
@@ -280,3 +280,13 @@ def test_errors_name_the_fix(store, tmp_path, capsys):
         "run python -m sweeps.run +grid=smoke sweep.name=nope first, or drop --sweep for the latest")
     assert main(["--uri", store.uri, "--experiment", "other"]) == 2
     assert "(no such experiment)" in capsys.readouterr().err
+
+
+def test_speedups_carry_an_interval_and_compare_like_with_like(prepared, store):
+    compiled = row(prepared, store, "compiled8")
+    assert compiled["compared"] == "run" and compiled["significant"] is True
+    assert compiled["speedup_low"] < compiled["speedup"] < compiled["speedup_high"]
+    assert compiled["interval"] == f"{compiled['speedup_low']:.2f}-{compiled['speedup_high']:.2f}x"
+    nocheck = row(prepared, store, "nocheck8")  # 8 steps against its baseline's 6: time per step
+    assert nocheck["compared"] == "step"
+    assert nocheck["speedup"] == pytest.approx((0.36 / 6) / (0.112 / 8))

@@ -8,6 +8,7 @@ import pandas as pd
 
 from tokengen.names import FINISHED
 from tokengen.spec import WORKLOAD_FIELDS
+from tracking.intervals import ratio_interval, significant
 
 MATCH = [*WORKLOAD_FIELDS, "accelerator_type"]
 """A trial's baseline runs the same workload (tokengen.spec's workload fields) on the same GPU type."""
@@ -45,17 +46,52 @@ def baseline_of(frame: pd.DataFrame, baseline: str = "baseline", match: list[str
 
 
 def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[str] = MATCH) -> pd.DataFrame:
-    """Adds `speedup`: the matching baseline's mean runtime over the trial's (NaN without one)."""
+    """Adds `speedup` over the matching baseline (NaN without one), its 95% interval (`speedup_low`,
+    `speedup_high`, tracking.intervals), `significant` (the interval excludes 1.0) and `compared`:
+    `run` when both ran the same number of steps, else `step`: a no-check run under a length
+    distribution takes every step while its baseline stops with its batch, so only time per step
+    compares like with like."""
     frame = frame.copy()
-    for column in match + ["variant", "runtime_mean_s"]:
+    for column in match + ["variant", "runtime_mean_s", "runtime_std_s", "runs", "steps"]:
         if column not in frame:
             frame[column] = None
     if "status" not in frame:
         frame["status"] = FINISHED
     base = baseline_of(frame, baseline, match)
-    runtime = frame["runtime_mean_s"]
-    frame["speedup"] = [
-        runtime[b] / r if b is not None and ok and r else float("nan")
-        for b, r, ok in zip(base, runtime, frame["status"] == FINISHED)
-    ]
+    columns = {name: [] for name in ("speedup", "speedup_low", "speedup_high", "significant", "compared")}
+    for label, b in base.items():
+        row = frame.loc[label]
+        if b is None or row["status"] != FINISHED or not _positive(row["runtime_mean_s"]):
+            for name, value in zip(columns, (math.nan, math.nan, math.nan, None, None)):
+                columns[name].append(value)
+            continue
+        other = frame.loc[b]
+        per_step = _number(other["steps"]) / _number(row["steps"])
+        per_step = per_step if per_step > 0 and per_step != 1 else 1.0  # NaN steps: compare runs
+        low, high = ratio_interval(*_stats(other), *_stats(row))
+        columns["speedup"].append(other["runtime_mean_s"] / row["runtime_mean_s"] / per_step)
+        columns["speedup_low"].append(low / per_step)
+        columns["speedup_high"].append(high / per_step)
+        columns["significant"].append(significant(low, high) if b != label else None)
+        columns["compared"].append("run" if per_step == 1.0 else "step")
+    for name, values in columns.items():
+        frame[name] = pd.Series(values, index=frame.index, dtype=object if name in ("significant", "compared") else float)
     return frame
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _positive(value) -> bool:
+    return _number(value) > 0
+
+
+def _stats(row) -> tuple[float, float, int]:
+    """(mean, std, runs) of a trial's timed runs; a missing std counts as exact."""
+    std = _number(row["runtime_std_s"])
+    runs = _number(row["runs"])
+    return float(row["runtime_mean_s"]), 0.0 if math.isnan(std) else std, 0 if math.isnan(runs) else int(runs)

@@ -34,6 +34,8 @@ def cell(value, unit: str = "") -> str:
         return f"{value / 2**20:,.1f} MiB"
     if unit == "pct":
         return f"{value:.1f}%"
+    if unit == "pct100":  # a fraction shown as a percentage
+        return f"{100 * value:.1f}%"
     if unit == "x":
         return f"{value:.2f}x"
     if unit == "rate":

@@ -29,7 +29,7 @@ from tracking.tokens import HOW
 SYSTEM = ["env_gpu_name", "env_driver", "env_cuda", "env_torch", "env_transformers", "env_python", "env_host",
           "env_cpu", "env_cpu_count"]
 OWN_FILES = ("report.md", "results.csv", "runtime_vs_seqlen.png", "speedup_vs_batch.png", "memory.png")
-INTERNAL = ["in_sweep", "baseline_in_sweep", "variant_rank"]
+INTERNAL = ["in_sweep", "baseline_in_sweep", "variant_rank", "noisy"]
 
 
 @dataclass
@@ -57,14 +57,23 @@ def results_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Every trial of the sweep, one row each, MLflow's flat names first, then the report's verdicts."""
     rows = frame[frame["in_sweep"].astype(bool)].drop(columns=INTERNAL)
     first = ["run_id", "run_name", "status", "trial_key", *TrialSpec.__dataclass_fields__, "accelerator_type",
-             "gpu_type", "speedup", "tokens", "agreed_steps"]
+             "gpu_type", "speedup", "speedup_low", "speedup_high", "significant", "compared", "vs_generate", "tokens",
+             "agreed_steps"]
     first = [c for c in first if c in rows]
     return rows[first + sorted(c for c in rows.columns if c not in first)]
 
 
 NOTES = {
-    "overview": "Speedup: geometric mean, min and max over the variant's trials.",
-    "a": "speedup = the matching baseline's runtime_mean_s / the trial's (same {match}). tokens: `ok` = the "
+    "overview": "Speedup: geometric mean, min and max over the variant's trials; not_significant: how many of "
+                "them have a 95% interval that holds 1.0; vs_generate: runtime over the fastest transformers "
+                "generate() peer at the same point (below 1.0: faster than the library).",
+    "a": "speedup = the matching baseline's runtime_mean_s / the trial's (same {match}); `compared` = `run`, or "
+         "`step` where the two ran different numbers of steps (a no-check variant under a length distribution "
+         "runs every step): then time per step is compared. interval: 95% interval of the ratio of mean runtimes "
+         "(delta method on the log scale, Student t with Welch's degrees of freedom, from each trial's mean, "
+         "std and runs); `~` marks one that holds 1.0, not significant. runtime_cv: run-to-run std / mean. "
+         "ttft_s: time to first token (prefill and first sample), tpot_s: time per output token after it. "
+         "vs_generate: runtime over the fastest generate() peer at the same point. tokens: `ok` = the "
          "baseline's tokens; float32 must match exactly (else MISMATCH); in lower precision, {how}.",
     "b": "CUDA caching allocator peaks; fragmentation = reserved - allocated, as the article defines it (n/a on "
          "the CPU, where peak_rss_bytes is the process's).",
@@ -95,6 +104,10 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     if borrowed:
         note_a += f" {borrowed} speedup(s) use a baseline recorded by another sweep (resume skipped it here)."
     reused = int(mine["reused_from"].notna().sum()) if "reused_from" in mine else 0
+    noisy = mine[(mine["status"] == FINISHED) & mine["noisy"].astype(bool)]
+    if not noisy.empty:
+        note_a += (f" **Warning**: {len(noisy)} trial(s) vary by more than 5% from run to run (runtime_cv): "
+                   + ", ".join(sorted(set(noisy["variant"]))) + "; their speedups deserve more runs.")
     main = (_section("Overview per variant", NOTES["overview"], tables.overview_table(frame))
             + _section("(a) Runtime and speedup per trial", note_a, tables.runtime_table(frame)))
     built = datetime.datetime.now().astimezone().isoformat(timespec="seconds")

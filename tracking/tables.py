@@ -16,6 +16,7 @@ import pandas as pd
 from tokengen.names import FINISHED
 from tokengen.presets import PRESETS
 from tracking.baselines import MATCH, baseline_of, match_keys, partners, with_speedup
+from tracking.intervals import NOISY_CV
 from tracking.tokens import check_tokens
 
 REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
@@ -23,7 +24,7 @@ REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
 CONTEXT = ["model", "dtype", "device", "gpu_type", "stop", "sampling", "seed"]
 KNOB_MATCH = REPORT_MATCH + ["cache", "compile", "allocator"]
 """A stop check's peers: the same workload and generator, only the stop check differs."""
-POINT = ["batch_size", "max_seqlen"]
+POINT = ["batch_size", "prompt_len", "max_seqlen"]
 PROFILE = ["gpu_idle_us_per_step", "gpu_busy_pct", "host_sync_us_per_step"]
 REQUIRED = REPORT_MATCH + ["variant", "status", "steps", "runtime_mean_s", "stop_check", "cache", "compile",
                            "allocator", "tokens_sha256", "run_id", "in_sweep"]
@@ -47,7 +48,30 @@ def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None,
     runtime, steps = (pd.to_numeric(frame[c], errors="coerce") for c in ("runtime_mean_s", "steps"))
     frame["step_ms"] = runtime / steps * 1e3
     frame["variant_rank"] = [list(PRESETS).index(v) if v in PRESETS else len(PRESETS) for v in frame["variant"]]
+    frame["interval"] = [interval_text(*v) for v in zip(frame["speedup_low"], frame["speedup_high"], frame["significant"])]
+    frame["noisy"] = pd.to_numeric(frame.get("runtime_cv"), errors="coerce") > NOISY_CV
+    frame["vs_generate"] = vs_generate(frame)
     return frame, downloads
+
+
+def interval_text(low: float, high: float, significant) -> str:
+    """'1.81-2.23x', and ' ~' (pyperf's "not significant") when the interval holds 1.0."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return ""
+    return f"{low:.2f}-{high:.2f}x" + (" ~" if significant is False else "")
+
+
+def vs_generate(frame: pd.DataFrame) -> pd.Series:
+    """Each trial's runtime over the fastest transformers generate() peer's at the same point (same
+    workload and GPU type): below 1.0, ours is faster than the library people would use instead."""
+    engine = frame["engine"] if "engine" in frame else pd.Series("loop", index=frame.index)
+    done = frame["status"] == FINISHED
+    peers = frame[done & engine.astype(str).str.startswith("generate")]
+    best = peers.assign(_key=match_keys(peers, REPORT_MATCH)).groupby("_key")["runtime_mean_s"].min()
+    keys = match_keys(frame, REPORT_MATCH)
+    runtime = pd.to_numeric(frame["runtime_mean_s"], errors="coerce")
+    return pd.Series([r / best[k] if ok and k in best.index else math.nan for k, r, ok in zip(keys, runtime, done)],
+                     index=frame.index, dtype=float)
 
 
 def lacks_baselines(trials: pd.DataFrame) -> bool:
@@ -78,9 +102,13 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     rows = finished(frame)
     if rows.empty:
         return None
-    columns = varying(frame) + ["variant"] + POINT + ["steps", "runtime_mean_s", "runtime_std_s", "runtime_min_s",
-                                                      "runtime_max_s", "tokens_per_s", "speedup", "tokens"]
-    return _pick(rows, columns)
+    columns = varying(frame) + ["variant"] + POINT + ["steps", "runtime_mean_s", "runtime_cv", "ttft_s", "tpot_s",
+                                                      "tokens_per_s", "speedup", "interval", "compared", "vs_generate",
+                                                      "tokens"]
+    table = _pick(rows, columns)
+    table = table.drop(columns=[c for c in ("vs_generate",) if table[c].isna().all()])
+    table.attrs["unit"] = {"runtime_cv": "pct100", "vs_generate": "x"}
+    return table
 
 
 def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -92,6 +120,7 @@ def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     for variant, group in rows.sort_values(["variant_rank", "variant"]).groupby("variant", sort=False):
         done = group[group["status"] == FINISHED]
         speedups = [s for s in done["speedup"] if isinstance(s, float) and s > 0 and not math.isnan(s)]
+        unsure = int((done["significant"] == False).sum())  # noqa: E712 - None (no interval) is not False
         verdicts = [v for v in done["tokens"] if v]
         bad = sum(v.startswith("MISMATCH") for v in verdicts)
         drift = sum(v.startswith(("agree", "differs")) for v in verdicts)
@@ -100,11 +129,19 @@ def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
             "variant": variant, "finished": len(done), "failed": len(group) - len(done),
             "speedup_geomean": math.exp(np.mean(np.log(speedups))) if speedups else float("nan"),
             "speedup_min": min(speedups, default=float("nan")), "speedup_max": max(speedups, default=float("nan")),
+            "not_significant": unsure, "vs_generate_geomean": _geomean(done["vs_generate"]),
             "tokens": ", ".join(words) or ("ok" if verdicts else ""),
         })
     table = pd.DataFrame(out)
-    table.attrs["unit"] = {"speedup_geomean": "x", "speedup_min": "x", "speedup_max": "x"}
+    if table["vs_generate_geomean"].isna().all():
+        table = table.drop(columns="vs_generate_geomean")
+    table.attrs["unit"] = {"speedup_geomean": "x", "speedup_min": "x", "speedup_max": "x", "vs_generate_geomean": "x"}
     return table
+
+
+def _geomean(values) -> float:
+    kept = [v for v in pd.to_numeric(values, errors="coerce") if v > 0]
+    return math.exp(np.mean(np.log(kept))) if kept else float("nan")
 
 
 def memory_table(frame: pd.DataFrame) -> pd.DataFrame | None:
