@@ -26,3 +26,16 @@ def test_verdicts_by_precision():
     assert verdict("float32", 2, 4) == "MISMATCH (2/4)"
     assert verdict("bfloat16", 2, 4) == "agree 2/4"
     assert verdict("float32", 4, 4) == "ok"
+
+
+def test_prompt_columns_are_not_counted_as_agreed_steps():
+    prompt = np.array([[50, 11, 12], [50, 13, 14]])  # BOS + 2 prompt tokens per row
+    base = np.hstack([prompt, [[1, 2, 3], [4, 5, 6]]])
+    mine = np.hstack([prompt, [[1, 7, 3], [4, 5, 6]]])
+    assert agreed_steps(mine, base, prompt_len=3) == 1  # row 0 differs at its second decode step
+    assert agreed_steps(base, base, prompt_len=3) == 3
+
+
+def test_tf32_float32_is_judged_like_a_lower_precision():
+    assert verdict("float32", 2, 4, "high") == "agree 2/4"
+    assert verdict("float32", 2, 4, "highest") == "MISMATCH (2/4)"

@@ -1,6 +1,6 @@
 """Named generator variants: the article's table rows and the ones beyond it.
 
-A preset is a setting of the four knobs and nothing else, so a variant's name can always be
+A preset is a setting of the knobs (tokengen.spec.KNOBS) and nothing else, so a variant's name can always be
 recovered from a spec's knobs (`label_for`) and a grid may give knobs without naming a variant.
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 from tokengen.spec import KNOBS
 
 
-def _knobs(cache: str, compile: str = "off", stop_check: str = "sync", allocator: str = "default") -> dict:
-    return {"cache": cache, "compile": compile, "stop_check": stop_check, "allocator": allocator}
+def _knobs(cache: str, compile: str = "off", stop_check: str = "sync", allocator: str = "default",
+           engine: str = "loop") -> dict:
+    return {"cache": cache, "compile": compile, "stop_check": stop_check, "allocator": allocator, "engine": engine}
 
 
 PRESETS: dict[str, dict] = {
@@ -34,6 +35,10 @@ PRESETS: dict[str, dict] = {
     "static_cudagraph_pipelined": _knobs("static", "reduce-overhead", "pipelined"),
     "static_cudagraph_deferred": _knobs("static", "reduce-overhead", "deferred"),
     "static_cudagraph_nocheck": _knobs("static", "reduce-overhead", "none"),
+    # peers: transformers' own generate(), greedy, on the same workload (tokengen/engines.py)
+    "hf_generate": _knobs("dynamic", engine="generate"),
+    "hf_generate_static": _knobs("static", engine="generate"),
+    "hf_generate_compiled": _knobs("static", "default", engine="generate"),
 }
 
 CUSTOM = "custom"

@@ -23,6 +23,7 @@ def _field(default, role: str):
 
 
 CHOICES = {
+    "engine": ("loop", "generate"),
     "dtype": ("float32", "bfloat16", "float16"),
     "device": ("cpu", "cuda"),
     "cache": ("none", "dynamic", "static"),
@@ -60,6 +61,7 @@ class TrialSpec:
     # fields below came after the first release: at their default they stay out of the key
     prompt_len: int = _field(1, WORKLOAD)  # 1 = BOS only (the article); P > 1: BOS + P-1 seeded ids per row
     matmul_precision: str = _field("highest", WORKLOAD)  # high = TF32, as the article runs float32
+    engine: str = _field("loop", KNOB)  # loop: this project's decode loop; generate: transformers' generate()
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

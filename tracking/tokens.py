@@ -1,7 +1,7 @@
 """Does each variant return its baseline's tokens? Checksums first, token files only where they differ.
 
-In float32 every variant must return exactly the baseline's tokens, so a differing `tokens_sha256`
-is a MISMATCH. In bfloat16/float16 a cached step legitimately rounds differently from the full
+In float32 (at matmul_precision=highest) every variant must return exactly the baseline's tokens,
+so a differing `tokens_sha256` is a MISMATCH. With TF32 (matmul_precision=high) and in bfloat16/float16 a cached step legitimately rounds differently from the full
 recompute, so the report says how far the two agree: each row's decode steps up to its first
 differing token, the minimum over the batch rows. A no-check variant runs all max_seqlen steps
 (EOS padding after the baseline's end), so only the baseline's length is compared. Token files
@@ -21,13 +21,13 @@ HOW = ("agree k/N: every batch row matches its baseline for its first k of the b
        "(k is the minimum over the rows; BOS excluded; a no-check variant is compared over the baseline's length only)")
 
 
-def agreed_steps(tokens: np.ndarray, base: np.ndarray) -> int:
+def agreed_steps(tokens: np.ndarray, base: np.ndarray, prompt_len: int = 1) -> int:
     """Decode steps every row agrees on before its first differing token (minimum over rows)."""
     length = min(tokens.shape[1], base.shape[1])
     if tokens.shape[0] != base.shape[0]:
         return 0
-    differs = tokens[:, 1:length] != base[:, 1:length]  # (B, steps), BOS column dropped
-    first = np.where(differs.any(axis=1), differs.argmax(axis=1), length - 1)
+    differs = tokens[:, prompt_len:length] != base[:, prompt_len:length]  # (B, steps), the prompt dropped
+    first = np.where(differs.any(axis=1), differs.argmax(axis=1), length - prompt_len)
     return int(first.min()) if len(first) else 0
 
 
@@ -41,13 +41,25 @@ def extra_steps_ok(tokens: np.ndarray, base: np.ndarray, stop_check: str) -> boo
     return np.unique(tokens[:, base.shape[1]:]).size == 1
 
 
-def verdict(dtype: str, agreed: int | None, steps: int) -> str:
+def exact(dtype: str, matmul_precision: str = "highest") -> bool:
+    """Whether tokens must match bit for bit: float32 at full matmul precision. TF32 (`high`, the
+    article's setting) and half precisions round differently along different paths."""
+    return dtype == "float32" and matmul_precision in ("highest", "", "None", "nan")
+
+
+def verdict(dtype: str, agreed: int | None, steps: int, matmul_precision: str = "highest") -> str:
     """For a trial whose checksum differs from its baseline's, after comparing the token files."""
+    strict = exact(dtype, matmul_precision)
     if agreed is None:
-        return "MISMATCH (no tokens.npy)" if dtype == "float32" else "differs (no tokens.npy)"
+        return "MISMATCH (no tokens.npy)" if strict else "differs (no tokens.npy)"
     if agreed >= steps:
         return "ok"  # a no-check run: the baseline's tokens, then EOS padding
-    return f"MISMATCH ({agreed}/{steps})" if dtype == "float32" else f"agree {agreed}/{steps}"
+    return f"MISMATCH ({agreed}/{steps})" if strict else f"agree {agreed}/{steps}"
+
+
+def _prompt_len(frame: pd.DataFrame, label) -> int:
+    value = frame.at[label, "prompt_len"] if "prompt_len" in frame else 1
+    return 1 if is_missing(value) else int(value)
 
 
 def check_tokens(frame: pd.DataFrame, base: pd.Series, client=None) -> tuple[pd.Series, pd.Series, int]:
@@ -72,11 +84,14 @@ def check_tokens(frame: pd.DataFrame, base: pd.Series, client=None) -> tuple[pd.
         files = fetch_artifacts(client, frame, {i for pair in pending for i in pair}, TOKENS_FILE, np.load)
     for label, b in pending:
         mine, theirs = files.get(frame.at[label, "run_id"]), files.get(frame.at[b, "run_id"])
-        count = agreed_steps(mine, theirs) if mine is not None and theirs is not None else None
-        length = theirs.shape[1] - 1 if theirs is not None else steps[b]
+        prompt = _prompt_len(frame, label)
+        count = agreed_steps(mine, theirs, prompt) if mine is not None and theirs is not None else None
+        length = theirs.shape[1] - prompt if theirs is not None else steps[b]
         if count is not None and not extra_steps_ok(mine, theirs, str(frame.at[label, "stop_check"])):
-            verdicts[label], agreed[label] = f"MISMATCH (shape {mine.shape[1] - 1} vs {int(length)} steps)", count
+            verdicts[label], agreed[label] = f"MISMATCH (shape {mine.shape[1] - prompt} vs {int(length)} steps)", count
             continue
-        verdicts[label] = verdict(str(frame.at[label, "dtype"]), count, 0 if is_missing(length) else int(length))
+        precision = str(frame.at[label, "matmul_precision"]) if "matmul_precision" in frame else "highest"
+        verdicts[label] = verdict(str(frame.at[label, "dtype"]), count, 0 if is_missing(length) else int(length),
+                                  precision)
         agreed[label] = float("nan") if count is None else count
     return verdicts, agreed, len(files)
