@@ -1,23 +1,37 @@
-"""The article's summary table from tokengen alone: each variant in its own process, one table.
+"""The article's summary table from tokengen alone, written row by row as each finishes.
 
-Each row runs `python -m tokengen --json` in a fresh process (the expandable allocator must be set
-before CUDA starts), so this needs only torch and transformers: it is what scripts/gpu_check.sh
-runs on a GPU box. Rows that this device cannot run (CUDA-only knobs on a CPU) are skipped with
-their reason. Speedup is the baseline's mean runtime over the row's, as in the article.
+Rows run in this one process, one after another, so later compiled rows reuse the compiled code
+of earlier ones (dynamo is reset between rows, the inductor cache on disk is not). Two kinds of
+row need a fresh process and get one (`python -m tokengen`): allocator=expandable, which must be
+set before CUDA starts, and an nsys profile, which wraps the whole process. `--isolation process`
+runs every row fresh, as a sweep does (first-run times then include a cold start). After every
+row the JSON and Markdown files are rewritten, so a run cut short by a time limit keeps every row
+it finished. Needs only torch and transformers: scripts/gpu_check.sh runs it on a GPU box. Rows
+this device cannot run (CUDA-only knobs on a CPU) are skipped with their reason. Speedup is the
+baseline's mean runtime over the row's, as in the article.
 
-    python benchmarks/article_table.py --device cuda                  # gpt2, batch 32, 100 steps
-    python benchmarks/article_table.py --device cpu --model tiny --max-seqlen 32 --runs 3
+    python benchmarks/article_table.py --device cuda --json t.json --markdown t.md   # gpt2, batch 32, 100 steps
+    python benchmarks/article_table.py --device cpu --model tiny --max-seqlen 16 --runs 3
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import gc
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
+from tokengen.names import FAILED, FINISHED
+from tokengen.profiling import resolve_mode
+from tokengen.spec import TrialSpec
 from tokengen.validate import problem, resolve
 
 ROWS = [
@@ -25,73 +39,256 @@ ROWS = [
     "static_compiled_pipelined", "static_compiled_deferred", "static_compiled_nocheck",
     "static_cudagraph", "static_cudagraph_deferred", "static_cudagraph_nocheck",
 ]
+WORKLOAD_FLAGS = ("model", "device", "dtype", "batch_size", "max_seqlen", "prompt_len", "stop", "sampling", "seed",
+                  "matmul_precision")
+MEASUREMENT_FLAGS = ("runs", "warmup", "profile", "profile_steps")
 
 
-def run_row(variant: str, args, workdir: Path) -> dict:
-    out = workdir / f"{variant}.json"
-    cmd = [sys.executable, "-m", "tokengen", "--variant", variant, "--model", args.model, "--device", args.device,
-           "--dtype", args.dtype, "--batch-size", str(args.batch_size), "--max-seqlen", str(args.max_seqlen),
-           "--runs", str(args.runs), "--warmup", str(args.warmup), "--stop", args.stop, "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+class RowTimeout(Exception):
+    """Raised by the row's alarm; a compiler may wrap it in its own error, so `alarm_rang` says it rang."""
+
+
+alarm_rang = False
+
+
+def row_spec(variant: str, args) -> TrialSpec:
+    """The row's trial, with profile=auto resolved here (as the CLI does), for this machine."""
+    fields = {name: getattr(args, name) for name in WORKLOAD_FLAGS + MEASUREMENT_FLAGS}
+    spec = resolve(variant, **fields)
+    return dataclasses.replace(spec, profile=resolve_mode(spec.profile, spec.device))
+
+
+def needs_fresh_process(spec: TrialSpec, isolation: str) -> bool:
+    """The allocator is fixed when CUDA starts, and nsys profiles a whole process."""
+    return isolation == "process" or spec.allocator != "default" or spec.profile == "nsys"
+
+
+def failed(spec: TrialSpec, error_type: str, message: str) -> dict:
+    return {**spec.to_dict(), "status": FAILED, "error_type": error_type, "error_message": message}
+
+
+children: list[subprocess.Popen] = []
+"""Child rows running now: their own process groups do not hear a signal sent to ours."""
+
+
+def run_in_child(spec: TrialSpec, workdir: Path, profile_dir: Path, timeout: int) -> dict:
+    """`python -m tokengen` with every field of the spec, so the child runs exactly this row."""
+    out = workdir / f"{spec.variant}-{spec.key()}.json"
+    fields = [arg for name, value in spec.to_dict().items() if name != "variant"
+              for arg in (f"--{name.replace('_', '-')}", str(value))]
+    cmd = [sys.executable, "-m", "tokengen", *fields, "--json", str(out), "--profile-dir", str(profile_dir / spec.variant)]
+    # its own process group, so a row limit ends nsys and the trial under it, not only their parent
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    children.append(proc)
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return failed(spec, "TimeoutError", f"over the row limit of {timeout} s")
+    finally:
+        children.remove(proc)
     if proc.returncode != 0:
-        return {"variant": variant, "status": "failed", "error": (proc.stderr.strip().splitlines() or ["?"])[-1]}
+        return failed(spec, "ChildFailed", (stderr.strip().splitlines() or ["?"])[-1])
     return json.loads(out.read_text())
 
 
-def markdown(records: list[dict]) -> str:
-    base = next((r for r in records if r["variant"] == "baseline" and r.get("status") == "finished"), None)
+
+def _end_children_and_exit(signum, frame):
+    """A time limit on this script (scripts/gpu_check.sh's `timeout`) ends the child row too."""
+    for proc in children:
+        os.killpg(proc.pid, signal.SIGKILL)
+    sys.exit(128 + signum)
+
+
+def _raise_row_timeout(signum, frame):
+    global alarm_rang
+    alarm_rang = True
+    raise RowTimeout()
+
+
+def run_in_process(spec: TrialSpec, profile_dir: Path, timeout: int) -> dict:
+    """run_trial here, after clearing what the last row left: dynamo's guards and CUDA-graph trees
+    (else a row may hit the recompile limit and run eagerly) and the cached CUDA blocks (else they
+    count in this row's reserved memory). The alarm bounds a row stuck in Python (compiling)."""
+    import torch
+
+    from tokengen.benchmark import run_trial
+
+    global alarm_rang
+    alarm_rang = False
+    torch._dynamo.reset()
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    previous = signal.signal(signal.SIGALRM, _raise_row_timeout)
+    signal.alarm(timeout)
+    try:
+        return run_trial(spec, profile_dir=str(profile_dir / spec.variant))
+    except Exception as exc:  # one failing row must not cost the others
+        if alarm_rang:
+            return failed(spec, "TimeoutError", f"over the row limit of {timeout} s")
+        return failed(spec, type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def one_model_per_table():
+    """In-process rows share the model: the same name, dtype, device and seed build the same seeded
+    weights, and nothing a row does changes them (torch.compile wraps, it does not modify). Built
+    once, not per row: about 2 s of CPU per gpt2 row that a lent GPU's clock would pay for."""
+    from tokengen import models
+
+    build, built = models.build_model, {}
+
+    def build_once(*args, **kwargs):
+        key = (args, tuple(sorted(kwargs.items())))
+        if key not in built:
+            built[key] = build(*args, **kwargs)
+        return built[key]
+
+    models.build_model = build_once
+    try:
+        yield
+    finally:
+        models.build_model = build
+
+
+def _gb(value) -> str:
+    return "n/a" if value is None else f"{value / 1e9:.3f}"
+
+
+def _allocator(record: dict) -> str:
+    live = str(record.get("allocator_live") or "")
+    return "expandable" if "expandable_segments=True" in live else "default" if "expandable_segments=False" in live else "n/a"
+
+
+def _same_tokens(record: dict, base: dict | None) -> str:
+    """DESIGN.md's promise: every row with a stop check returns the baseline's tokens."""
+    if base is None or record["stop_check"] == "none":  # none: the baseline's tokens, then padding
+        return "n/a"
+    return "yes" if record["tokens_sha256"] == base["tokens_sha256"] else "NO"
+
+
+def _optional(value, fmt: str, unit: str = "") -> str:
+    return "n/a" if value is None else format(value, fmt) + unit
+
+
+def markdown(records: list[dict], title: str) -> str:
+    """The article's columns, then what this project adds; profile and energy columns when measured."""
+    base = next((r for r in records if r["variant"] == "baseline" and r.get("status") == FINISHED), None)
+    profiled = any(r.get("profile_window") for r in records)
+    energy = any(r.get("energy_j_per_token") is not None for r in records)
     header = ("| variant | mean (s) | std | min | max | tokens/s | speedup | alloc peak (GB) | reserved peak (GB) "
-              "| fragmentation | same tokens |")
-    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+              "| fragmentation | allocator (live) | first run (s) | steps | same tokens |")
+    header += " GPU idle (us/step) | GPU busy | host sync (us/step) |" if profiled else ""
+    header += " J/token |" if energy else ""
+    lines = [title, "", header, "|" + "---|" * (header.count("|") - 1)]
     for r in records:
-        if r.get("status") != "finished":
-            lines.append(f"| {r['variant']} | {r['status']}: {r.get('error', '')} |")
+        if r.get("status") != FINISHED:
+            lines.append(f"| {r['variant']} | {r.get('status')}: {r.get('error_type')}: {r.get('error_message')} |")
             continue
-        gb = lambda v: "n/a" if v is None else f"{v / 1e9:.3f}"
-        frag = "n/a" if r["mem_fragmentation_pct"] is None else f"{gb(r['mem_fragmentation_bytes'])} ({r['mem_fragmentation_pct']:.1f}%)"
-        speedup = base["runtime_mean_s"] / r["runtime_mean_s"] if base else float("nan")
-        same = "yes" if base and r["tokens_sha256"] == base["tokens_sha256"] else ("n/a" if r["stop_check"] == "none" else "NO")
-        lines.append(
-            f"| {r['variant']} | {r['runtime_mean_s']:.4f} | {r['runtime_std_s']:.4f} | {r['runtime_min_s']:.4f} "
-            f"| {r['runtime_max_s']:.4f} | {r['tokens_per_s']:.0f} | {speedup:.2f}x | {gb(r['mem_allocated_peak_bytes'])} "
-            f"| {gb(r['mem_reserved_peak_bytes'])} | {frag} | {same} |"
-        )
-    return "\n".join(lines)
+        frag = "n/a" if r["mem_fragmentation_pct"] is None else f"{_gb(r['mem_fragmentation_bytes'])} ({r['mem_fragmentation_pct']:.1f}%)"
+        speedup = f"{base['runtime_mean_s'] / r['runtime_mean_s']:.2f}x" if base else "n/a"
+        same = _same_tokens(r, base)
+        line = (f"| {r['variant']} | {r['runtime_mean_s']:.4f} | {r['runtime_std_s']:.4f} | {r['runtime_min_s']:.4f} "
+                f"| {r['runtime_max_s']:.4f} | {r['tokens_per_s']:.0f} | {speedup} | {_gb(r['mem_allocated_peak_bytes'])} "
+                f"| {_gb(r['mem_reserved_peak_bytes'])} | {frag} | {_allocator(r)} | {r['first_run_s']:.2f} | {r['steps']} | {same} |")
+        if profiled:
+            line += (f" {_optional(r.get('gpu_idle_us_per_step'), '.1f')} | {_optional(r.get('gpu_busy_pct'), '.1f', '%')} "
+                     f"| {_optional(r.get('host_sync_us_per_step'), '.1f')} |")
+        if energy:
+            line += f" {_optional(r.get('energy_j_per_token'), '.4f')} |"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def title(records: list[dict], args) -> str:
+    first = next((r for r in records if r.get("status") == FINISHED), {})
+    return (f"{args.model} {args.dtype}, batch {args.batch_size}, max_seqlen {args.max_seqlen}, stop={args.stop}, "
+            f"on {first.get('env_gpu_name') or args.device} (torch {first.get('env_torch')}, "
+            f"transformers {first.get('env_transformers')})")
+
+
+def write_atomically(path: str | None, text: str) -> None:
+    """A reader (or a time limit) never sees half a file."""
+    if not path:
+        return
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_rows(records: list[dict], args) -> None:
+    write_atomically(args.json, json.dumps(records, indent=2))
+    write_atomically(args.markdown, markdown(records, title(records, args)))
+
+
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gpt2")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-seqlen", type=int, default=100)
+    parser.add_argument("--prompt-len", type=int, default=None, help="default: the trial's (1, BOS only, as the article)")
     parser.add_argument("--stop", default="never")
+    parser.add_argument("--sampling", default=None, help="default: the trial's (greedy)")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--matmul-precision", choices=("highest", "high"), default=None,
+                        help="high = TF32, as the article runs float32 (default: the trial's, highest)")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("--profile", choices=("off", "torch", "nsys", "auto"), default="off",
+                        help="auto: nsys where it is on the PATH, else torch.profiler")
+    parser.add_argument("--profile-steps", default=None)
+    parser.add_argument("--profile-dir", help="where profiled rows leave their traces (default: a temporary directory)")
+    parser.add_argument("--isolation", choices=("shared", "process"), default="shared",
+                        help="shared: rows in this process where they can; process: every row in its own")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per row")
     parser.add_argument("--variants", nargs="*", default=ROWS)
-    parser.add_argument("--json", help="write all records here")
-    args = parser.parse_args()
-    records = []
-    with tempfile.TemporaryDirectory() as tmp:
+    parser.add_argument("--json", help="the records so far, rewritten after every row")
+    parser.add_argument("--markdown", help="the table so far, rewritten after every row")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _end_children_and_exit)
+    records: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp, one_model_per_table():
+        profile_dir = Path(args.profile_dir or tmp)
         for variant in args.variants:
-            spec = resolve(variant, model=args.model, device=args.device, batch_size=args.batch_size,
-                           max_seqlen=args.max_seqlen, stop=args.stop)
+            spec = row_spec(variant, args)
             reason = problem(spec)
             if reason:
                 print(f"skip {variant}: {reason}", file=sys.stderr)
                 continue
-            records.append(run_row(variant, args, Path(tmp)))
-            print(f"done {variant}", file=sys.stderr, flush=True)
-    first = next((r for r in records if r.get("status") == "finished"), {})
-    print(f"\n{args.model} {args.dtype}, batch {args.batch_size}, max_seqlen {args.max_seqlen}, stop={args.stop}, "
-          f"on {first.get('env_gpu_name') or args.device} (torch {first.get('env_torch')}, "
-          f"transformers {first.get('env_transformers')})\n")
-    print(markdown(records))
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=2))
+            started = time.perf_counter()
+            if needs_fresh_process(spec, args.isolation):
+                record = run_in_child(spec, Path(tmp), profile_dir, args.timeout)
+            else:
+                record = run_in_process(spec, profile_dir, args.timeout)
+            records.append(record)
+            write_rows(records, args)
+            print(f"done {variant}: {record['status']} in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    print(markdown(records, title(records, args)))
+    return exit_status(records)
+
+
+def exit_status(records: list[dict]) -> int:
+    """Nonzero when a row failed or returned other tokens than the baseline, so a script sees it."""
+    bad = [r["variant"] for r in records if r.get("status") != FINISHED]
+    base = next((r for r in records if r["variant"] == "baseline" and r.get("status") == FINISHED), None)
+    differ = [r["variant"] for r in records if r.get("status") == FINISHED and _same_tokens(r, base) == "NO"]
+    if bad:
+        print(f"failed rows: {', '.join(bad)}", file=sys.stderr)
+    if differ:
+        print(f"rows whose tokens differ from the baseline's: {', '.join(differ)}", file=sys.stderr)
+    return 1 if bad or differ else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,4 +1,13 @@
-"""CUDA-only paths: lagged stop checks, CUDA graphs, the expandable allocator, CUDA memory stats.
+"""CUDA-only paths, checked so that they can fail: lagged stop checks on a GPU made to fall behind,
+host syncs trapped by sync-debug mode, the allocator as torch reports it, CUDA memory, profiling,
+the energy counter.
+
+A fast GPU hides a lagged check's bugs: if the GPU has finished step i-1 before the host reads its
+flag, reading it early, a missing wait_stream or a missing final wait return the right tokens by
+luck. So every lagged run here enqueues `torch.cuda._sleep` before each step: the host runs as far
+ahead as the check lets it, and any of those bugs changes the tokens or the step count. Rows have
+their own prompts and seeded top-k draws, so a row mix-up shows too. (tests/test_stop_checks.py
+proves the same bugs are caught on a simulated GPU; these prove the CUDA version is the same.)
 
 Skipped without CUDA; scripts/gpu_check.sh runs them on a GPU box that has only torch and transformers.
 """
@@ -6,20 +15,33 @@ Skipped without CUDA; scripts/gpu_check.sh runs them on a GPU box that has only 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from tokengen.generate import Generator
+from tokengen.energy import EnergyMeter
+from tokengen.generate import Generation, Generator
 from tokengen.models import build_model
+from tokengen.stop_checks import STOP_CHECKS
+from tokengen.stopping import target_lengths
 from tokengen.validate import resolve
 
 pytestmark = pytest.mark.gpu
 
-LAGGED = ["static_cache_deferred", "kv_cache_deferred", "static_compiled_pipelined", "static_compiled_deferred"]
-STOPS = ["never", "uniform:3-20", "fixed:1"]
+WORKLOAD = dict(model="tiny", device="cuda", batch_size=4, max_seqlen=24, prompt_len=8, sampling="topk:20,0.8", seed=3)
+LAG_CYCLES = 10_000_000  # ~5 ms of GPU spin per step (1-2 GHz clocks): longer than any step takes to enqueue
+ALLOCATOR_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+
+# (cache preset, lagged stop check): every way this project hides the stop check
+LAGGED = [
+    (base, check)
+    for base in ("kv_cache", "static_cache", "static_compiled", "static_cudagraph")
+    for check in ("deferred", "pipelined")
+]
+PER_ROW_ENDS = ["uniform:3-20", "fixed:1"]  # rows ending at different steps; every row ending at its first token
 
 
 @pytest.fixture(scope="module")
@@ -27,71 +49,159 @@ def model():
     return build_model("tiny", "float32", "cuda", seed=0)
 
 
-def run(model, variant, **fields):
-    spec = resolve(variant, model="tiny", device="cuda", batch_size=4, max_seqlen=24, **fields)
-    return Generator(model, spec)()
+@pytest.fixture
+def no_allocator_env(monkeypatch):
+    """An exported allocator variable must not make an in-process trial refuse to run (CUDA has
+    started, so the trial cannot honour it) nor leak into a child trial; monkeypatch restores it."""
+    for name in ALLOCATOR_VARS:
+        monkeypatch.delenv(name, raising=False)
 
 
-@pytest.mark.parametrize("stop", STOPS)
-@pytest.mark.parametrize("variant", LAGGED + ["static_cudagraph", "static_cudagraph_pipelined", "static_cudagraph_deferred"])
-def test_cuda_variants_return_the_sync_baseline_tokens(model, variant, stop):
-    base = run(model, "baseline", stop=stop)
-    got = run(model, variant, stop=stop)
-    assert got.steps == base.steps, "a lagged check must report the same step count as sync"
-    assert got.tokens.shape == base.tokens.shape, "a lagged check must drop its extra token"
-    assert torch.equal(got.tokens.cpu(), base.tokens.cpu())
+def generator(model, base: str, stop_check: str, stop: str) -> Generator:
+    """A fresh Generator; compiled ones after a dynamo reset, so earlier tests' guards and CUDA-graph
+    trees cannot push this one past the recompile limit into eager mode."""
+    spec = resolve(base, stop_check=stop_check, stop=stop, **WORKLOAD)
+    if spec.compile != "off":
+        torch._dynamo.reset()
+    return Generator(model, spec)
 
 
-def test_pipelined_with_model_eos_stops_where_sync_stops(model):
-    base = run(model, "static_cache", stop="model")
-    got = run(model, "static_compiled_pipelined", stop="model")
-    assert (got.steps, got.tokens.shape) == (base.steps, base.tokens.shape)
+def with_sync_check(generate: Generator) -> Generation:
+    """The same generator (compiled code, cache, prompts, stop policy) with the article's sync check:
+    the reference its lagged check must reproduce, with nothing else different (and no second compile)."""
+    lagged = generate.stop_check
+    generate.stop_check = STOP_CHECKS["sync"]
+    try:
+        return generate()
+    finally:
+        generate.stop_check = lagged
+
+
+class LaggingSteps:
+    """wrap_step: the GPU spins before every step, so it is always behind the host; counts steps."""
+
+    def __init__(self):
+        self.enqueued = 0
+
+    def __call__(self, step):
+        def late_step(i: int) -> None:
+            self.enqueued += 1
+            torch.cuda._sleep(LAG_CYCLES)
+            step(i)
+
+        return late_step
+
+
+@pytest.mark.parametrize("stop", PER_ROW_ENDS)
+@pytest.mark.parametrize("base, stop_check", LAGGED, ids=[f"{b}-{c}" for b, c in LAGGED])
+def test_a_lagged_check_on_a_lagging_gpu_returns_the_sync_tokens(model, base, stop_check, stop):
+    generate = generator(model, base, stop_check, stop)
+    want = with_sync_check(generate)
+    want_tokens = want.tokens.cpu()
+    targets = target_lengths(stop, WORKLOAD["batch_size"], WORKLOAD["max_seqlen"], WORKLOAD["seed"])
+    assert want.steps == int(targets.max()), "the sync reference must end with its longest row"
+    assert len({tuple(row) for row in want_tokens.tolist()}) == WORKLOAD["batch_size"], "rows must differ"
+
+    lag = LaggingSteps()
+    got = generate(wrap_step=lag)
+    got_tokens = got.tokens.cpu()  # read on the origin stream: a missing final wait reads unfinished steps
+    assert got.steps == want.steps, "a lagged check must report the sync check's step count"
+    assert got_tokens.shape == want_tokens.shape, "a lagged check must drop its extra step's token"
+    assert torch.equal(got_tokens, want_tokens), "a lagged check must return the sync check's tokens"
+    assert lag.enqueued == min(want.steps + 1, WORKLOAD["max_seqlen"]), "a lagged check runs one step past the end, no more"
+
+
+class SyncTrap:
+    """Sync-debug mode 'error' for as long as it is entered: any host wait on the device raises
+    (cudaStreamSynchronize, .item(), a pageable copy), except the flag's cudaEventSynchronize,
+    which that mode does not watch: the one wait a lagged check is meant to have."""
+
+    def __enter__(self):
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+
+    def __exit__(self, *exc):
+        torch.cuda.set_sync_debug_mode(0)
+
+
+@pytest.mark.parametrize("base, stop_check", LAGGED, ids=[f"{b}-{c}" for b, c in LAGGED])
+def test_a_lagged_generation_never_waits_for_the_gpu(model, base, stop_check):
+    generate = generator(model, base, stop_check, "uniform:3-20")
+    generate()  # compiles, records CUDA graphs, fills the allocators' caches: outside the trap
+    generate()
+    with SyncTrap():
+        got = generate()
+    targets = target_lengths("uniform:3-20", WORKLOAD["batch_size"], WORKLOAD["max_seqlen"], WORKLOAD["seed"])
+    assert got.steps == int(targets.max())
+
+
+def test_the_sync_trap_catches_a_host_sync():
+    """The trap itself can fail: the sync check's .item() is exactly what it must catch."""
+    flag = torch.zeros((), dtype=torch.bool, device="cuda")
+    with pytest.raises(RuntimeError, match="synchroniz"):
+        with SyncTrap():
+            flag.item()
 
 
 def cli_record(tmp_path, variant: str) -> dict:
-    out = tmp_path / "r.json"
+    """One trial in its own process, the way a sweep runs it, with no allocator variable inherited."""
+    out = tmp_path / f"{variant}.json"
+    env = {k: v for k, v in os.environ.items() if k not in ALLOCATOR_VARS}
     proc = subprocess.run(
         [sys.executable, "-m", "tokengen", "--variant", variant, "--model", "tiny", "--device", "cuda",
          "--batch-size", "4", "--max-seqlen", "16", "--runs", "2", "--json", str(out)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=120, env=env,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 
 
-def test_cuda_record_has_memory_stats_and_gpu_name(tmp_path):
-    record = cli_record(tmp_path, "kv_cache")
-    assert record["mem_reserved_peak_bytes"] >= record["mem_allocated_peak_bytes"] > 0
-    assert 0 <= record["mem_fragmentation_pct"] <= 100
+def expandable(record: dict):
+    """The record's allocator_live, read for its expandable-segments verdict."""
+    live = record.get("allocator_live")
+    assert live is not None, "record has no allocator_live: run_trial sets it from tokengen.allocator"
+    if isinstance(live, dict):
+        return live["expandable_segments"]
+    return {"expandable_segments=True": True, "expandable_segments=False": False}.get(
+        next((part for part in live.split() if part.startswith("expandable_segments=")), ""), None
+    )
+
+
+@pytest.fixture(scope="module")
+def kv_cache_record(tmp_path_factory):
+    return cli_record(tmp_path_factory.mktemp("kv_cache"), "kv_cache")
+
+
+def test_cuda_record_has_memory_stats_and_gpu_name(kv_cache_record):
+    record = kv_cache_record
+    assert record["mem_reserved_peak_bytes"] >= record["mem_allocated_peak_bytes"] >= record["weight_bytes"]
     assert record["env_gpu_name"] and record["env_cuda"]
 
 
-def test_expandable_allocator_is_set_in_the_trial_process(tmp_path):
-    record = cli_record(tmp_path, "kv_cache_expandable")
-    assert "expandable_segments:True" in record["env_alloc_conf"]
+def test_expandable_allocator_is_live_in_the_trial_process(tmp_path, kv_cache_record):
+    assert expandable(cli_record(tmp_path, "kv_cache_expandable")) is True
+    assert expandable(kv_cache_record) is False, "the default allocator must not report expandable segments"
 
 
-def test_torch_profile_on_cuda_sees_the_gpu(tmp_path):
-    spec = resolve("static_cache", model="tiny", device="cuda", batch_size=4, max_seqlen=40, profile="torch")
+def test_torch_profile_on_cuda_sees_the_gpu_idle_between_synced_steps(tmp_path, no_allocator_env):
     from tokengen.benchmark import run_trial
 
+    spec = resolve("static_cache", model="tiny", device="cuda", batch_size=4, max_seqlen=40, profile="torch")
     record = run_trial(spec, profile_dir=str(tmp_path))
-    assert record["gpu_idle_us_per_step"] is not None and record["gpu_idle_us_per_step"] >= 0
-    assert 0 < record["gpu_busy_pct"] <= 100
-    assert record["host_sync_us_per_step"] > 0 and record["profiled_steps"] == 20
+    assert record["profiled_steps"] == 20  # the article's window 30-50, clipped to the run's last 20 steps
+    assert record["gpu_idle_us_per_step"] > 0, "the sync check leaves the GPU idle while the host reads .item()"
+    assert 0 < record["gpu_busy_pct"] < 100
+    assert record["host_sync_us_per_step"] > 0
 
 
-@pytest.mark.parametrize("variant", ["static_cache_deferred", "static_compiled_deferred"])
-def test_a_deferred_step_never_synchronizes_the_host(model, variant):
-    """The point of a lagged check: nothing in a step waits for the GPU (transformers' mask code
-    included). The only wait is the event the check reads (cudaEventSynchronize), which sync-debug
-    mode is not expected to flag: if it does, exempt that call rather than weaken the check."""
-    spec = resolve(variant, model="tiny", device="cuda", batch_size=4, max_seqlen=24)
-    generate = Generator(model, spec)  # builds, copies and compiles outside the check
-    generate()
+def test_energy_meter_counts_joules_while_the_gpu_works():
+    pytest.importorskip("pynvml", reason="the optional extra 'energy' (nvidia-ml-py) is not installed")
+    meter = EnergyMeter("cuda")
+    if not meter.available:
+        pytest.skip("this GPU has no total-energy counter")
     torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        generate()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
+    meter.start()
+    torch.cuda._sleep(1_000_000_000)  # 0.5-1 s of spinning
+    torch.cuda.synchronize()
+    joules = meter.stop()
+    assert 1 < joules < 2000, f"{joules} J in about a second: millijoules read as joules, or the wrong GPU"

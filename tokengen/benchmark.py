@@ -14,6 +14,8 @@ import numpy
 import torch
 
 from tokengen import measure, models
+from tokengen.allocator import live_allocator_tag
+from tokengen.energy import EnergyMeter
 from tokengen.environment import environment, peak_bandwidth_gbs
 from tokengen.generate import Generator
 from tokengen.profiling import profile_run
@@ -53,6 +55,8 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         measure.timed(generate, spec.device)
 
     runtimes, checksums, checksum = [], set(), ""
+    meter = EnergyMeter(spec.device)  # NVML's board counter over all timed runs together (null without one)
+    meter.start()
     for run in range(spec.runs):
         if run == 0 and spec.warmup == 0:
             result, seconds = first, first_run_s
@@ -62,7 +66,10 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         runtimes.append(seconds)
         checksum = measure.tokens_sha256(result.tokens)
         checksums.add(checksum)
+    energy_j = meter.stop()
+    metered = spec.runs - (spec.warmup == 0)  # with no warmup the first timed run ran before the meter
     memory = measure.memory_stats(spec.device)
+    allocator_live = live_allocator_tag(spec.device)  # read while the model's memory is held
 
     timer = measure.StepTimer(spec.device)
     generate(wrap_step=timer.wrap)
@@ -96,6 +103,9 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         step_latency_p90_s=measure.percentile(step_latencies, 90),
         first_run_s=first_run_s,
         **memory,
+        allocator_live=allocator_live,
+        energy_j=energy_j,
+        energy_j_per_token=energy_j / (useful * metered) if energy_j is not None and useful and metered else None,
         weight_bytes=weight_bytes,
         weight_bandwidth_gbs=bandwidth,
         weight_bandwidth_pct_of_peak=100.0 * bandwidth / peak if peak else None,
