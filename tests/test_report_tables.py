@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from tracking.report import build_report, main
 from tracking.runs import add_outside_baselines, fill_error_messages, load_sweep
 
 EOS = 0
+PRICES = {"cpu": 0.1, "L40S": 2.0, "H100": 4.0}
 ENV = {"L40S": "NVIDIA L40S", "H100": "NVIDIA H100 80GB HBM3"}
 
 
@@ -63,7 +65,8 @@ class Store:
         self.ids: dict[str, str] = {}
 
     def start_sweep(self, name: str) -> None:
-        self.parent = self.recorder.start_sweep(name, {"sweep": {"name": name}}, resume=False)
+        config = {"sweep": {"name": name, "prices": PRICES}}
+        self.parent = self.recorder.start_sweep(name, config, resume=False)
 
     def trial(self, label: str, variant: str, *, runtime: float = 1.0, tokens: np.ndarray | None = None,
               dtype: str = "float32", batch: int = 2, n: int = 8, gpu: str = "L40S", status: str = "finished",
@@ -75,7 +78,8 @@ class Store:
             steps = tokens.shape[1] - 1
             values = {"steps": steps, "tokens_generated": batch * steps, "runtime_mean_s": runtime,
                       "runtime_std_s": runtime / 100, "runtime_min_s": runtime * 0.99, "runtime_max_s": runtime * 1.01,
-                      "tokens_per_s": batch * steps / runtime, "mem_allocated_peak_bytes": 100 * 2**20,
+                      "tokens_per_s": batch * steps / runtime, "useful_tokens_per_s": batch * steps / runtime,
+                      "energy_j_per_token": 0.5 if gpu == "H100" else 0.8, "mem_allocated_peak_bytes": 100 * 2**20,
                       "mem_reserved_peak_bytes": 150 * 2**20, "mem_fragmentation_bytes": 50 * 2**20,
                       "mem_fragmentation_pct": 100 / 3, "tokens_sha256": hashlib.sha256(tokens.tobytes()).hexdigest(),
                       **(metrics or {})}
@@ -141,7 +145,8 @@ def prepared(store):
     fill_error_messages(runs.client, runs.trials)
     assert tables.lacks_baselines(runs.trials)
     add_outside_baselines(runs)
-    frame, downloads = tables.prepare(runs.trials, runs.outside_baselines, runs.client)
+    assert runs.config["sweep"]["prices"] == PRICES  # read back from the sweep's saved configuration
+    frame, downloads = tables.prepare(runs.trials, runs.outside_baselines, runs.client, runs.config["sweep"]["prices"])
     return runs, frame.set_index("run_id", drop=False), downloads
 
 
@@ -290,3 +295,19 @@ def test_speedups_carry_an_interval_and_compare_like_with_like(prepared, store):
     nocheck = row(prepared, store, "nocheck8")  # 8 steps against its baseline's 6: time per step
     assert nocheck["compared"] == "step"
     assert nocheck["speedup"] == pytest.approx((0.36 / 6) / (0.112 / 8))
+
+
+def test_cost_per_million_useful_tokens_from_the_sweeps_prices(prepared, store):
+    compiled = row(prepared, store, "compiled8")  # L40S at $2/h, 2 x 6 useful tokens in 0.12 s
+    assert compiled["cost_per_mtok"] == pytest.approx(2.0 / 3600 / 100 * 1e6)
+    side_by_side = tables.gpu_cost_table(prepared[1]).set_index(["dtype", "variant", "batch_size", "prompt_len", "max_seqlen"])
+    compiled_row = side_by_side.loc[("float32", "static_compiled", 2, 1, 8)]
+    assert compiled_row["H100 $/Mtok"] == pytest.approx(4.0 / 3600 / (12 / 0.04) * 1e6)
+    assert compiled_row["H100 J/token"] == 0.5 and compiled_row["L40S J/token"] == 0.8
+    assert compiled_row["L40S tokens/s"] == pytest.approx(100)
+
+
+def test_prices_match_gpu_names_and_cpu():
+    assert tables.price_of(PRICES, "NVIDIA H100 80GB HBM3", "cuda") == 4.0
+    assert tables.price_of(PRICES, None, "cpu") == 0.1
+    assert math.isnan(tables.price_of(PRICES, "NVIDIA A10G", "cuda"))

@@ -34,6 +34,10 @@ def cell(value, unit: str = "") -> str:
         return f"{value / 2**20:,.1f} MiB"
     if unit == "pct":
         return f"{value:.1f}%"
+    if unit == "usd":
+        return f"${value:,.4g}"
+    if unit == "g4":
+        return f"{value:.4g}"
     if unit == "pct100":  # a fraction shown as a percentage
         return f"{100 * value:.1f}%"
     if unit == "x":

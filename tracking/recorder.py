@@ -1,16 +1,27 @@
 """The only code that writes to MLflow: one parent run per sweep, one child run per trial.
 
 The sweep driver alone holds a Recorder, and records each trial the moment its result arrives, so
-a driver killed mid-sweep keeps every finished trial, and a rerun skips their keys.
+a driver killed mid-sweep keeps every finished trial, and a rerun skips their keys. Everything
+wrong with the store (an unknown scheme, a server that is down, missing or wrong credentials) is
+one line before any trial runs; a server that goes down later fails a write in about a second
+instead of MLflow's minutes of retries, and the driver's journal (sweeps/journal.py) keeps the
+result until the server answers again.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import fcntl
+import functools
+import hashlib
 import json
 import math
+import os
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -31,13 +42,124 @@ class TrackingError(RuntimeError):
     """The tracking store cannot be reached or written: said in one line, before any trial runs."""
 
 
+SERVER_SCHEMES = ("http", "https")
+DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy store; "+driver" allowed
+FILE_STORE_OPT_IN = "MLFLOW_ALLOW_FILE_STORE"
+CREDENTIALS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")  # MLflow's own names, read by its client
+# The driver's client gives up on a dead server in about a second, not after MLflow's default 7
+# retries with exponential back-off (minutes per call): the journal keeps what it could not send.
+FAIL_FAST_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+
+
+def is_server(uri: str) -> bool:
+    return urllib.parse.urlparse(uri).scheme in SERVER_SCHEMES
+
+
+def check_uri(uri: str) -> None:
+    """Refuse a URI MLflow would misread, before anything is created: one line that names the fix."""
+    scheme = urllib.parse.urlparse(uri).scheme.split("+", 1)[0]
+    if scheme in SERVER_SCHEMES + DATABASE_SCHEMES:
+        return
+    if scheme in ("file", ""):
+        if os.environ.get(FILE_STORE_OPT_IN, "").lower() in ("1", "true"):
+            return
+        raise TrackingError(f"tracking.uri={uri} is MLflow's file store, which MLflow 3 refuses without "
+                            f"{FILE_STORE_OPT_IN}=true: use tracking.uri=sqlite:///mlflow.db")
+    raise TrackingError(f"tracking.uri={uri} has scheme {scheme!r}, which MLflow cannot store runs in: use "
+                        "sqlite:///PATH, http(s)://HOST:PORT (a tracking server) or postgresql:// / mysql://")
+
+
+def _get(url: str, timeout_s: float, headers: dict | None = None) -> bytes:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return response.read()
+
+
+def server_answers(uri: str, timeout_s: float = 2.0) -> bool:
+    """The server's health endpoint answers (no credentials needed): a probe cheap enough for every write."""
+    try:
+        _get(uri.rstrip("/") + "/health", timeout_s)
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _basic_auth() -> dict:
+    user, password = (os.environ.get(name) for name in CREDENTIALS)
+    if not user or password is None:
+        return {}
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def _credentials_problem(uri: str, status: int) -> str:
+    user = os.environ.get(CREDENTIALS[0])
+    if status == 401 and not _basic_auth():
+        return (f"tracking server {uri} needs credentials: set {CREDENTIALS[0]} and {CREDENTIALS[1]} "
+                "(a user of its basic-auth app)")
+    if status == 401:
+        return f"tracking server {uri} refused user {user!r} (401): check {CREDENTIALS[0]} and {CREDENTIALS[1]}"
+    return f"tracking server {uri} denies user {user!r} (HTTP {status}): ask its admin for permission on the experiment"
+
+
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
-    if uri.startswith(("http://", "https://")):
+    """A server answers, and takes our credentials (MLflow's basic-auth app wants them on every call)."""
+    if not is_server(uri):
+        return
+    base = uri.rstrip("/")
+    try:
+        _get(base + "/health", timeout_s)
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TrackingError(f"tracking server {uri} is unreachable ({reason}): start it or fix tracking.uri") from None
+    try:
+        _get(base + "/api/2.0/mlflow/experiments/search?max_results=1", timeout_s, _basic_auth())
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise TrackingError(_credentials_problem(uri, exc.code)) from None
+    except (urllib.error.URLError, OSError):
+        pass  # it answered /health a moment ago; the store's own error, if any, comes next
+
+
+@contextlib.contextmanager
+def _fail_fast_http():
+    """MLflow reads its retry settings at each call: lower them for the driver's writes only (a value
+    the user set wins), and put back what was there."""
+    saved = {name: os.environ.get(name) for name in FAIL_FAST_HTTP}
+    for name, value in FAIL_FAST_HTTP.items():
+        os.environ.setdefault(name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+
+
+def failing_fast(method):
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with _fail_fast_http():
+            return method(*args, **kwargs)
+    return wrapper
+
+
+@contextlib.contextmanager
+def _one_opener(uri: str):
+    """Two drivers opening one new SQLite file at once both create MLflow's tables (its tracking store
+    takes no lock there): the first to open it does, the second waits for it."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    path = os.path.abspath(uri.removeprefix("sqlite:///"))
+    lock = Path(tempfile.gettempdir()) / f"tokengen-mlflow-{hashlib.sha256(path.encode()).hexdigest()[:16]}.lock"
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s).read()
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise TrackingError(f"tracking server {uri} is unreachable ({reason}): start it or fix tracking.uri") from None
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _number(value) -> float | None:
@@ -73,17 +195,37 @@ def tags_of(record: dict, sweep: str) -> dict[str, str]:
 class Recorder:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
+        check_uri(uri)
         check_reachable(uri)
         try:
-            self.client = MlflowClient(tracking_uri=uri)
-            found = self.client.get_experiment_by_name(experiment)
-            self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+            with _one_opener(uri), _fail_fast_http():
+                self.client = MlflowClient(tracking_uri=uri)
+                self.experiment_id = self._experiment_id(experiment)
         except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
             raise TrackingError(f"cannot write to tracking store {uri} ({first[:200]}): fix tracking.uri") from None
         self.parent_id: str | None = None
         self.sweep = ""
 
+    def _experiment_id(self, name: str) -> str:
+        """The experiment's id, created if missing; another driver creating it at the same moment is fine."""
+        found = self.client.get_experiment_by_name(name)
+        if found:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(name)
+        except Exception:  # noqa: BLE001 - lost the race to a concurrent driver: use its experiment
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def answers(self) -> bool:
+        """Whether the store can take a write now: a server's health probe (2 s at most); a database is
+        assumed up, and a write that fails says otherwise."""
+        return server_answers(self.uri) if is_server(self.uri) else True
+
+    @failing_fast
     def finished_keys(self) -> set[str]:
         """Keys of trials that already have a finished child run anywhere in the experiment."""
         keys, token = set(), None
@@ -96,6 +238,7 @@ class Recorder:
             if not token:
                 return keys - {None}
 
+    @failing_fast
     def start_sweep(self, name: str, config: dict, resume: bool, planned: list[str] = (),
                     reused: list[str] = ()) -> str:
         """The sweep's parent run (the latest one of this name when resuming, else a new one), with its
@@ -132,6 +275,7 @@ class Recorder:
         for run in orphans:
             self.client.set_terminated(run.info.run_id, "KILLED")
 
+    @failing_fast
     def record_trial(self, record: dict) -> str:
         """One child run with the trial's params, metrics, tags and artifacts; FAILED if it failed."""
         name = f"{record.get('variant', 'trial')}-b{record.get('batch_size')}-n{record.get('max_seqlen')}"
@@ -155,9 +299,11 @@ class Recorder:
         self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
         return run_id
 
+    @failing_fast
     def log_sweep_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.parent_id, local_path, artifact_path)
 
+    @failing_fast
     def end_sweep(self, failed: int) -> None:
         self.client.set_tag(self.parent_id, "failed_trials", str(failed))
         self.client.set_terminated(self.parent_id, "FAILED" if failed else "FINISHED")

@@ -85,6 +85,9 @@ NOTES = {
     "e": "Per decode step (a no-check run takes all max_seqlen steps, a checked one stops with its batch); "
          "overhead_pct = extra time per step over the no-check variant with the same cache and compile.",
     "f": "One column per GPU type, the trials run on more than one side by side.",
+    "cost": "Cost per million useful tokens = the sweep's price per device-hour (sweep.prices, saved with the "
+            "sweep's configuration) / 3600 / useful tokens per second x 1e6; useful tokens exclude padding. "
+            "J/token: NVML's energy counter over the timed runs per useful token (n/a without a counter).",
     "idle": "From the profiled run: GPU idle time and host sync time per decode step, GPU busy share.",
 }
 
@@ -125,6 +128,8 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
         ("(d) Pipelining gain by batch size", NOTES["d"], tables.pipelining_table(frame)),
         ("(e) Stop-check overhead against the no-check upper bound", NOTES["e"], tables.nocheck_table(frame)),
         *[(f"(f) {value} by GPU type", NOTES["f"], table) for value, table in tables.gpu_tables(frame)],
+        ("(f) Tokens/s, cost and energy by GPU type", NOTES["f"] + " " + NOTES["cost"], tables.gpu_cost_table(frame)),
+        ("Cost and energy per useful token", NOTES["cost"], tables.cost_table(frame)),
         ("Idle gap per variant beside its speedup", NOTES["idle"], tables.idle_table(frame)),
         ("(g) Failed trials", "", tables.failed_table(frame)),
     ]
@@ -144,7 +149,8 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
     fill_error_messages(runs.client, runs.trials)
     if tables.lacks_baselines(runs.trials):
         add_outside_baselines(runs)
-    frame, downloads = tables.prepare(runs.trials, runs.outside_baselines, runs.client)
+    prices = (runs.config.get("sweep") or {}).get("prices") or {}
+    frame, downloads = tables.prepare(runs.trials, runs.outside_baselines, runs.client, prices)
     directory = Path(out) / runs.sweep.replace("/", "_")
     directory.mkdir(parents=True, exist_ok=True)
     for name in OWN_FILES:

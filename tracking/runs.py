@@ -21,7 +21,7 @@ from mlflow import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
 from mlflow.utils.uri import is_local_uri
 
-from tokengen.names import FAILED, FINISHED, PLAN_FILE, RESULT_FILE
+from tokengen.names import FAILED, FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE
 from tokengen.record import typed
 from tokengen.spec import TrialSpec
 from tracking.recorder import TrackingError, check_reachable
@@ -43,6 +43,7 @@ class SweepRuns:
     trials: pd.DataFrame  # one row per trial key: its latest finished run, else its latest run
     client: MlflowClient
     outside_baselines: pd.DataFrame = field(default_factory=pd.DataFrame)  # finished baselines of other sweeps
+    config: dict = field(default_factory=dict)  # the sweep's configuration as its parent run saved it
 
 
 _SPEC_DEFAULTS = TrialSpec().to_dict()
@@ -144,16 +145,22 @@ def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None)
     reused = reused_trials(client, experiment_id, parent, trials)
     if not reused.empty:
         trials = pd.concat([trials, reused], ignore_index=True)
-    return SweepRuns(uri, experiment, experiment_id, name, parent.info.run_id, trials, client)
+    config = parent_artifact(client, parent, SWEEP_CONFIG_FILE) or {}
+    return SweepRuns(uri, experiment, experiment_id, name, parent.info.run_id, trials, client, config=config)
+
+
+def parent_artifact(client: MlflowClient, parent, name: str):
+    """A JSON artifact of the sweep's parent run, or None."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return _read(client, parent.info.run_id, parent.info.artifact_uri, name, tmp,
+                     lambda path: json.loads(Path(path).read_text()))
 
 
 def reused_trials(client: MlflowClient, experiment_id: str, parent, own: pd.DataFrame) -> pd.DataFrame:
     """The finished trials of the sweep's plan that it reused from earlier runs (resume skips a key
     finished anywhere in the experiment), so its report covers its whole plan; `reused_from` names
     the sweep that ran each."""
-    with tempfile.TemporaryDirectory() as tmp:
-        plan = _read(client, parent.info.run_id, parent.info.artifact_uri, PLAN_FILE, tmp,
-                     lambda path: json.loads(Path(path).read_text()))
+    plan = parent_artifact(client, parent, PLAN_FILE)
     wanted = set((plan or {}).get("reused", [])) - set(own.get("trial_key", pd.Series(dtype=object)))
     if not wanted:
         return pd.DataFrame()

@@ -27,10 +27,12 @@ KNOB_MATCH = REPORT_MATCH + ["cache", "compile", "allocator"]
 POINT = ["batch_size", "prompt_len", "max_seqlen"]
 PROFILE = ["gpu_idle_us_per_step", "gpu_busy_pct", "host_sync_us_per_step"]
 REQUIRED = REPORT_MATCH + ["variant", "status", "steps", "runtime_mean_s", "stop_check", "cache", "compile",
-                           "allocator", "tokens_sha256", "run_id", "in_sweep"]
+                           "allocator", "tokens_sha256", "run_id", "in_sweep", "useful_tokens_per_s",
+                           "energy_j_per_token", "runtime_cv", "prompt_len"]
 
 
-def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None, client=None):
+def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None, client=None,
+            prices: dict | None = None):
     """One frame for every table: the sweep's trials (plus other sweeps' baselines they match, marked
     in_sweep=False), with `speedup`, `tokens` (the verdict), `agreed_steps` and `step_ms`.
     Returns (frame, number of token files downloaded)."""
@@ -51,7 +53,23 @@ def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None,
     frame["interval"] = [interval_text(*v) for v in zip(frame["speedup_low"], frame["speedup_high"], frame["significant"])]
     frame["noisy"] = pd.to_numeric(frame.get("runtime_cv"), errors="coerce") > NOISY_CV
     frame["vs_generate"] = vs_generate(frame)
+    frame["price_per_hour"] = [price_of(prices or {}, g, d) for g, d in zip(frame["gpu_type"], frame["device"])]
+    useful = pd.to_numeric(frame.get("useful_tokens_per_s"), errors="coerce")
+    frame["cost_per_mtok"] = frame["price_per_hour"] / 3600 / useful * 1e6
     return frame, downloads
+
+
+def price_of(prices: dict, gpu_type, device) -> float:
+    """The sweep's price per device-hour for a trial's GPU type (an exact key, else a key that the GPU's
+    name contains, longest first: H100 in 'NVIDIA H100 80GB HBM3'), or the `cpu` entry for CPU trials."""
+    if device == "cpu" or not isinstance(gpu_type, str):
+        return float(prices.get("cpu", math.nan)) if device == "cpu" else math.nan
+    if gpu_type in prices:
+        return float(prices[gpu_type])
+    for name in sorted(prices, key=len, reverse=True):
+        if name != "cpu" and name.lower() in gpu_type.lower():
+            return float(prices[name])
+    return math.nan
 
 
 def interval_text(low: float, high: float, significant) -> str:
@@ -225,6 +243,43 @@ def nocheck_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         "overhead_pct": 100 * (mine["step_ms"] - bound["step_ms"]) / bound["step_ms"],
     })
     return table.reset_index(drop=True)
+
+
+COST = {"useful_tokens_per_s": "tokens/s", "cost_per_mtok": "$/Mtok", "energy_j_per_token": "J/token"}
+
+
+def cost_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """Useful tokens/s, cost per million useful tokens (the sweep's sweep.prices) and NVML joules per
+    useful token, per trial, where a price or an energy figure is known."""
+    rows = finished(frame)
+    known = rows[rows["cost_per_mtok"].notna() | pd.to_numeric(rows.get("energy_j_per_token"), errors="coerce").notna()]
+    if known.empty:
+        return None
+    table = _pick(known, varying(frame) + ["variant"] + POINT + ["gpu_type", "price_per_hour", *COST])
+    table.attrs["unit"] = {"price_per_hour": "usd", "cost_per_mtok": "usd", "energy_j_per_token": "g4"}
+    return table
+
+
+def gpu_cost_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """Per GPU type side by side: tokens/s, cost per million tokens and joules per token of each trial
+    that ran on two types or more (the scaling study's question: which GPU serves tokens cheapest)."""
+    rows = finished(frame)
+    gpus = sorted({g for g in rows["gpu_type"] if isinstance(g, str)})
+    if len(gpus) < 2:
+        return None
+    index = [c for c in varying(frame) if c != "gpu_type"] + ["variant"] + POINT
+    parts = []
+    for value, short in COST.items():
+        pivot = rows.pivot_table(index=index, columns="gpu_type", values=value, aggfunc="first", sort=False, dropna=False)
+        parts.append(pivot.reindex(columns=gpus).rename(columns=lambda g, short=short: f"{g} {short}"))
+    table = pd.concat(parts, axis=1)
+    table = table[table[[f"{g} tokens/s" for g in gpus]].notna().sum(axis=1) >= 2]
+    if table.empty:
+        return None
+    table = table[[f"{g} {short}" for g in gpus for short in COST.values()]].dropna(axis=1, how="all").reset_index()
+    table.attrs["unit"] = {c: {"tokens/s": "rate", "$/Mtok": "usd", "J/token": "g4"}[c.split(" ", 1)[1]]
+                           for c in table.columns if " " in c}
+    return table
 
 
 def gpu_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
