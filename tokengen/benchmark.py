@@ -17,7 +17,7 @@ from tokengen import measure, models
 from tokengen.allocator import live_allocator_tag
 from tokengen.energy import EnergyMeter
 from tokengen.environment import environment, peak_bandwidth_gbs
-from tokengen.generate import Generator
+from tokengen.engines import ENGINES
 from tokengen.profiling import profile_run
 from tokengen.record import make_record
 from tokengen.spec import TrialSpec
@@ -48,7 +48,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     measure.set_allocator(spec.allocator, spec.device)
     torch.set_float32_matmul_precision(spec.matmul_precision)
     model = models.build_model(spec.model, spec.dtype, spec.device, spec.seed)
-    generate = Generator(model, spec)
+    generate = ENGINES[spec.engine](model, spec)
 
     first, first_run_s = measure.timed(generate, spec.device)
     for _ in range(spec.warmup - 1):

@@ -10,8 +10,9 @@ from tokengen.spec import KNOBS
 
 
 def _knobs(cache: str, compile: str = "off", stop_check: str = "sync", allocator: str = "default",
-           engine: str = "loop") -> dict:
-    return {"cache": cache, "compile": compile, "stop_check": stop_check, "allocator": allocator, "engine": engine}
+           engine: str = "loop", batching: str = "static") -> dict:
+    return {"cache": cache, "compile": compile, "stop_check": stop_check, "allocator": allocator, "engine": engine,
+            "batching": batching}
 
 
 PRESETS: dict[str, dict] = {

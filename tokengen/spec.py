@@ -23,7 +23,8 @@ def _field(default, role: str):
 
 
 CHOICES = {
-    "engine": ("loop", "generate"),
+    "engine": ("loop", "generate", "generate_batch"),
+    "batching": ("static", "continuous"),
     "dtype": ("float32", "bfloat16", "float16"),
     "device": ("cpu", "cuda"),
     "cache": ("none", "dynamic", "static"),
@@ -62,6 +63,8 @@ class TrialSpec:
     prompt_len: int = _field(1, WORKLOAD)  # 1 = BOS only (the article); P > 1: BOS + P-1 seeded ids per row
     matmul_precision: str = _field("highest", WORKLOAD)  # high = TF32, as the article runs float32
     engine: str = _field("loop", KNOB)  # loop: this project's decode loop; generate: transformers' generate()
+    requests: int = _field(0, WORKLOAD)  # 0: one batch of batch_size rows; N > 0: N requests served by batch_size slots
+    batching: str = _field("static", KNOB)  # with requests: static (batch after batch) | continuous (refill slots)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
