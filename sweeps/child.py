@@ -56,10 +56,13 @@ def classify(returncode: int, log: str) -> tuple[str, str]:
     return "Failed", f"the trial process exited with status {returncode}"
 
 
-def run_child(spec: dict, key: str, workdir: str, timeout_s: float, threads: int | None = None,
+def run_child(spec: dict, key: str, sweep_dir: str, timeout_s: float, threads: int | None = None,
               inductor_dir: str | None = None) -> dict:
-    """Run one trial for `spec` in its own process; return its record, or a failure record. Never raises."""
-    trial_dir = Path(workdir) / key
+    """Run one trial for `spec` in its own process; return its record, or a failure record. Never raises.
+
+    Its files go to `sweep_dir/key`: the sweep's own folder, so a trial of another sweep with the same
+    key (another user, same grid) never deletes or overwrites them while this one runs."""
+    trial_dir = Path(sweep_dir) / key
     trial_dir.mkdir(parents=True, exist_ok=True)
     json_path, tokens_path, log_path = trial_dir / RESULT_FILE, trial_dir / TOKENS_FILE, trial_dir / TRIAL_LOG
     for stale in (json_path, *(trial_dir / name for name in ARTIFACT_FILES)):

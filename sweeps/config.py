@@ -29,7 +29,9 @@ class SweepSettings:
     accelerator_types: list[str] = field(default_factory=list)  # e.g. [L40S, H100]: replicate CUDA trials per type
     cpus_per_trial: Optional[int] = None  # CPU trials; None = all of a node's CPUs, one trial at a time
     inductor_cache: str = "per_trial"  # per_trial (cold compiles, honest first_run_s) or per_sweep (shared, faster)
-    workdir: str = "/tmp/tokengen-sweeps"  # on each node: per-trial JSON, logs, compile caches
+    workdir: str = "/tmp/tokengen-sweeps"  # on each node: <workdir>/<sweep name>/<key>: JSON, logs, compile caches
+    max_trials: int = 100_000  # a grid with more points is refused before it is expanded: raise this to run it
+    prices: dict[str, float] = field(default_factory=dict)  # USD per device-hour by accelerator type, and `cpu` (conf/config.yaml)
 
 
 @dataclass

@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
 from tokengen.presets import CUSTOM, PRESETS
-from tokengen.spec import SpecError, TrialSpec
+from tokengen.spec import SpecError, TrialSpec, parse_field
 from tokengen.validate import incompatibility, problem, resolve, tool_problem
 
 TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
@@ -65,16 +66,30 @@ def _axes(raw: dict, where: str) -> dict[str, list]:
             raise SpecError(f"{where} axis {name!r} is not a trial field: use one of {', '.join(sorted(TRIAL_FIELDS))}")
         values = list(PRESETS) if name == "variant" and values == "all" else _as_list(values)
         if not values:
-            raise SpecError(f"{where} axis {name!r} has no values")
+            raise SpecError(f"{where} axis {name!r} has no values: give it at least one, e.g. {where}.{name}=[...]")
+        for value in values:
+            try:
+                parse_field(name, value)
+            except SpecError as exc:
+                raise SpecError(f"{where} axis {name!r}: {exc}: fix the value") from None
         axes[name] = values
     return axes
 
 
-def _points(grid: dict):
+def _block_axes(grid: dict) -> list[dict[str, list]]:
+    """Each block's axes, the top-level ones applied to (and overriding) every block."""
     top = _axes(grid, "grid")
     blocks = grid.get("blocks") or [{}]
-    for index, block in enumerate(blocks):
-        axes = {**_axes(dict(block), f"grid.blocks[{index}]"), **top}
+    return [{**_axes(dict(block), f"grid.blocks[{index}]"), **top} for index, block in enumerate(blocks)]
+
+
+def count_points(grid: dict | None) -> int:
+    """How many points the grid expands to, before exclusions: the product of each block's axis lengths."""
+    return sum(math.prod(len(values) for values in axes.values()) for axes in _block_axes(dict(grid or {})))
+
+
+def _points(grid: dict):
+    for axes in _block_axes(grid):
         names = list(axes)
         for values in itertools.product(*(axes[n] for n in names)):
             yield dict(zip(names, values))

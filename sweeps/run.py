@@ -1,9 +1,11 @@
 """`python -m sweeps.run +grid=NAME [overrides]`: expand the grid, run it on Ray, record it in MLflow.
 
 `main` is the thin Hydra entry point; `run_sweep(config)` is the plain function tests call with a
-config from `hydra.compose`. Everything that can be wrong with the config or the tracking store is
-found before Ray starts; a failed trial never stops the others, and the exit status is non-zero
-when any failed.
+config from `hydra.compose`. Everything that can be wrong with the config, the tracking store or the
+working directory is found before Ray starts (exit 2); a failed trial never stops the others (exit
+1). Every result goes to the driver's journal before MLflow (sweeps/journal.py): results that a store
+which stopped answering did not take make the exit 3, and rerunning the same command records them
+without running their trials again.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from sweeps.config import register
-from sweeps.grid import GridPlan, PlannedTrial, expand
+from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
+from sweeps.journal import Journal, JournalError, Outbox
 from sweeps.progress import Progress
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from tokengen.names import FINISHED
 from tokengen.spec import SpecError
+
+FAILED_TRIALS, BAD_INPUT, UNRECORDED = 1, 2, 3  # exit statuses
 
 
 def _say(message: str) -> None:
@@ -32,6 +37,10 @@ def plan_sweep(config: dict) -> GridPlan:
         raise SpecError(f"sweep.name={name!r}: use a name without quotes or slashes (it names runs and report folders)")
     if not config.get("grid"):
         raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling)")
+    points, limit = count_points(config["grid"]), int(config["sweep"]["max_trials"])
+    if points > limit:
+        raise SpecError(f"the grid has {points:,} points, more than sweep.max_trials={limit}: narrow its axes, "
+                        "or raise sweep.max_trials to run them all")
     return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])
 
 
@@ -40,8 +49,9 @@ def trial_record(trial: PlannedTrial, raw: dict) -> dict:
     return {**trial.spec.to_dict(), **raw, "key": trial.key, "accelerator_type": trial.accelerator_type}
 
 
-def execute(trials: list[PlannedTrial], config: dict, recorder, plan: GridPlan) -> list[dict]:
-    """Run the trials on Ray, recording each in MLflow the moment it arrives; ClusterError if it cannot."""
+def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan) -> list[dict]:
+    """Run the trials on Ray, journaling each result the moment it arrives and recording it in MLflow
+    while the store answers; ClusterError if the cluster cannot run them."""
     sweep = config["sweep"]
     connect(config["ray"]["address"], config["ray"].get("num_cpus"), config["ray"].get("num_gpus"))
     settings = ScheduleSettings(
@@ -49,36 +59,52 @@ def execute(trials: list[PlannedTrial], config: dict, recorder, plan: GridPlan) 
         cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
     )
     node_cpus = check_cluster(trials, settings)
-    start_sweep(recorder, config, plan, trials)
+    open_sweep(outbox, config, plan, trials)
     records: list[dict] = []
     progress = Progress(len(trials))
 
     def on_result(trial: PlannedTrial, raw: dict) -> None:
         record = trial_record(trial, raw)
-        recorder.record_trial(record)
+        outbox.put(record)
         records.append(record)
-        progress.advance(failed=record["status"] != FINISHED)
+        progress.advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
+
+    def on_tick(running: int) -> None:
+        outbox.flush()  # a store back from an outage takes the waiting results between two trials
+        progress.update(running, outbox.unrecorded)
 
     try:
-        schedule(trials, settings, node_cpus, on_result, progress.update)
+        schedule(trials, settings, node_cpus, on_result, on_tick)
     finally:
         progress.close()
-    recorder.end_sweep(sum(r["status"] != FINISHED for r in records))
     return records
 
 
-def start_sweep(recorder, config: dict, plan: GridPlan, trials: list[PlannedTrial]) -> None:
-    """The sweep's parent run, with its plan: the keys it covers and those it reuses."""
+def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[PlannedTrial]) -> None:
+    """The sweep's parent run with its plan (the keys it covers, those it reuses), then the results an
+    earlier run left in the journal, recorded before any new one."""
     running = {t.key for t in trials}
     planned = [t.key for t in plan.trials]
-    recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"], planned=planned,
-                         reused=[k for k in planned if k not in running])
+    outbox.recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"],
+                                planned=planned, reused=[k for k in planned if k not in running])
+    outbox.flush()
+
+
+def close_sweep(outbox: Outbox, failed: int) -> None:
+    """One last try for the waiting results; the parent run is closed once every result is in (the rerun
+    that records the rest resumes it)."""
+    outbox.flush(now=True)
+    if outbox.unrecorded:
+        return
+    try:
+        outbox.recorder.end_sweep(failed)
+    except Exception as exc:  # noqa: BLE001 - every trial is recorded; only the parent's status is missing
+        _say(f"tracking: the sweep's run is left open ({(str(exc).splitlines() or [repr(exc)])[0][:200]})")
 
 
 def publish_report(config: dict, recorder, records: list[dict]) -> None:
     """Build the sweep's report from MLflow (every trial of its plan), attach it to its run, print its main table."""
     from tracking.report import build_report
-    from tracking.summary import summary_table
 
     uri, name = config["tracking"]["uri"], config["sweep"]["name"]
     try:
@@ -93,46 +119,85 @@ def publish_report(config: dict, recorder, records: list[dict]) -> None:
             _say(f"report: none ({first})")
             return
         _say(f"report: not built ({first}): retry with python -m tracking.report --uri {uri} --sweep {name}")
+        print_summary(records)
+
+
+def print_summary(records: list[dict]) -> None:
+    from tracking.summary import summary_table
+
+    if records:
         print(summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+def prepare(config: dict) -> tuple[GridPlan, Outbox]:
+    """Everything that can be wrong before Ray starts, in the order a user fixes it: the grid, the
+    tracking URI, the journal's directory, then the store itself (reachable, credentials, writable)."""
+    from tracking.recorder import Recorder, check_uri
+
+    plan = plan_sweep(config)
+    tracking = config["tracking"]
+    check_uri(tracking["uri"])
+    journal = Journal.open(tracking["experiment"], config["sweep"]["name"])
+    return plan, Outbox(journal, Recorder(tracking["uri"], tracking["experiment"]))
+
+
+def trials_to_run(plan: GridPlan, outbox: Outbox, resume: bool) -> list[PlannedTrial]:
+    """The plan less, when resuming, every key finished in MLflow or in the journal. Results an earlier
+    run journaled but did not record are queued to be recorded first, whatever `resume` says."""
+    finished = outbox.recorder.finished_keys()
+    earlier = outbox.take_over(finished)
+    if earlier:
+        _say(f"journal: {len(earlier)} result(s) of an earlier run are not yet recorded: recording them first, "
+             "without running their trials again")
+    if not resume:
+        return plan.trials
+    finished |= {r["key"] for r in earlier if r.get("status") == FINISHED}
+    trials = [t for t in plan.trials if t.key not in finished]
+    _say(f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment")
+    return trials
 
 
 def run_sweep(config: DictConfig | dict) -> int:
     if isinstance(config, DictConfig):
         config = OmegaConf.to_container(config, resolve=True)
-    from tracking.recorder import Recorder, TrackingError
+    from tracking.recorder import TrackingError, sqlite_sharing_problem
 
     sweep = config["sweep"]
     started = time.perf_counter()  # the sweep's wall: the store, Ray, every trial and MLflow write
     try:
-        plan = plan_sweep(config)
-        recorder = Recorder(config["tracking"]["uri"], config["tracking"]["experiment"])
-    except (SpecError, TrackingError) as exc:
+        plan, outbox = prepare(config)
+    except (SpecError, TrackingError, JournalError) as exc:
         _say(f"error: {exc}")
-        return 2
-    for line in plan.describe():
+        return BAD_INPUT
+    caveat = sqlite_sharing_problem(config["tracking"]["uri"])
+    for line in plan.describe() + ([caveat] if caveat else []):
         _say(line)
-    trials = plan.trials
-    if sweep["resume"]:
-        finished = recorder.finished_keys()
-        trials = [t for t in trials if t.key not in finished]
-        _say(f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment")
+    trials = trials_to_run(plan, outbox, sweep["resume"])
     _say(f"sweep {sweep['name']}: {len(trials)} trial(s) to run")
 
     try:
-        records = execute(trials, config, recorder, plan) if trials else []
+        records = execute(trials, config, outbox, plan) if trials else []
     except ClusterError as exc:
         _say(f"error: {exc}")
-        return 2
+        return BAD_INPUT
     if not trials:  # every trial reused: the sweep still gets its parent run and its report
-        start_sweep(recorder, config, plan, trials)
-        recorder.end_sweep(0)
-    wall = time.perf_counter() - started
-    publish_report(config, recorder, records)
+        open_sweep(outbox, config, plan, trials)
     failed = [r for r in records if r["status"] != FINISHED]
+    close_sweep(outbox, len(failed))
+    wall = time.perf_counter() - started
+    if outbox.unrecorded:
+        print_summary(records)  # the store is down: no report from it, the table of the records in hand
+    else:
+        publish_report(config, outbox.recorder, records)
     _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed, in {wall:.1f} s")
     for record in failed:
         _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
-    return 1 if failed else 0
+    if outbox.unrecorded:
+        _say(f"error: {outbox.unrecorded} result(s) not yet recorded in {config['tracking']['uri']} "
+             f"({outbox.last_error}); they wait in {outbox.journal.path}, and rerunning the same command records "
+             "them without running their trials again")
+        return UNRECORDED
+    return FAILED_TRIALS if failed else 0
 
 
 register()

@@ -2,7 +2,8 @@
 
 Ray imports a remote function's module in its worker, so this module stays light: the worker
 starts in about a second and is reused across trials (no `max_calls=1`), while the trial itself
-runs in its own process (sweeps/child.py), the unit of crash and allocator isolation.
+runs in its own process (sweeps/child.py), the unit of crash and allocator isolation. Its files
+lie in `<workdir>/<sweep>/<key>` on the node: per sweep, since two users may run the same key at once.
 """
 
 from __future__ import annotations
@@ -15,15 +16,19 @@ import ray
 from sweeps.child import run_child
 
 
+def sweep_folder(settings: dict) -> str:
+    """`<workdir>/<sweep>` on the node: two sweeps running the same trial key never share its folder."""
+    return f"{settings['workdir']}/{settings['sweep']}"
+
+
 @ray.remote
 def trial_task(spec: dict, key: str, settings: dict) -> dict:
     started_at = time.time()
     context = ray.get_runtime_context()
     threads = int(context.get_assigned_resources().get("CPU", 0)) or None
-    inductor = None
-    if settings["inductor_cache"] == "per_sweep":
-        inductor = f"{settings['workdir']}/{settings['sweep']}-inductor"
-    record = run_child(spec, key, settings["workdir"], settings["trial_timeout_s"], threads, inductor)
+    folder = sweep_folder(settings)
+    inductor = f"{folder}/inductor" if settings["inductor_cache"] == "per_sweep" else None
+    record = run_child(spec, key, folder, settings["trial_timeout_s"], threads, inductor)
     record.update(
         node_id=context.get_node_id(),
         node_host=socket.gethostname(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -10,19 +12,36 @@ from omegaconf import OmegaConf
 
 from sweeps.config import register
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
+ROOT = Path(__file__).resolve().parents[1]
+CONF = str(ROOT / "conf")
 register()
 
 
-def small_sweep(tmp_path: Path, *overrides: str, name: str = "t") -> dict:
+def small_overrides(tmp_path: Path, name: str = "t") -> list[str]:
     """+grid=smoke cut down to a few fast trials, tracked in a SQLite store under tmp_path."""
-    base = [
+    return [
         "+grid=smoke", f"sweep.name={name}", "grid.variant=[baseline,kv_cache]", "grid.batch_size=[2]",
         "grid.max_seqlen=[6]", "trial.runs=2", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
         f"sweep.workdir={tmp_path}/work", "ray.num_cpus=2",
     ]
+
+
+def small_sweep(tmp_path: Path, *overrides: str, name: str = "t") -> dict:
+    """The composed config of `small_overrides` plus `overrides`, as run_sweep takes it."""
     with initialize_config_dir(config_dir=CONF, version_base=None):
-        return OmegaConf.to_container(compose("config", overrides=base + list(overrides)), resolve=True)
+        return OmegaConf.to_container(compose("config", overrides=small_overrides(tmp_path, name) + list(overrides)),
+                                      resolve=True)
+
+
+def driver_command(tmp_path: Path, *overrides: str, name: str = "t") -> list[str]:
+    """The same small sweep as a real driver process: `python -m sweeps.run ...`."""
+    return [sys.executable, "-m", "sweeps.run", *small_overrides(tmp_path, name), *overrides]
+
+
+def driver_environment(**extra: str) -> dict[str, str]:
+    """The driver's environment: this checkout importable from any working directory."""
+    path = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": path, **extra}
 
 
 def child_runs(uri: str, experiment: str = "tokengen") -> list:
@@ -35,7 +54,6 @@ def child_runs(uri: str, experiment: str = "tokengen") -> list:
 def run_captured(config: dict, cwd: Path) -> tuple[int, str, str]:
     """run_sweep in `cwd` with stdout and stderr captured; Ray shut down after."""
     import io
-    import os
     from contextlib import redirect_stderr, redirect_stdout
 
     import ray

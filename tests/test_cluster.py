@@ -41,7 +41,7 @@ def test_pinned_trials_run_one_per_gpu_on_their_type(cluster, tmp_path):
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
         assert tags["error_type"] == "SpecError", tags.get("error_message")
-        assert tags["node_id"] == node_ids[tags["accelerator_type"]]
+        assert tags["node_id"] == node_ids[run.data.params["accelerator_type"]]
         assert tags["node_gpu_ids"] == "0"
         intervals[tags["node_id"]].append((metrics["node_started_at"], metrics["node_finished_at"]))
     for spans in intervals.values():

@@ -5,13 +5,6 @@ MlflowClient, and the report built from it. One server and one sweep for the who
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from types import SimpleNamespace
@@ -20,53 +13,18 @@ import numpy as np
 import pytest
 from mlflow import MlflowClient
 
+from servers import MlflowServer, free_port
 from sweep_helpers import child_runs, run_captured, small_sweep
 from tracking.report import build_report
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_health(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mlflow server exited with status {proc.returncode}")
-        try:
-            if urllib.request.urlopen(f"{url}/health", timeout=2).read().strip() == b"OK":
-                return
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.3)
-    raise TimeoutError(f"mlflow server at {url} not healthy after {timeout_s} s")
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("server")
-    url = f"http://127.0.0.1:{free_port()}"
-    port = url.rsplit(":", 1)[1]
-    # no background job runner (GenAI jobs): fewer processes on a 2-core machine, same tracking server
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    log = open(tmp / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp}/m.db",
-         "--artifacts-destination", str(tmp / "art"), "--host", "127.0.0.1", "--port", port, "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-    )
+    server = MlflowServer(tmp_path_factory.mktemp("server")).start()
     try:
-        wait_for_health(url, proc, 120)
-        yield SimpleNamespace(url=url, tmp=tmp)
+        yield SimpleNamespace(url=server.url, tmp=server.root)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server and the uvicorn worker it started
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +44,7 @@ def rest(url: str, path: str, body: dict | None = None) -> dict:
     return json.loads(urllib.request.urlopen(request, timeout=10).read())
 
 
+@pytest.mark.slow
 def test_rest_api_returns_every_trial_with_params_metrics_and_tags(server, swept):
     experiment = rest(server.url, "experiments/get-by-name?" + urllib.parse.urlencode({"experiment_name": "tokengen"}))
     found = rest(server.url, "runs/search", {"experiment_ids": [experiment["experiment"]["experiment_id"]],
@@ -102,6 +61,7 @@ def test_rest_api_returns_every_trial_with_params_metrics_and_tags(server, swept
         assert run["metrics"]["runtime_mean_s"] > 0 and run["tags"]["env_torch"]
 
 
+@pytest.mark.slow
 def test_client_reads_runs_and_artifacts_through_the_server_proxy(server, swept):
     runs = child_runs(server.url)
     assert len(runs) == 2
@@ -116,6 +76,7 @@ def test_client_reads_runs_and_artifacts_through_the_server_proxy(server, swept)
     assert list((server.tmp / "art").rglob("report/report.md"))
 
 
+@pytest.mark.slow
 def test_the_experiment_exists_once_and_before_any_trial(server, swept):
     experiments = [e for e in swept.client.search_experiments() if e.name == "tokengen"]
     assert len(experiments) == 1
@@ -124,12 +85,13 @@ def test_the_experiment_exists_once_and_before_any_trial(server, swept):
     assert experiments[0].creation_time <= parent.info.start_time <= min(r.info.start_time for r in runs)
 
 
+@pytest.mark.slow
 def test_the_report_builds_from_the_server(server, swept):
     assert "speedup" in swept.out and "| kv_cache |" in swept.out  # the sweep's own report, through the server
     report = build_report(server.url, "tokengen", None, server.tmp / "from-server")
     assert (report.sweep, report.trials, report.failed) == ("t", 2, 0)
     text = (report.directory / "report.md").read_text()
-    assert f"Store `{server.url}`" in text and "| kv_cache | 2 | 6 |" in text
+    assert f"Store `{server.url}`" in text and "| kv_cache | 2 | 1 | 6 |" in text
     table = text.split("## (a)")[1]
     assert "| ok |" in table  # float32: the kv_cache's tokens are the baseline's
 

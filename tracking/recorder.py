@@ -138,11 +138,45 @@ def _fail_fast_http():
 
 
 def failing_fast(method):
+    """A Recorder method whose HTTP calls give up in about a second on a dead server (see FAIL_FAST_HTTP)."""
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
         with _fail_fast_http():
             return method(*args, **kwargs)
     return wrapper
+
+
+NETWORK_FILESYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "ceph", "glusterfs", "lustre", "9p"}
+
+
+def filesystem_of(path: str, mounts: str) -> str:
+    """The type of the filesystem holding `path`, from a mount table (/proc/mounts): the longest mount point."""
+    best, kind = "", ""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) > len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+def sqlite_sharing_problem(uri: str, mounts: str | None = None) -> str | None:
+    """SQLite's locks hold on a local disk (MLflow waits up to 20 s for one), so drivers on one machine
+    share a file safely; on a network filesystem they do not, and two machines can corrupt it."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+        except OSError:
+            return None
+    kind = filesystem_of(os.path.dirname(os.path.abspath(uri.removeprefix("sqlite:///"))), mounts)
+    if kind not in NETWORK_FILESYSTEMS:
+        return None
+    return (f"tracking: {uri} is on a network filesystem ({kind}), where SQLite's locks do not hold: for sweeps "
+            "from several machines use one tracking server (README: One tracking server for a cluster)")
 
 
 @contextlib.contextmanager

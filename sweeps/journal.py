@@ -1,0 +1,164 @@
+"""The driver's journal: every result lands on local disk before it goes to MLflow, so a tracking
+store that is down, or a driver that dies, loses nothing that finished.
+
+`.sweeps/journal/<experiment>/<sweep>.jsonl` under the directory the sweep runs from (not Hydra's
+per-run folder, so the same command finds it again) holds one line per result (the record without
+its file bytes and log) and one line per result MLflow has taken; the trial's files and log lie
+beside it in `<sweep>/<key>/`. `Outbox` sends what the journal holds: a store that stops answering
+is noticed once, results wait while trials go on at their pace, and it is asked again every few
+seconds; a rerun of the same command sends what is left, without running those trials again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokengen.names import TRIAL_LOG
+
+JOURNAL_ROOT = Path(".sweeps") / "journal"
+TRANSPORT = ("files", "log")  # bytes and text that travel with a record and are stored beside its line
+
+
+class JournalError(RuntimeError):
+    """The journal cannot be written where the sweep runs: said in one line before Ray starts."""
+
+
+def _component(name: str) -> str:
+    """A name as one path component (an experiment may have a slash in its name)."""
+    return name.replace(os.sep, "_") or "_"
+
+
+@dataclass
+class Journal:
+    path: Path  # the .jsonl file
+
+    @classmethod
+    def open(cls, experiment: str, sweep: str, root: Path | None = None) -> Journal:
+        """The sweep's journal under `root` (the current directory), its folder made and proven writable."""
+        root = Path.cwd() if root is None else root
+        path = root / JOURNAL_ROOT / _component(experiment) / f"{_component(sweep)}.jsonl"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a"):
+                pass
+        except OSError as exc:
+            raise JournalError(f"cannot write the sweep's journal under {root} ({exc.strerror or exc}): "
+                               "run the sweep from a writable directory") from None
+        return cls(path)
+
+    @property
+    def files_dir(self) -> Path:
+        return self.path.with_suffix("")
+
+    def append(self, record: dict) -> None:
+        """The record's files and log first, then its line, flushed to disk: a line is never without its files."""
+        folder = self.files_dir / record["key"]
+        folder.mkdir(parents=True, exist_ok=True)
+        files = dict(record.get("files") or {})
+        for name, blob in files.items():
+            (folder / name).write_bytes(blob)
+        (folder / TRIAL_LOG).write_text(record.get("log") or "")
+        result = {k: v for k, v in record.items() if k not in TRANSPORT}
+        self._write({"result": result, "files": sorted(files)})
+
+    def mark_recorded(self, key: str, run_id: str) -> None:
+        self._write({"recorded": key, "run_id": run_id})
+
+    def _write(self, entry: dict) -> None:
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(entry, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def unrecorded(self) -> list[dict]:
+        """Every result MLflow has not taken yet, in the order they came, with files and log read back.
+        A key journaled again (a trial rerun with resume=false) waits as its latest result."""
+        waiting: dict[str, dict] = {}
+        for entry in self._entries():
+            if "result" in entry:
+                waiting.pop(entry["result"]["key"], None)
+                waiting[entry["result"]["key"]] = entry
+            elif "recorded" in entry:
+                waiting.pop(entry["recorded"], None)
+        return [self._record(entry) for entry in waiting.values()]
+
+    def _entries(self):
+        if not self.path.is_file():
+            return
+        for line in self.path.read_text().splitlines():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by a killed driver: its trial runs again
+                continue
+
+    def _record(self, entry: dict) -> dict:
+        result = entry["result"]
+        folder = self.files_dir / result["key"]
+        files = {name: (folder / name).read_bytes() for name in entry["files"] if (folder / name).is_file()}
+        log = (folder / TRIAL_LOG).read_text(errors="replace") if (folder / TRIAL_LOG).is_file() else ""
+        return {**result, "files": files, "log": log}
+
+
+class Outbox:
+    """Results into the journal first, then to MLflow while the store answers.
+
+    A write that fails, or a health probe that does not answer, marks the store down; while it is
+    down, results only wait (no per-trial stall) and the store is asked again every `retry_s`."""
+
+    def __init__(self, journal: Journal, recorder, retry_s: float = 10.0):
+        self.journal, self.recorder, self.retry_s = journal, recorder, retry_s
+        self.waiting: list[dict] = []
+        self.down_since: float | None = None
+        self.last_error = ""  # why the store did not take the oldest waiting result: said in the sweep's last line
+
+    def take_over(self, finished: set[str]) -> list[dict]:
+        """Results an earlier run journaled but MLflow lacks: queued to be sent before anything else.
+        A key already finished in MLflow made it there (the driver died before noting it): noted now."""
+        earlier = []
+        for record in self.journal.unrecorded():
+            if record["key"] in finished:
+                self.journal.mark_recorded(record["key"], "")
+            else:
+                earlier.append(record)
+        self.waiting.extend(earlier)
+        return earlier
+
+    def put(self, record: dict) -> None:
+        self.journal.append(record)
+        self.waiting.append(record)
+        self.flush()
+
+    @property
+    def unrecorded(self) -> int:
+        return len(self.waiting)
+
+    def flush(self, now: bool = False) -> None:
+        """Send what waits, oldest first, while the store takes it; `now` asks a store that was down at
+        once instead of after `retry_s` (the sweep's last try)."""
+        if not self.waiting or not self._store_answers(now):
+            return
+        while self.waiting:
+            record = self.waiting[0]
+            try:
+                run_id = self.recorder.record_trial(record)
+            except Exception as exc:  # noqa: BLE001 - any failed write: the result waits in the journal
+                self._went_down((str(exc).strip().splitlines() or [type(exc).__name__])[0][:200])
+                return
+            self.journal.mark_recorded(record["key"], run_id)
+            self.waiting.pop(0)
+
+    def _store_answers(self, now: bool = False) -> bool:
+        if self.down_since is not None and not now and time.monotonic() - self.down_since < self.retry_s:
+            return False
+        if self.recorder.answers():
+            self.down_since = None
+            return True
+        self._went_down("it did not answer its health check")
+        return False
+
+    def _went_down(self, why: str) -> None:
+        self.down_since, self.last_error = time.monotonic(), why

@@ -1,0 +1,68 @@
+"""A tracking server behind MLflow's basic-auth app, for real (`mlflow server --app-name basic-auth`,
+the `mlflow[auth]` extra): the sweep records through it with MLFLOW_TRACKING_USERNAME/PASSWORD, and
+missing or wrong credentials stop the sweep in one line before Ray starts or any trial runs."""
+
+from __future__ import annotations
+
+import pytest
+import ray
+
+from servers import ADMIN, ADMIN_PASSWORD, MlflowServer
+from sweep_helpers import child_runs, run_captured, small_sweep
+from sweeps.run import run_sweep
+
+USER, PASSWORD = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = MlflowServer(tmp_path_factory.mktemp("auth-server"), auth=True).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh_ray(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_a_sweep_records_through_an_authenticated_server(server, tmp_path, monkeypatch):
+    monkeypatch.setenv(USER, ADMIN)
+    monkeypatch.setenv(PASSWORD, ADMIN_PASSWORD)
+    status, _, err = run_captured(small_sweep(tmp_path, f"tracking.uri={server.url}"), tmp_path)
+    assert status == 0, err[-3000:]
+    runs = child_runs(server.url)
+    assert len(runs) == 2 and {r.data.tags["status"] for r in runs} == {"finished"}
+    monkeypatch.delenv(PASSWORD)
+    with pytest.raises(Exception, match="401"):  # the runs are not readable without credentials
+        child_runs(server.url)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "credentials, line",
+    [
+        ({}, "error: tracking server {url} needs credentials: set MLFLOW_TRACKING_USERNAME and "
+             "MLFLOW_TRACKING_PASSWORD (a user of its basic-auth app)"),
+        ({USER: ADMIN, PASSWORD: "not-the-password"},
+         "error: tracking server {url} refused user 'admin' (401): check MLFLOW_TRACKING_USERNAME and "
+         "MLFLOW_TRACKING_PASSWORD"),
+    ],
+    ids=["missing", "wrong"],
+)
+def test_missing_or_wrong_credentials_stop_the_sweep_before_ray(server, tmp_path, monkeypatch, capsys,
+                                                                credentials, line):
+    monkeypatch.delenv(USER, raising=False)
+    monkeypatch.delenv(PASSWORD, raising=False)
+    for name, value in credentials.items():
+        monkeypatch.setenv(name, value)
+    config = small_sweep(tmp_path, f"tracking.uri={server.url}")
+    assert run_sweep(config) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [line.format(url=server.url)]
+    assert not ray.is_initialized()
+    assert not (tmp_path / "work").exists()  # no trial ran

@@ -1,0 +1,79 @@
+"""Bad sweep input stops the sweep with one line that names the fix, exit 2, before Ray starts and
+before anything is written to the store: configs from `hydra.compose`, run through `run_sweep`."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+from sweep_helpers import small_sweep
+from sweeps.run import run_sweep
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    yield
+    ray.shutdown()
+
+
+def refused(config: dict, capsys) -> str:
+    """The one line of a refused sweep, after checking it was refused before anything started."""
+    assert run_sweep(config) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert not ray.is_initialized()
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("+grid.colour=[red]", "error: grid axis 'colour' is not a trial field: use one of "),
+        ("grid.batch_size=[two]", "error: grid axis 'batch_size': batch_size='two' is not a valid int: fix the value"),
+        ("grid.batch_size=[]", "error: grid axis 'batch_size' has no values: give it at least one"),
+        ("tracking.uri=ftp://x", "error: tracking.uri=ftp://x has scheme 'ftp', which MLflow cannot store runs in: "
+                                 "use sqlite:///PATH, http(s)://HOST:PORT"),
+        ("tracking.uri=file:///tmp/mlruns", "error: tracking.uri=file:///tmp/mlruns is MLflow's file store, which "
+                                            "MLflow 3 refuses without MLFLOW_ALLOW_FILE_STORE=true: use "
+                                            "tracking.uri=sqlite:///mlflow.db"),
+        ("tracking.uri=./mlruns", "error: tracking.uri=./mlruns is MLflow's file store"),
+    ],
+    ids=["unknown-axis", "wrong-type", "empty-axis", "unknown-scheme", "file-store", "bare-path"],
+)
+def test_bad_input_is_one_line_before_ray(tmp_path, capsys, override, line):
+    line_seen = refused(small_sweep(tmp_path, override), capsys)
+    assert line_seen.startswith(line), line_seen
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()  # no store made
+
+
+def test_a_grid_over_max_trials_is_refused_before_it_is_expanded(tmp_path, capsys):
+    config = small_sweep(tmp_path)
+    config["grid"]["seed"] = list(range(50_001))  # 2 variants x 1 x 1 x 50,001 seeds = 100,002 points
+    started = time.perf_counter()
+    line = refused(config, capsys)
+    assert line == ("error: the grid has 100,002 points, more than sweep.max_trials=100000: narrow its axes, "
+                    "or raise sweep.max_trials to run them all")
+    assert time.perf_counter() - started < 5  # counted, not expanded (expanding resolves 100,002 specs)
+    assert refused(small_sweep(tmp_path, "sweep.max_trials=1"), capsys).startswith("error: the grid has 2 points")
+
+
+def test_an_unwritable_working_directory_is_refused_before_the_store_is_touched(tmp_path, capsys, monkeypatch):
+    cwd = tmp_path / "read-only"
+    cwd.mkdir()
+    cwd.chmod(0o555)
+    if os.geteuid() == 0:  # root writes through file modes: run from a read-only filesystem instead
+        cwd = Path("/proc")
+    monkeypatch.chdir(cwd)
+    try:
+        line = refused(small_sweep(tmp_path), capsys)
+    finally:
+        (tmp_path / "read-only").chmod(0o755)
+    assert line.startswith(f"error: cannot write the sweep's journal under {cwd} (")
+    assert line.endswith("): run the sweep from a writable directory")
+    assert not (tmp_path / "mlflow.db").exists()

@@ -1,0 +1,111 @@
+"""Two users, one store: two sweeps with different names but the same trials, started at the same moment
+as two real driver processes on one Ray cluster, against one new SQLite file and (at the same time)
+against one tracking server. Both finish, each records each of its trials once, and neither touches
+the other's trial folders on the node (`<workdir>/<sweep>/<key>`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from servers import MlflowServer
+from sweep_helpers import child_runs, driver_command, driver_environment
+from tokengen.names import RESULT_FILE
+
+SWEEPS = ("alice", "bob")
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One Ray cluster for every user, and a tracking server that comes up while the SQLite pair starts."""
+    server = MlflowServer(tmp_path_factory.mktemp("server")).launch()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    try:
+        yield SimpleNamespace(cluster=cluster, server=server)
+    finally:
+        server.stop()
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def start_two_sweeps(cwd: Path, cluster: Cluster, uri: str) -> dict[str, tuple[subprocess.Popen, Path]]:
+    """Both users' drivers, started together in one working directory, each with its own sweep name."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    drivers = {}
+    for name in SWEEPS:
+        command = driver_command(cwd, f"tracking.uri={uri}", f"ray.address={cluster.address}", "ray.num_cpus=null",
+                                 name=name)
+        log = cwd / f"{name}.log"
+        with open(log, "w") as sink:
+            drivers[name] = subprocess.Popen(command, cwd=cwd, env=driver_environment(), stdout=sink, stderr=sink), log
+    return drivers
+
+
+def wait_for(drivers: dict[str, tuple[subprocess.Popen, Path]]) -> dict[str, str]:
+    """Each driver's exit (0: every trial finished and recorded), then its log."""
+    try:
+        for driver, log in drivers.values():
+            assert driver.wait(timeout=180) == 0, log.read_text()[-3000:]
+    finally:
+        for driver, _ in drivers.values():
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+    return {name: log.read_text() for name, (_, log) in drivers.items()}
+
+
+def check_each_sweep_recorded_its_trials_once_from_its_own_folders(uri: str, tmp_path, logs: dict) -> None:
+    runs = child_runs(uri)
+    per_sweep = Counter(run.data.tags["sweep"] for run in runs)
+    assert per_sweep == {"alice": 2, "bob": 2}, per_sweep
+    keys = {name: Counter(r.data.tags["trial_key"] for r in runs if r.data.tags["sweep"] == name) for name in SWEEPS}
+    assert keys["alice"] == keys["bob"] and set(keys["alice"].values()) == {1}  # same trials, each once per sweep
+    for name in SWEEPS:
+        assert f"sweep {name}: 2 finished, 0 failed" in logs[name]
+        folders = {p.name for p in (tmp_path / "work" / name).iterdir() if p.is_dir()}
+        assert folders == set(keys[name]), f"{name}'s trial folders: {folders}"
+        for run in (r for r in runs if r.data.tags["sweep"] == name):
+            left = json.loads((tmp_path / "work" / name / run.data.tags["trial_key"] / RESULT_FILE).read_text())
+            # the file in the sweep's own folder is the result that sweep recorded, not the other's run of the key
+            assert left["runtime_mean_s"] == pytest.approx(run.data.metrics["runtime_mean_s"], rel=1e-9)
+
+
+@pytest.mark.slow
+def test_two_users_at_once_on_one_new_sqlite_file_and_on_one_tracking_server(shared, tmp_path):
+    """Both pairs run at the same time (four drivers on one cluster), which keeps this test short."""
+    stores = {"sqlite": f"sqlite:///{tmp_path}/sqlite/mlflow.db"}  # neither driver finds it: both create it
+    running = {"sqlite": start_two_sweeps(tmp_path / "sqlite", shared.cluster, stores["sqlite"])}
+    stores["server"] = shared.server.wait_until_healthy().url
+    running["server"] = start_two_sweeps(tmp_path / "server", shared.cluster, stores["server"])
+    for kind, drivers in running.items():
+        logs = wait_for(drivers)
+        check_each_sweep_recorded_its_trials_once_from_its_own_folders(stores[kind], tmp_path / kind, logs)
+
+
+MOUNTS = """/dev/vda / ext4 rw,relatime 0 0
+fileserver:/export/team /mnt/team nfs4 rw,relatime 0 0
+/dev/vdb /mnt/team/local\\040disk ext4 rw 0 0
+"""
+
+
+@pytest.mark.parametrize(
+    "uri, shared_safely",
+    [("sqlite:////home/me/mlflow.db", True), ("sqlite:////mnt/team/mlflow.db", False),
+     ("sqlite:////mnt/team/local disk/mlflow.db", True), ("http://10.0.1.5:5000", True)],
+)
+def test_sqlite_on_a_network_filesystem_is_said_in_one_line(uri, shared_safely):
+    from tracking.recorder import sqlite_sharing_problem
+
+    problem = sqlite_sharing_problem(uri, MOUNTS)
+    assert (problem is None) == shared_safely
+    if problem:
+        assert problem == (f"tracking: {uri} is on a network filesystem (nfs4), where SQLite's locks do not hold: "
+                           "for sweeps from several machines use one tracking server (README: One tracking server "
+                           "for a cluster)")

@@ -1,0 +1,119 @@
+"""A sweep that loses nothing when its tracking server goes down: every result waits in the driver's
+journal, the trials go on at their pace, and rerunning the same command records what waits without
+running it again. A real `mlflow server`, killed mid-sweep and restarted on the same port and store."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from servers import MlflowServer
+from sweep_helpers import child_runs, driver_command, driver_environment
+from sweeps.journal import Journal
+from tokengen.names import TOKENS_FILE
+from tracking.recorder import Recorder
+
+TRIALS = 6
+SIX_TRIALS = ("grid.batch_size=[1,2,3]", "sweep.cpus_per_trial=2")  # 2 variants x 3 batches, one at a time
+
+
+def test_the_journal_gives_back_what_waits_with_its_files(tmp_path):
+    journal = Journal.open("tokengen", "s", root=tmp_path)
+    assert journal.path == tmp_path / ".sweeps/journal/tokengen/s.jsonl"
+    first = {"key": "k1", "status": "finished", "node_started_at": 1764480000.123456, "runtime_s": [0.1, 0.2],
+             "files": {TOKENS_FILE: b"\x00\x01tokens"}, "log": "line 1\nline 2\n"}
+    journal.append(first)
+    journal.append({"key": "k2", "status": "failed", "error_type": "Crashed", "files": {}, "log": ""})
+    journal.mark_recorded("k2", "run-2")
+    with open(journal.path, "a") as handle:
+        handle.write('{"result": {"key": "k3"')  # a line cut short by a killed driver
+    assert Journal.open("tokengen", "s", root=tmp_path).unrecorded() == [first]
+    assert (journal.files_dir / "k1" / TOKENS_FILE).read_bytes() == b"\x00\x01tokens"
+
+
+@pytest.mark.slow
+def test_an_outage_keeps_every_result_and_the_rerun_records_them_without_running(tmp_path):
+    server = MlflowServer(tmp_path / "server").start()
+    command = driver_command(tmp_path, f"tracking.uri={server.url}", *SIX_TRIALS)
+    try:
+        recorder = Recorder(server.url, "tokengen")  # the driver's client, made while the server is up
+        log = tmp_path / "driver.log"
+        with open(log, "w") as sink:
+            driver = subprocess.Popen(command, cwd=tmp_path, env=driver_environment(), stdout=sink, stderr=sink)
+        wait_for_finished_runs(server.url, 2, driver, log)
+        server.stop()  # the outage: connections are refused from here on
+        stopped = time.monotonic()
+        driver.wait(timeout=120)  # MLflow's own retries would stall each write for minutes
+        after_outage_s = time.monotonic() - stopped
+        err = log.read_text()
+        lines = err.strip().splitlines()
+        assert driver.returncode == 3, err[-3000:]
+        assert f"sweep t: {TRIALS} finished, 0 failed" in err
+        unrecorded = int(lines[-1].split()[1])
+        assert lines[-1].startswith("error: ") and 1 <= unrecorded <= TRIALS - 2, lines[-1]
+        assert lines[-1].endswith("rerunning the same command records them without running their trials again")
+        assert after_outage_s < 60, f"the sweep stalled for {after_outage_s:.0f} s after the server went down"
+        journaled = journal_results(tmp_path)
+        assert len(journaled) == TRIALS
+        # a write that meets the outage fails in about a second, not after MLflow's minutes of back-off
+        assert seconds_to_fail(recorder.finished_keys) < 10
+
+        server.start()  # same port, same store
+        rerun = subprocess.run(command, cwd=tmp_path, env=driver_environment(), capture_output=True, text=True,
+                               timeout=180)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        assert "sweep t: 0 trial(s) to run" in rerun.stderr and "sweep t: 0 finished, 0 failed" in rerun.stderr
+        finished = defaultdict(list)
+        for run in child_runs(server.url):
+            if run.data.tags.get("status") == "finished":
+                finished[run.data.tags["trial_key"]].append(run)
+        assert sorted(finished) == sorted(journaled)
+        for key, runs in finished.items():
+            assert len(runs) == 1, f"{key} recorded {len(runs)} times"
+            # the recorded result is the one the first driver journaled: its trial did not run again
+            assert runs[0].data.metrics["node_started_at"] == pytest.approx(journaled[key]["node_started_at"], abs=1e-3)
+    finally:
+        server.stop()
+
+
+def wait_for_finished_runs(url: str, count: int, driver: subprocess.Popen, log, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert driver.poll() is None, "the sweep ended before the outage:\n" + log.read_text()[-3000:]
+        try:
+            if sum(r.data.tags.get("status") == "finished" for r in child_runs(url)) >= count:
+                return
+        except Exception:  # noqa: BLE001 - the experiment does not exist until the driver makes it
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"fewer than {count} trials recorded after {timeout_s} s")
+
+
+def seconds_to_fail(call, limit_s: float = 30) -> float:
+    """How long `call` takes to raise (inf if it is still trying after limit_s: it is left to finish)."""
+    took = {}
+
+    def attempt():
+        started = time.monotonic()
+        try:
+            call()
+        except Exception:  # noqa: BLE001 - any error will do: the point is how soon it comes
+            took["s"] = time.monotonic() - started
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    return took.get("s", math.inf)
+
+
+def journal_results(cwd) -> dict[str, dict]:
+    """The journal's results by key, read as plain JSON lines (not through the code under test)."""
+    path = cwd / ".sweeps" / "journal" / "tokengen" / "t.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return {entry["result"]["key"]: entry["result"] for entry in lines if "result" in entry}
