@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tokengen.spec import SpecError
-from tokengen.stopping import parse_stop, target_lengths
+from tokengen.stopping import StopPolicy, parse_stop, target_lengths
 
 
 def test_distributions_are_seeded_and_clipped():
@@ -22,3 +22,21 @@ def test_distributions_are_seeded_and_clipped():
 def test_malformed_distributions_name_the_forms(bad):
     with pytest.raises(SpecError, match="stop="):
         parse_stop(bad)
+
+
+def test_model_stop_ends_each_row_at_its_own_eos_from_a_list():
+    """Llama-3 checkpoints list several EOS ids: any of them ends its row alone; eos[0] pads."""
+    policy = StopPolicy.build("model", [7, 8, 9], batch_size=3, max_seqlen=4, seed=0, device="cpu")
+    finished = torch.zeros(3, dtype=torch.bool)
+    said = torch.tensor([[8, 1, 1, 1], [2, 9, 2, 2], [3, 3, 3, 7]])  # (B, steps) what the model says
+    kept = torch.stack([policy.apply(said[:, i].clone(), finished, i) for i in range(4)], dim=1)
+    assert kept.tolist() == [[8, 7, 7, 7], [2, 9, 7, 7], [3, 3, 3, 7]]
+    assert finished.tolist() == [True, True, True]
+
+
+def test_forced_lengths_write_eos_at_the_target_step():
+    policy = StopPolicy.build("uniform:1-3", [5], batch_size=64, max_seqlen=4, seed=0, device="cpu")
+    finished = torch.zeros(64, dtype=torch.bool)
+    kept = torch.stack([policy.apply(torch.zeros(64, dtype=torch.long), finished, i) for i in range(4)], dim=1)
+    for row, target in zip(kept.tolist(), policy.targets.tolist()):
+        assert row == [0] * (target - 1) + [5] * (5 - target)  # the target-th token is EOS, then padding

@@ -62,7 +62,7 @@ def problem(spec: TrialSpec) -> str | None:
     for name, allowed in CHOICES.items():
         if getattr(spec, name) not in allowed:
             return f"{name}={getattr(spec, name)!r} is not one of {', '.join(allowed)}"
-    for name in ("batch_size", "max_seqlen", "runs"):
+    for name in ("batch_size", "max_seqlen", "prompt_len", "runs"):
         if not isinstance(getattr(spec, name), int) or getattr(spec, name) < 1:
             return f"{name} must be an integer >= 1 (got {getattr(spec, name)!r})"
     if not isinstance(spec.warmup, int) or spec.warmup < 0:
@@ -79,12 +79,26 @@ def problem(spec: TrialSpec) -> str | None:
         config = models.load_config(spec.model)
     except SpecError as exc:
         return str(exc)
-    limit = models.max_positions(config)
-    if spec.max_seqlen > limit:
-        return f"max_seqlen={spec.max_seqlen} is beyond the model's {limit} positions: use max_seqlen <= {limit}"
+    reason = positions_problem(spec, models.max_positions(config))
+    if reason:
+        return reason
     if spec.stop != "never" and not models.eos_ids(config):
         return f"stop={spec.stop} needs an EOS token, and model {spec.model!r} has none: use stop=never"
     return None
+
+
+def positions_problem(spec: TrialSpec, limit: int) -> str | None:
+    """The model sees positions 0 .. P + max_seqlen - 2 (the last token is never fed back), so
+    prompt_len + max_seqlen may be one more than its positions, no more."""
+    total = spec.prompt_len + spec.max_seqlen
+    if total - 1 <= limit:
+        return None
+    if spec.prompt_len == 1:
+        return f"max_seqlen={spec.max_seqlen} is beyond the model's {limit} positions: use max_seqlen <= {limit}"
+    return (
+        f"prompt_len + max_seqlen = {total} is beyond the model's {limit} positions: "
+        f"use prompt_len + max_seqlen <= {limit + 1} (the last token is never fed back)"
+    )
 
 
 def tool_problem(spec: TrialSpec) -> str | None:
