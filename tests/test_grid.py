@@ -25,7 +25,7 @@ def composed(*overrides: str) -> dict:
 
 @pytest.mark.parametrize(
     "grid, count",
-    [("smoke", 28), ("article", 32), ("full", 1680), ("scaling", 96), ("harness", 12)],
+    [("smoke", 16), ("article", 41), ("full", 3960), ("scaling", 192), ("harness", 12), ("serving", 12)],
 )
 def test_every_grid_composes_and_expands(grid, count):
     plan = plan_sweep(composed(f"+grid={grid}"))
@@ -34,28 +34,43 @@ def test_every_grid_composes_and_expands(grid, count):
 
 
 def test_every_grid_file_is_counted():
-    assert {p.stem for p in Path(CONF, "grid").glob("*.yaml")} == {"smoke", "article", "full", "scaling", "harness"}
+    assert {p.stem for p in Path(CONF, "grid").glob("*.yaml")} == {"smoke", "article", "full", "scaling", "harness", "serving"}
 
 
-def test_smoke_drops_cuda_only_presets_with_one_reason_per_rule():
+def test_smoke_tells_the_story_on_the_cpu_beside_the_generate_peers():
     plan = plan_sweep(composed("+grid=smoke"))
-    assert all(t.spec.device == "cpu" and t.spec.model == "tiny" for t in plan.trials)
+    assert all(t.spec.device == "cpu" and t.spec.model == "tiny" and t.spec.prompt_len == 8 for t in plan.trials)
+    story = {(t.spec.variant, t.spec.max_seqlen) for t in plan.trials if t.spec.stop == "never"}
+    for variant in ("baseline", "kv_cache", "static_cache", "static_compiled", "hf_generate", "hf_generate_static",
+                    "hf_generate_compiled"):
+        assert {(variant, 8), (variant, 48)} <= story, variant
+
+
+def test_every_preset_on_the_cpu_drops_the_cuda_only_ones_with_one_reason_per_rule():
+    plan = expand({**composed()["trial"], "model": "tiny"}, {"variant": "all"})
     reasons = plan.describe()
-    assert len(reasons) == len(set(reasons)) == 4
+    assert len(reasons) == len(set(reasons)) >= 4
     assert any("stop_check=pipelined needs a CUDA device" in r for r in reasons)
+    assert {"hf_generate", "hf_generate_static", "hf_generate_compiled"} <= {t.spec.variant for t in plan.trials}
 
 
-def test_full_drops_cudagraphs_without_a_static_cache():
+def test_full_drops_cudagraphs_without_a_static_cache_and_peers_with_our_stop_checks():
     plan = plan_sweep(composed("+grid=full"))
-    assert plan.dropped == {"compile=reduce-overhead needs cache=static: CUDA graphs want fixed shapes": 480}
-    assert {t.spec.variant for t in plan.trials} >= {"baseline", "static_cudagraph_deferred", "custom"}
+    assert plan.dropped == {
+        "compile=reduce-overhead needs cache=static: CUDA graphs want fixed shapes": 1920,
+        "engine=generate has its own stop check: use stop_check=sync": 2520,
+        "engine=generate compiles only with cache=static (generate() does not compile a dynamic cache)": 240,
+    }
+    variants = {t.spec.variant for t in plan.trials}
+    assert variants >= {"baseline", "static_cudagraph_deferred", "custom", "hf_generate", "hf_generate_compiled"}
+    assert {t.spec.prompt_len for t in plan.trials} == {1, 128}
 
 
 def test_article_dedups_the_shared_row_and_scaling_replicates_per_gpu_type():
     article = plan_sweep(composed("+grid=article"))
     assert article.duplicates == 1
     scaling = plan_sweep(composed("+grid=scaling", "sweep.accelerator_types=[L40S,H100,H200]"))
-    assert len(scaling.trials) == 144
+    assert len(scaling.trials) == 288
     assert {t.accelerator_type for t in scaling.trials} == {"L40S", "H100", "H200"}
     one = [t for t in scaling.trials if t.spec == scaling.trials[0].spec]
     assert len(one) == 3 and len({t.key for t in one}) == 3

@@ -1,7 +1,9 @@
 """One trial, measured: warmup (compile time on its own), timed runs, one instrumented run.
 
 Returns DESIGN.md's result record (tokengen.record) as one flat dict: spec fields, key, status,
-figures, environment.
+figures, environment. A request workload (requests > 0, tokengen.serving) counts its work in
+slot-steps (batch_size slots x forwards run) and its useful tokens from its requests, and adds the
+requests' latency percentiles and the slots' occupancy.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from tokengen import measure, models
 from tokengen.allocator import live_allocator_tag
 from tokengen.energy import EnergyMeter
 from tokengen.environment import environment, peak_bandwidth_gbs
-from tokengen.engines import ENGINES
+from tokengen.engines import make_generator
 from tokengen.profiling import profile_run
 from tokengen.record import make_record
+from tokengen.serving import request_lengths, serving_figures
 from tokengen.spec import TrialSpec
 from tokengen.stopping import target_lengths
 from tokengen.validate import check_runnable
@@ -48,13 +51,13 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     measure.set_allocator(spec.allocator, spec.device)
     torch.set_float32_matmul_precision(spec.matmul_precision)
     model = models.build_model(spec.model, spec.dtype, spec.device, spec.seed)
-    generate = ENGINES[spec.engine](model, spec)
+    generate = make_generator(model, spec)
 
     first, first_run_s = measure.timed(generate, spec.device)
     for _ in range(spec.warmup - 1):
         measure.timed(generate, spec.device)
 
-    runtimes, checksums, checksum = [], set(), ""
+    runtimes, checksums, checksum, served = [], set(), "", []
     meter = EnergyMeter(spec.device)  # NVML's board counter over all timed runs together (null without one)
     meter.start()
     for run in range(spec.runs):
@@ -64,6 +67,8 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
             measure.reset_memory(spec.device)
             result, seconds = measure.timed(generate, spec.device)
         runtimes.append(seconds)
+        if spec.requests:
+            served.append(result)  # each run's request latencies
         checksum = measure.tokens_sha256(result.tokens)
         checksums.add(checksum)
     energy_j = meter.stop()
@@ -82,7 +87,13 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     stats = measure.runtime_stats(runtimes)
     median = stats["runtime_median_s"]
     ttft = step_latencies[0]  # step 0: the prompt's forward and the first sampled token
-    useful = useful_tokens(result.tokens, spec, models.eos_ids(model.config), steps)
+    if spec.requests:
+        useful = int(request_lengths(spec, result.tokens, models.eos_ids(model.config)).sum())
+        requests = serving_figures(served, useful)
+    else:
+        useful = useful_tokens(result.tokens, spec, models.eos_ids(model.config), steps)
+        requests = {}
+    generated = spec.batch_size * steps  # slot-steps for requests: padding and idle slots included
     env = environment(spec.device)
     weight_bytes = models.weight_bytes(model)
     bandwidth = weight_bytes * steps / median / 1e9
@@ -91,12 +102,13 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         spec,
         key=spec.key(),
         steps=steps,
-        tokens_generated=spec.batch_size * steps,
+        tokens_generated=generated,
         useful_tokens=useful,
         runtime_s=runtimes,
         **stats,
-        tokens_per_s=spec.batch_size * steps / median,
+        tokens_per_s=generated / median,
         useful_tokens_per_s=useful / median,
+        **requests,
         ttft_s=ttft,
         tpot_s=(median - ttft) / (steps - 1) if steps > 1 else None,
         step_latency_median_s=statistics.median(step_latencies),

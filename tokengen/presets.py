@@ -40,6 +40,14 @@ PRESETS: dict[str, dict] = {
     "hf_generate": _knobs("dynamic", engine="generate"),
     "hf_generate_static": _knobs("static", engine="generate"),
     "hf_generate_compiled": _knobs("static", "default", engine="generate"),
+    # request workloads (requests > 0, tokengen/serving.py): a slot takes the next request when its own
+    # ends; static_cache and its compiled kin serve the same requests batch after batch
+    "static_cache_continuous": _knobs("static", batching="continuous"),
+    "static_compiled_continuous": _knobs("static", "default", batching="continuous"),
+    "static_cudagraph_continuous": _knobs("static", "reduce-overhead", batching="continuous"),
+    "static_cudagraph_deferred_continuous": _knobs("static", "reduce-overhead", "deferred", batching="continuous"),
+    # peer: transformers' continuous batching (generate_batch's manager, paged attention)
+    "hf_generate_batch": _knobs("static", engine="generate_batch", batching="continuous"),
 }
 
 CUSTOM = "custom"

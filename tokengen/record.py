@@ -33,8 +33,8 @@ class TrialResult:
     status: str = _f(TAG, FINISHED)  # finished | failed | skipped (tokengen.names)
     accelerator_type: str | None = _f(PARAM)  # the GPU type a sweep pinned the trial to
     # work done
-    steps: int | None = _f(METRIC)  # decode steps of the last timed run
-    tokens_generated: int | None = _f(METRIC)  # batch x steps, padding included
+    steps: int | None = _f(METRIC)  # decode steps of the last timed run (requests: forwards, prefills included)
+    tokens_generated: int | None = _f(METRIC)  # batch x steps, padding included (requests: slots x forwards)
     useful_tokens: int | None = _f(METRIC)  # tokens before each row's end: padding excluded
     # time (seconds; the runs' median unless said)
     runtime_s: list | None = _f(SERIES)  # every timed run, in order
@@ -46,6 +46,9 @@ class TrialResult:
     runtime_cv: float | None = _f(METRIC)  # std / mean over the timed runs
     tokens_per_s: float | None = _f(METRIC)  # batch x steps / median runtime
     useful_tokens_per_s: float | None = _f(METRIC)  # useful tokens / median runtime
+    request_latency_p50_s: float | None = _f(METRIC)  # requests: run start -> the host learns one ended (median run)
+    request_latency_p90_s: float | None = _f(METRIC)
+    slot_occupancy: float | None = _f(METRIC)  # requests: useful tokens / (slots x forwards), the rest idle or padding
     ttft_s: float | None = _f(METRIC)  # time to first token: prefill + first sample (instrumented run)
     tpot_s: float | None = _f(METRIC)  # time per output token after the first: (median - ttft) / (steps - 1)
     step_latency_median_s: float | None = _f(METRIC)

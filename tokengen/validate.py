@@ -13,6 +13,7 @@ from tokengen import models
 from tokengen.presets import CUSTOM, PRESETS, label_for
 from tokengen.profiling import parse_window
 from tokengen.sampling import parse_sampling
+from tokengen.serving import serving_incompatibility, serving_problem
 from tokengen.spec import CHOICES, SpecError, TrialSpec
 from tokengen.stopping import parse_stop
 
@@ -54,6 +55,19 @@ def incompatibility(spec: TrialSpec) -> str | None:
         return reason
     if spec.compile == "reduce-overhead" and spec.cache != "static":
         return "compile=reduce-overhead needs cache=static: CUDA graphs want fixed shapes"
+    return peer_incompatibility(spec) or serving_incompatibility(spec)
+
+
+def peer_incompatibility(spec: TrialSpec) -> str | None:
+    """What transformers' generate() cannot be asked to do, so a grid drops such peers with the reason."""
+    if not spec.engine.startswith("generate"):
+        return None
+    if spec.sampling != "greedy":
+        return f"engine={spec.engine} is greedy only (generate() samples with its own random draws): use sampling=greedy"
+    if spec.stop_check != "sync":
+        return f"engine={spec.engine} has its own stop check: use stop_check=sync"
+    if spec.compile != "off" and spec.cache != "static":
+        return f"engine={spec.engine} compiles only with cache=static (generate() does not compile a dynamic cache)"
     return None
 
 
@@ -67,7 +81,7 @@ def problem(spec: TrialSpec) -> str | None:
             return f"{name} must be an integer >= 1 (got {getattr(spec, name)!r})"
     if not isinstance(spec.warmup, int) or spec.warmup < 0:
         return f"warmup must be an integer >= 0 (got {spec.warmup!r})"
-    reason = incompatibility(spec)
+    reason = serving_problem(spec) or incompatibility(spec)
     if reason:
         return reason
     if spec.profile == "nsys" and spec.device != "cuda":

@@ -24,6 +24,7 @@ from tracking import tables
 from tracking.baselines import key_part
 from tracking.markdown import to_markdown
 from tracking.runs import ReportError, add_outside_baselines, fill_error_messages, load_sweep
+from tracking.serving import serving_table
 from tracking.tokens import HOW
 
 SYSTEM = ["env_gpu_name", "env_driver", "env_cuda", "env_torch", "env_transformers", "env_python", "env_host",
@@ -88,6 +89,10 @@ NOTES = {
     "cost": "Cost per million useful tokens = the sweep's price per device-hour (sweep.prices, saved with the "
             "sweep's configuration) / 3600 / useful tokens per second x 1e6; useful tokens exclude padding. "
             "J/token: NVML's energy counter over the timed runs per useful token (n/a without a counter).",
+    "serving": "Request workloads: useful tokens/s (padding excluded), request latency p50/p90 from the run's "
+               "start, slot occupancy (slot-steps that produced a useful token); vs_static and vs_peer: useful "
+               "tokens/s over the static-batching and generate_batch trials of the same workload, with 95% "
+               "intervals; same_tokens: the checksum equals the static trial's.",
     "idle": "From the profiled run: GPU idle time and host sync time per decode step, GPU busy share.",
 }
 
@@ -131,6 +136,8 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
         ("(f) Tokens/s, cost and energy by GPU type", NOTES["f"] + " " + NOTES["cost"], tables.gpu_cost_table(frame)),
         ("Cost and energy per useful token", NOTES["cost"], tables.cost_table(frame)),
         ("Idle gap per variant beside its speedup", NOTES["idle"], tables.idle_table(frame)),
+        ("Serving requests: static against continuous batching against generate_batch", NOTES["serving"],
+         serving_table(frame)),
         ("(g) Failed trials", "", tables.failed_table(frame)),
     ]
     body = [line for section in sections for line in _section(*section)]
