@@ -62,7 +62,7 @@ def test_every_run_carries_the_system_facts_and_the_header_shows_them(swept):
 def test_cpu_memory_is_na_and_tokens_agree(swept):
     text = (swept.report / "report.md").read_text()
     memory = text.split("## (b) Memory")[1].split("## ")[0]
-    assert "| kv_cache | 2 | 6 | n/a | n/a | n/a | n/a |" in memory
+    assert "| kv_cache | 2 | 8 | 6 | n/a | n/a | n/a | n/a |" in memory  # batch, prompt, max_seqlen, CUDA n/a
     sha = {r.data.tags["variant"]: r.data.tags["tokens_sha256"] for r in swept.runs}
     assert sha["kv_cache"] == sha["baseline"] != sha["kv_cache_nocheck"]  # the no-check's extra EOS steps
     results = pd.read_csv(swept.report / "results.csv").set_index("variant")
@@ -79,8 +79,10 @@ def test_results_csv_holds_what_mlflow_holds(swept):
         row = results.loc[run.info.run_id]
         assert row["runtime_mean_s"] == pytest.approx(run.data.metrics["runtime_mean_s"])
         assert str(row["batch_size"]) == run.data.params["batch_size"] and row["trial_key"] == run.data.tags["trial_key"]
-        assert row["speedup"] == pytest.approx(results[results["variant"] == "baseline"]["runtime_mean_s"].iloc[0]
-                                               / run.data.metrics["runtime_mean_s"])
+        base = results[results["variant"] == "baseline"].iloc[0]
+        per_step = base["steps"] / run.data.metrics["steps"]  # 1.0 unless the no-check ran more steps
+        assert row["compared"] == ("run" if per_step == 1 else "step")
+        assert row["speedup"] == pytest.approx(base["runtime_mean_s"] / run.data.metrics["runtime_mean_s"] / per_step)
 
 
 def test_the_cli_rebuilds_it_from_the_default_store_without_running_anything(swept):
