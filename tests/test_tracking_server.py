@@ -68,7 +68,7 @@ def test_client_reads_runs_and_artifacts_through_the_server_proxy(server, swept)
     for run in runs:
         assert run.info.artifact_uri.startswith("mlflow-artifacts:")  # proxied: clients need no shared disk
         tokens = np.load(swept.client.download_artifacts(run.info.run_id, "tokens.npy", str(server.tmp)))
-        assert tokens.dtype == np.int64 and tokens.shape == (2, 1 + int(run.data.metrics["steps"]))
+        assert tokens.dtype == np.int64 and tokens.shape == (2, int(run.data.params["prompt_len"]) + int(run.data.metrics["steps"]))
     stored = list((server.tmp / "art").rglob("tokens.npy"))
     assert len(stored) == 2  # the server wrote them under --artifacts-destination
     parent = runs[0].data.tags["mlflow.parentRunId"]
@@ -91,7 +91,7 @@ def test_the_report_builds_from_the_server(server, swept):
     report = build_report(server.url, "tokengen", None, server.tmp / "from-server")
     assert (report.sweep, report.trials, report.failed) == ("t", 2, 0)
     text = (report.directory / "report.md").read_text()
-    assert f"Store `{server.url}`" in text and "| kv_cache | 2 | 1 | 6 |" in text
+    assert f"Store `{server.url}`" in text and "| kv_cache | 2 | 8 | 6 |" in text  # batch, prompt, max_seqlen
     table = text.split("## (a)")[1]
     assert "| ok |" in table  # float32: the kv_cache's tokens are the baseline's
 
