@@ -9,11 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import ray
 from mlflow import MlflowClient
 
 from sweeps.run import run_sweep
 from sweep_helpers import child_runs, small_sweep
+
+pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials
 
 ROOT = Path(__file__).resolve().parents[1]
 

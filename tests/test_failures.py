@@ -10,6 +10,8 @@ from sweeps.run import run_sweep
 from sweep_helpers import child_runs, small_sweep
 from tokengen.models import build_model
 
+pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials
+
 
 @pytest.fixture(autouse=True)
 def fresh_ray(monkeypatch, tmp_path):

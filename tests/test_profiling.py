@@ -108,6 +108,7 @@ def test_nsys_missing_stops_the_sweep_before_it_starts(tmp_path, capsys, monkeyp
     assert not ray.is_initialized()
 
 
+@pytest.mark.slow
 def test_torch_profile_end_to_end_into_mlflow(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = small_sweep(tmp_path, "trial.profile=auto", "trial.stop=never", "grid.variant=[kv_cache]", "grid.max_seqlen=[12]")

@@ -18,6 +18,8 @@ from mlflow import MlflowClient
 
 from sweep_helpers import child_runs, run_captured, small_sweep
 
+pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

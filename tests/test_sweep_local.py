@@ -11,6 +11,8 @@ from mlflow import MlflowClient
 from sweeps.run import run_sweep
 from sweep_helpers import child_runs, small_sweep
 
+pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials
+
 
 @pytest.fixture(autouse=True)
 def fresh_ray(monkeypatch, tmp_path):

@@ -22,7 +22,8 @@ def render(record: dict) -> str:
         rule,
         f"{r['variant']}: {r['model']} {r['dtype']} on {r['env_gpu_name'] or r['device']}, "
         f"batch {r['batch_size']}, prompt {r['prompt_len']}, max_seqlen {r['max_seqlen']}, stop={r['stop']}",
-        f"  knobs: cache={r['cache']} compile={r['compile']} stop_check={r['stop_check']} allocator={r['allocator']}",
+        f"  knobs: engine={r['engine']} cache={r['cache']} compile={r['compile']} stop_check={r['stop_check']} "
+        f"allocator={r['allocator']} batching={r['batching']}",
         "Runtime Results:",
         f"  Mean:   {r['runtime_mean_s']:.4f}s",
         f"  Std:    {r['runtime_std_s']:.4f}s",
