@@ -124,6 +124,7 @@ def store(tmp_path_factory) -> Store:
         s.trial(f"deferred{n}", "static_compiled_deferred", runtime=0.016 * steps, tokens=base, n=n)
         s.trial(f"nocheck{n}", "static_compiled_nocheck", runtime=0.014 * n, tokens=padded(base, n), n=n)
     s.trial("kv8", "kv_cache", runtime=0.3, tokens=B8)
+    s.trial("hf8", "hf_generate", runtime=0.15, tokens=B8)  # transformers' generate() as a peer
     s.trial("wrong8", "static_cache", runtime=0.25, tokens=changed(B8, (0, 4)))  # differs at decode step 3
     s.trial("kvnocheck8", "kv_cache_nocheck", runtime=0.2, tokens=padded(changed(B8, (1, 6)), 8))
     s.trial("bf-base", "baseline", runtime=0.5, tokens=BF16, dtype="bfloat16")
@@ -157,7 +158,7 @@ def row(prepared, store, label):
 def test_latest_sweep_one_row_per_trial_key(prepared, store):
     runs, frame, _ = prepared
     assert runs.sweep == "syn" and runs.parent_id == store.parent
-    assert len(runs.trials) == 22  # 23 runs, the retried key once
+    assert len(runs.trials) == 23  # 24 runs, the retried key once
     assert store.ids["kv16-first"] not in set(runs.trials["run_id"])
     assert runs.trials["batch_size"].map(type).eq(int).all()  # params get their spec types back
     assert list(runs.outside_baselines["run_id"]) == [store.ids["old-base-b4"]]
@@ -254,7 +255,7 @@ def test_report_files_sections_and_attachment(store, tmp_path, capsys):
     import pandas as pd
 
     results = pd.read_csv(directory / "results.csv")
-    assert len(results) == 22 and results["run_id"].is_unique
+    assert len(results) == 23 and results["run_id"].is_unique
     assert {"batch_size", "runtime_mean_s", "env_gpu_name", "speedup", "tokens"} <= set(results.columns)
     assert not any(c.startswith(("params.", "metrics.", "tags.")) for c in results.columns)
     compiled = results.set_index("run_id").loc[store.ids["compiled8"]]
@@ -311,3 +312,11 @@ def test_prices_match_gpu_names_and_cpu():
     assert tables.price_of(PRICES, "NVIDIA H100 80GB HBM3", "cuda") == 4.0
     assert tables.price_of(PRICES, None, "cpu") == 0.1
     assert math.isnan(tables.price_of(PRICES, "NVIDIA A10G", "cuda"))
+
+
+def test_a_generate_peer_is_judged_like_any_variant_and_ours_are_timed_against_it(prepared, store):
+    peer = row(prepared, store, "hf8")
+    assert peer["tokens"] == "ok" and peer["speedup"] == pytest.approx(0.36 / 0.15)
+    assert row(prepared, store, "compiled8")["vs_generate"] == pytest.approx(0.12 / 0.15)
+    assert row(prepared, store, "kv8")["vs_generate"] == pytest.approx(0.3 / 0.15)
+    assert math.isnan(row(prepared, store, "compiled16")["vs_generate"])  # no peer ran at n=16
