@@ -24,23 +24,8 @@ from tokengen.profiling import profile_run
 from tokengen.record import make_record
 from tokengen.serving import request_lengths, serving_figures
 from tokengen.spec import TrialSpec
-from tokengen.stopping import target_lengths
+from tokengen.stopping import row_lengths
 from tokengen.validate import check_runnable
-
-
-def useful_tokens(tokens: torch.Tensor, spec: TrialSpec, eos: list[int], steps: int) -> int:
-    """Generated tokens up to each row's end, its EOS included: what a user receives, padding not.
-    A drawn length ends a row at its target (an earlier EOS is an ordinary token there); under
-    stop=model a row ends at its first EOS; under stop=never every step is useful."""
-    if spec.stop == "never":
-        return spec.batch_size * steps
-    targets = target_lengths(spec.stop, spec.batch_size, spec.max_seqlen, spec.seed)
-    if targets is not None:
-        return int(targets.clamp(max=steps).sum())
-    generated = tokens[:, tokens.shape[1] - steps:].cpu()  # (B, steps)
-    said = torch.isin(generated, torch.tensor(eos or [-1]))
-    first = torch.where(said.any(dim=1), said.int().argmax(dim=1) + 1, torch.full((generated.shape[0],), steps))
-    return int(first.sum())
 
 
 def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str = ".") -> dict:
@@ -91,7 +76,8 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         useful = int(request_lengths(spec, result.tokens, models.eos_ids(model.config)).sum())
         requests = serving_figures(served, useful)
     else:
-        useful = useful_tokens(result.tokens, spec, models.eos_ids(model.config), steps)
+        eos = models.eos_ids(model.config)
+        useful = int(row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, result.tokens, eos, steps).sum())
         requests = {}
     generated = spec.batch_size * steps  # slot-steps for requests: padding and idle slots included
     env = environment(spec.device)

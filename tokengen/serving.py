@@ -44,7 +44,7 @@ from tokengen.sampling import make_sampler
 from tokengen.slot_cache import SlotKV
 from tokengen.spec import TrialSpec
 from tokengen.stop_checks import STOP_CHECKS
-from tokengen.stopping import parse_stop, target_lengths
+from tokengen.stopping import parse_stop, row_lengths, target_lengths
 
 PEER = "generate_batch"
 
@@ -96,18 +96,8 @@ class Served(Generation):
 
 
 def request_lengths(spec: TrialSpec, tokens: torch.Tensor, eos: list[int]) -> torch.Tensor:
-    """(N,) generated tokens of each request up to its end, EOS included: a drawn length, the first
-    EOS under stop=model (max_seqlen without one), max_seqlen under stop=never."""
-    count, max_seqlen = tokens.shape[0], spec.max_seqlen
-    kind, _ = parse_stop(spec.stop)
-    if kind == "never":
-        return torch.full((count,), max_seqlen)
-    targets = target_lengths(spec.stop, count, max_seqlen, spec.seed)
-    if targets is not None:
-        return targets
-    generated = tokens[:, spec.prompt_len: spec.prompt_len + max_seqlen].cpu()  # (N, max_seqlen)
-    said = torch.isin(generated, torch.tensor(eos or [-1]))
-    return torch.where(said.any(dim=1), said.int().argmax(dim=1) + 1, torch.full((count,), max_seqlen))
+    """(N,) generated tokens of each request up to its end, EOS included (tokengen.stopping.row_lengths)."""
+    return row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, tokens, eos, spec.max_seqlen)
 
 
 def serving_figures(runs: list[Served], useful: int) -> dict:
