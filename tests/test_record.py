@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tokengen.names import FINISHED
-from tokengen.record import METRIC, PARAM, TAG, ROLES, make_record, typed, unknown_fields, with_role
+from tokengen.record import METRIC, PARAM, ROLES, TAG, base_type, make_record, typed, unknown_fields, with_role
 from tokengen.spec import TrialSpec
 from tracking.recorder import Recorder
 from tracking.runs import load_sweep
@@ -29,7 +29,7 @@ def full_record() -> dict:
     for name in with_role(METRIC) + with_role(TAG):
         if name in ("key", "status"):
             continue
-        kind = typed.__globals__["_base_type"](name)
+        kind = base_type(name)
         values[name] = {int: 7, float: 0.25, bool: True, str: f"text-{name}"}[kind]
     return make_record(spec, key=spec.key(), status=FINISHED, accelerator_type="H200", runtime_s=[0.3, 0.2, 0.25],
                        **values)

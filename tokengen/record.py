@@ -129,7 +129,8 @@ def make_record(spec: TrialSpec, **result) -> dict:
     return {**spec.to_dict(), **TrialResult(**result).to_dict()}
 
 
-def _base_type(name: str) -> type:
+def base_type(name: str) -> type:
+    """A result field's declared type without its Optional: int, float, bool, str or list."""
     kind = _TYPES[name]
     args = [a for a in typing.get_args(kind) if a is not type(None)]
     return typing.get_origin(args[0]) or args[0] if args else kind
@@ -147,7 +148,7 @@ def typed(name: str, value):
             return value
     if name not in _TYPES:
         return value
-    kind = _base_type(name)
+    kind = base_type(name)
     try:
         if kind is bool:
             return value if isinstance(value, bool) else str(value).lower() in ("1", "1.0", "true")
