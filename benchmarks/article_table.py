@@ -29,10 +29,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from tokengen.names import FAILED, FINISHED
-from tokengen.profiling import resolve_mode
-from tokengen.spec import TrialSpec
-from tokengen.validate import problem, resolve
+from tokengen.contract.names import FAILED, FINISHED
+from tokengen.measure.profiling import resolve_mode
+from tokengen.contract.spec import TrialSpec
+from tokengen.contract.rules import problem, resolve
 
 ROWS = [
     "baseline", "kv_cache", "kv_cache_expandable", "static_cache", "static_compiled",
@@ -113,7 +113,7 @@ def run_in_process(spec: TrialSpec, profile_dir: Path, timeout: int) -> dict:
     count in this row's reserved memory). The alarm bounds a row stuck in Python (compiling)."""
     import torch
 
-    from tokengen.benchmark import run_trial
+    from tokengen.measure.trial import run_trial
 
     global alarm_rang
     alarm_rang = False
@@ -139,7 +139,7 @@ def one_model_per_table():
     """In-process rows share the model: the same name, dtype, device and seed build the same seeded
     weights, and nothing a row does changes them (torch.compile wraps, it does not modify). Built
     once, not per row: about 2 s of CPU per gpt2 row that a lent GPU's clock would pay for."""
-    from tokengen import models
+    from tokengen.decode import models
 
     build, built = models.build_model, {}
 

@@ -18,11 +18,11 @@ import statistics
 import timeit
 
 
-from tokengen.generate import Generator
-from tokengen.measure import timed
-from tokengen.models import build_model
-from tokengen.profiling import NO_RANGES, NvtxRanges, TorchRanges
-from tokengen.validate import resolve
+from tokengen.decode.loop import Generator
+from tokengen.measure.clocks import timed
+from tokengen.decode.models import build_model
+from tokengen.decode.ranges import NO_RANGES, NvtxRanges, TorchRanges
+from tokengen.contract.rules import resolve
 
 
 def main() -> None:

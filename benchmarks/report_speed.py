@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 from mlflow import MlflowClient
 
-from tokengen.names import FAILED, TOKENS_FILE
-from tokengen.presets import PRESETS
-from tokengen.record import make_record
-from tokengen.spec import SPEC_FIELDS, TrialSpec
+from tokengen.contract.names import FAILED, TOKENS_FILE
+from tokengen.contract.variants import VARIANTS
+from tokengen.contract.record import make_record
+from tokengen.contract.spec import SPEC_FIELDS, TrialSpec
 from tracking.recorder import Recorder
 
 BATCHES = (1, 4, 16, 32, 64)
@@ -74,7 +74,7 @@ def runtime_for(knobs: dict, batch: int, steps: int, gpu: str, dtype: str) -> fl
 
 def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng) -> tuple[dict, np.ndarray]:
     """A finished trial's record, as the sweep driver would receive it, and its tokens."""
-    knobs = PRESETS[variant]
+    knobs = VARIANTS[variant]
     spec = TrialSpec(variant=variant, model="gpt2", dtype=dtype, device="cuda", batch_size=batch, max_seqlen=length,
                      **knobs, stop="uniform:50-400", warmup=1, runs=10)
     base = tokens_for(batch, length, hash((batch, length)) % 2**32)
@@ -109,7 +109,7 @@ def build_store(uri: str, n_runs: int, root: Path) -> None:
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep(SWEEP, {"sweep": {"name": SWEEP}}, resume=False)
     rng = np.random.default_rng(0)
-    points = [(v, b, n, d, g) for g in GPUS for d in DTYPES for n in LENGTHS for b in BATCHES for v in PRESETS]
+    points = [(v, b, n, d, g) for g in GPUS for d in DTYPES for n in LENGTHS for b in BATCHES for v in VARIANTS]
     for i in range(n_runs):
         variant, batch, length, dtype, gpu = points[i % len(points)]
         failed = i >= len(points) or (variant == "static_cudagraph_pipelined" and batch == 64 and length == 400)

@@ -35,10 +35,11 @@ import statistics
 import torch
 
 from tokengen.engines import make_generator
-from tokengen.measure import timed
-from tokengen.models import build_model, eos_ids
-from tokengen.serving import request_lengths, serving_figures
-from tokengen.validate import check_runnable, resolve
+from tokengen.measure.clocks import timed
+from tokengen.decode.models import eos_ids
+from tokengen.decode.models import build_model
+from tokengen.engines.request_server import request_lengths, serving_figures
+from tokengen.contract.rules import check_runnable, resolve
 
 VARIANTS = ("static_cache", "static_cache_continuous", "hf_generate_batch")
 

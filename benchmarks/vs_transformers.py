@@ -23,11 +23,11 @@ import statistics
 
 import torch
 
-from tokengen.generate import Generator
-from tokengen.measure import timed
-from tokengen.models import build_model
-from tokengen.reference import hf_generate
-from tokengen.validate import check_runnable, resolve
+from tokengen.decode.loop import Generator
+from tokengen.measure.clocks import timed
+from tokengen.decode.models import build_model
+from tokengen.engines.hf_generate import hf_generate
+from tokengen.contract.rules import check_runnable, resolve
 
 
 def compare(model, variant: str, prompt_len: int, args) -> dict:

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from tokengen.spec import FIELD_TYPES, TrialSpec
+from tokengen.contract.spec import FIELD_TYPES, TrialSpec
 
 TrialSchema = dataclasses.make_dataclass(
     "TrialSchema",

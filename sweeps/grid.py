@@ -16,9 +16,9 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from tokengen.presets import CUSTOM, PRESETS
-from tokengen.spec import SpecError, TrialSpec, parse_field
-from tokengen.validate import incompatibility, problem, resolve, tool_problem
+from tokengen.contract.variants import CUSTOM, VARIANTS
+from tokengen.contract.spec import SpecError, TrialSpec, parse_field
+from tokengen.contract.rules import incompatibility, problem, resolve, tool_problem
 
 TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
 GRID_KEYS = {"blocks", "exclude"}
@@ -64,7 +64,7 @@ def _axes(raw: dict, where: str) -> dict[str, list]:
             continue
         if name not in TRIAL_FIELDS:
             raise SpecError(f"{where} axis {name!r} is not a trial field: use one of {', '.join(sorted(TRIAL_FIELDS))}")
-        values = list(PRESETS) if name == "variant" and values == "all" else _as_list(values)
+        values = list(VARIANTS) if name == "variant" and values == "all" else _as_list(values)
         if not values:
             raise SpecError(f"{where} axis {name!r} has no values: give it at least one, e.g. {where}.{name}=[...]")
         for value in values:
@@ -98,9 +98,9 @@ def _points(grid: dict):
 def _spec_for(trial: dict, point: dict) -> TrialSpec:
     """trial's values, then the variant's knobs, then the point's own axes."""
     variant = point.get("variant", trial.get("variant"))
-    if variant not in PRESETS and variant != CUSTOM:
-        raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(PRESETS)}, all, or custom")
-    fields = {**trial, **PRESETS.get(variant, {}), **point}
+    if variant not in VARIANTS and variant != CUSTOM:
+        raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}, all, or custom")
+    fields = {**trial, **VARIANTS.get(variant, {}), **point}
     fields.pop("variant", None)
     return resolve(None, **fields)
 

@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokengen.names import TRIAL_LOG
+from tokengen.contract.names import TRANSPORT, TRIAL_LOG
+from tokengen.contract.record import first_line
 
 JOURNAL_ROOT = Path(".sweeps") / "journal"
-TRANSPORT = ("files", "log")  # bytes and text that travel with a record and are stored beside its line
 
 
 class JournalError(RuntimeError):
@@ -146,7 +146,7 @@ class Outbox:
             try:
                 run_id = self.recorder.record_trial(record)
             except Exception as exc:  # noqa: BLE001 - any failed write: the result waits in the journal
-                self._went_down((str(exc).strip().splitlines() or [type(exc).__name__])[0][:200])
+                self._went_down(first_line(exc))
                 return
             self.journal.mark_recorded(record["key"], run_id)
             self.waiting.pop(0)

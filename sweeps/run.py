@@ -21,8 +21,9 @@ from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
 from sweeps.journal import Journal, JournalError, Outbox
 from sweeps.progress import Progress
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
-from tokengen.names import FINISHED
-from tokengen.spec import SpecError
+from tokengen.contract.names import FINISHED
+from tokengen.contract.record import first_line
+from tokengen.contract.spec import SpecError
 
 FAILED_TRIALS, BAD_INPUT, UNRECORDED = 1, 2, 3  # exit statuses
 
@@ -44,11 +45,6 @@ def plan_sweep(config: dict) -> GridPlan:
     return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])
 
 
-def trial_record(trial: PlannedTrial, raw: dict) -> dict:
-    """The child's record with the sweep's view of the trial: spec, key, pinned GPU type."""
-    return {**trial.spec.to_dict(), **raw, "key": trial.key, "accelerator_type": trial.accelerator_type}
-
-
 def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan) -> list[dict]:
     """Run the trials on Ray, journaling each result the moment it arrives and recording it in MLflow
     while the store answers; ClusterError if the cluster cannot run them."""
@@ -63,8 +59,7 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
     records: list[dict] = []
     progress = Progress(len(trials))
 
-    def on_result(trial: PlannedTrial, raw: dict) -> None:
-        record = trial_record(trial, raw)
+    def on_result(trial: PlannedTrial, record: dict) -> None:
         outbox.put(record)
         records.append(record)
         progress.advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
@@ -99,7 +94,7 @@ def close_sweep(outbox: Outbox, failed: int) -> None:
     try:
         outbox.recorder.end_sweep(failed)
     except Exception as exc:  # noqa: BLE001 - every trial is recorded; only the parent's status is missing
-        _say(f"tracking: the sweep's run is left open ({(str(exc).splitlines() or [repr(exc)])[0][:200]})")
+        _say(f"tracking: the sweep's run is left open ({first_line(exc)})")
 
 
 def publish_report(config: dict, recorder, records: list[dict]) -> None:
@@ -114,7 +109,7 @@ def publish_report(config: dict, recorder, records: list[dict]) -> None:
         print(report.main)
         _say(f"report: {report.directory / 'report.md'}, attached to the sweep's run")
     except Exception as exc:  # noqa: BLE001 - every trial is already recorded; the report can be rebuilt
-        first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:300]
+        first = first_line(exc, 300)
         if not records:
             _say(f"report: none ({first})")
             return

@@ -1,7 +1,7 @@
 """Ray scheduling: one task per trial, one trial per GPU, results handed over as they arrive.
 
 The task (sweeps/task.py) imports no torch, so Ray reuses its workers; each trial runs in a
-process of its own (sweeps/child.py), so nothing a trial does can take the driver or another
+process of its own (sweeps/trial_process.py), so nothing a trial does can take the driver or another
 trial with it. GPU types are Ray's own `accelerator_type` option. A task
 lost with its node or worker is retried by Ray (`max_retries`); a trial's own failure comes
 back as a failed record and is never retried.
@@ -17,9 +17,10 @@ import ray
 
 import sweeps
 import tokengen
-from sweeps.child import failure
 from sweeps.grid import PlannedTrial
 from sweeps.task import trial_task
+from sweeps.trial_process import complete_record, failure
+from tokengen.contract.record import first_line
 
 
 @dataclass
@@ -49,8 +50,7 @@ def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | No
             **kwargs,
         )
     except ConnectionError as exc:
-        first = (str(exc).strip().splitlines() or ["no answer"])[0][:200]
-        raise ClusterError(f"cannot join Ray at ray.address={address} ({first}): run `ray start --head` there, or drop ray.address for a local Ray") from None
+        raise ClusterError(f"cannot join Ray at ray.address={address} ({first_line(exc)}): run `ray start --head` there, or drop ray.address for a local Ray") from None
 
 
 def task_options(trial: PlannedTrial, settings: ScheduleSettings, node_cpus: int) -> dict:
@@ -97,7 +97,7 @@ def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
     pending = {}
     for trial in trials:
         ref = trial_task.options(**task_options(trial, settings, node_cpus)).remote(
-            trial.spec.to_dict(), trial.key, as_dict
+            trial.spec.to_dict(), trial.key, trial.accelerator_type, as_dict
         )
         pending[ref] = trial
     slots = capacity(trials, settings, node_cpus)
@@ -108,7 +108,8 @@ def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
             try:
                 record = ray.get(ref)
             except Exception as exc:  # noqa: BLE001 - a lost node after its retries: a failed trial
-                record = failure(type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "", "")
+                record = complete_record(failure(type(exc).__name__, first_line(exc, 2000)), trial.spec.to_dict(),
+                                         trial.key, trial.accelerator_type)
             on_result(trial, record)
         if progress is not None:
             progress(running=min(slots, len(pending)))

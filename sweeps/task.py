@@ -2,8 +2,9 @@
 
 Ray imports a remote function's module in its worker, so this module stays light: the worker
 starts in about a second and is reused across trials (no `max_calls=1`), while the trial itself
-runs in its own process (sweeps/child.py), the unit of crash and allocator isolation. Its files
-lie in `<workdir>/<sweep>/<key>` on the node: per sweep, since two users may run the same key at once.
+runs in its own process (sweeps/trial_process.py), the unit of crash and allocator isolation. Its
+files lie in `<workdir>/<sweep>/<key>` on the node: per sweep, since two users may run the same key
+at once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 import ray
 
-from sweeps.child import run_child
+from sweeps.trial_process import TrialRequest, complete_record, run_trial_process
 
 
 def sweep_folder(settings: dict) -> str:
@@ -22,14 +23,17 @@ def sweep_folder(settings: dict) -> str:
 
 
 @ray.remote
-def trial_task(spec: dict, key: str, settings: dict) -> dict:
+def trial_task(spec: dict, key: str, accelerator_type: str | None, settings: dict) -> dict:
     started_at = time.time()
     context = ray.get_runtime_context()
     threads = int(context.get_assigned_resources().get("CPU", 0)) or None
     folder = sweep_folder(settings)
     inductor = f"{folder}/inductor" if settings["inductor_cache"] == "per_sweep" else None
-    record = run_child(spec, key, folder, settings["trial_timeout_s"], threads, inductor)
-    record.update(
+    request = TrialRequest(spec=spec, key=key, folder=f"{folder}/{key}", timeout_s=settings["trial_timeout_s"],
+                           threads=threads, inductor_dir=inductor)
+    record = run_trial_process(request)
+    return complete_record(
+        record, spec, key, accelerator_type,
         node_id=context.get_node_id(),
         node_host=socket.gethostname(),
         node_gpu_ids=",".join(str(g) for g in ray.get_gpu_ids()),
@@ -37,4 +41,3 @@ def trial_task(spec: dict, key: str, settings: dict) -> dict:
         node_started_at=started_at,
         node_finished_at=time.time(),
     )
-    return record

@@ -71,7 +71,7 @@ def test_cli_runs_a_trial_and_writes_the_record(tmp_path):
     assert record["mem_allocated_peak_bytes"] is None and record["peak_rss_bytes"] > 0
     assert len(record["runtime_s"]) == 2 and record["runtime_median_s"] == pytest.approx(sum(record["runtime_s"]) / 2)
     assert 0 < record["ttft_s"] < record["runtime_median_s"] and record["tpot_s"] > 0
-    from tokengen import record as declared
+    from tokengen.contract import record as declared
 
     assert sorted(record) == sorted(declared.RECORD_FIELDS)  # every declared field, nothing undeclared
     assert record["deterministic"] is True

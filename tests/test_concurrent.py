@@ -17,7 +17,7 @@ from ray.cluster_utils import Cluster
 
 from servers import MlflowServer
 from sweep_helpers import child_runs, driver_command, driver_environment
-from tokengen.names import RESULT_FILE
+from tokengen.contract.names import RESULT_FILE
 
 SWEEPS = ("alice", "bob")
 

@@ -15,8 +15,8 @@ import types
 import pytest
 import torch
 
-from tokengen import allocator, energy
-from tokengen.energy import EnergyMeter
+from tokengen.measure import allocator, energy
+from tokengen.measure.energy import EnergyMeter
 
 ADDRESS = "00000000:3b:00.0"
 

@@ -11,12 +11,13 @@ import pytest
 import torch
 from transformers import masking_utils
 
-from tokengen.generate import Generator
-from tokengen.models import build_model, eos_ids
-from tokengen.presets import PRESETS
-from tokengen.reference import hf_generate
-from tokengen.stopping import target_lengths
-from tokengen.validate import cuda_only_reason, resolve
+from tokengen.decode.loop import Generator
+from tokengen.decode.models import eos_ids
+from tokengen.decode.models import build_model
+from tokengen.contract.variants import VARIANTS
+from tokengen.engines.hf_generate import hf_generate
+from tokengen.decode.stopping import target_lengths
+from tokengen.contract.rules import cuda_only_reason, resolve
 
 MODELS = ["tiny", "llama-tiny"]
 STOPS = ["never", "model", "uniform:2-10"]
@@ -83,7 +84,7 @@ def eos_checkpoint(tmp_path_factory) -> dict[str, str]:
 
 def test_the_knob_grid_covers_every_cpu_preset():
     cpu = {
-        (knobs["cache"], knobs["stop_check"]) for name, knobs in PRESETS.items()
+        (knobs["cache"], knobs["stop_check"]) for name, knobs in VARIANTS.items()
         if cuda_only_reason(resolve(name, device="cpu")) is None and knobs["compile"] == "off"
         and knobs.get("engine", "loop") == "loop"
     }

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 import ray
+import torch
 
-from sweeps.child import classify
 from sweeps.run import run_sweep
+from sweeps.trial_process import TrialRequest, _error_type, _outcome, run_trial_process
 from sweep_helpers import child_runs, small_sweep
-from tokengen.models import build_model
+from tokengen.contract.rules import resolve
+from tokengen.contract.spec import SpecError
+from tokengen.decode.models import build_model
 
 pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials
 
@@ -52,11 +55,31 @@ def test_broken_and_hung_trials_fail_alone(tmp_path, capsys):
     assert "failed" in err and crashed.data.tags["trial_key"] in err
 
 
-def test_classify_names_signals_errors_and_spec_errors():
-    assert classify(-9, "") == ("Crashed", "the trial process died of SIGKILL")
-    assert classify(-11, "") == ("Crashed", "the trial process died of SIGSEGV")
-    log = "Traceback (most recent call last):\n  ...\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB"
-    assert classify(1, log) == ("OutOfMemory", "CUDA out of memory. Tried to allocate 2 GiB")
-    assert classify(1, "RuntimeError: boom") == ("RuntimeError", "boom")
-    assert classify(2, "error: device=cuda but torch sees no CUDA device: use device=cpu")[0] == "SpecError"
-    assert classify(2, "UserWarning: CUDA init\nerror: stop='x' is not understood")[0] == "SpecError"
+def request(tmp_path, name: str, timeout_s: float = 120, **fields) -> TrialRequest:
+    fields = {"model": "tiny", "device": "cpu", "batch_size": 2, "max_seqlen": 4, "warmup": 0, "runs": 1, **fields}
+    spec = resolve("kv_cache", **fields)
+    return TrialRequest(spec=spec.to_dict(), key=name, folder=str(tmp_path / name), timeout_s=timeout_s, threads=1)
+
+
+def test_the_trial_process_writes_its_outcome_typed(tmp_path):
+    """One protocol: a record, or a failure file the child wrote from its own handler (type,
+    message, traceback), never a guess from its log."""
+    ok = run_trial_process(request(tmp_path, "ok"))
+    assert ok["status"] == "finished" and ok["steps"] == 4 and "tokens.npy" in ok["files"]
+    refused = run_trial_process(request(tmp_path, "refused", device="cuda"))
+    assert (refused["error_type"], refused["error_message"]) == (
+        "SpecError", "device=cuda but torch sees no CUDA device: use device=cpu")
+    broken = run_trial_process(request(tmp_path, "broken", model=corrupt_checkpoint(tmp_path / "ckpt")))
+    assert broken["status"] == "failed" and broken["error_type"] not in ("Failed", "Crashed", "SpecError")
+    assert "Traceback" in broken["log_tail"] and broken["error_message"]
+    hung = run_trial_process(request(tmp_path, "hung", timeout_s=3, model="gpt2", max_seqlen=1000, batch_size=8, runs=50))
+    assert hung["error_type"] == "Timeout" and hung["child_wall_s"] < 30
+
+
+def test_an_outcome_without_a_file_is_named_by_how_the_process_ended(tmp_path):
+    lost = TrialRequest(spec={}, key="k", folder=str(tmp_path), timeout_s=1)
+    assert _outcome(lost, -9, False, "")["error_message"] == "the trial process died of SIGKILL"
+    assert _outcome(lost, -11, False, "")["error_type"] == "Crashed"
+    assert _outcome(lost, 1, False, "")["error_type"] == "Failed"
+    assert _error_type(torch.OutOfMemoryError("CUDA out of memory")) == "OutOfMemory"
+    assert _error_type(SpecError("x")) == "SpecError" and _error_type(RuntimeError("boom")) == "RuntimeError"

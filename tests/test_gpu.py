@@ -22,12 +22,12 @@ import sys
 import pytest
 import torch
 
-from tokengen.energy import EnergyMeter
-from tokengen.generate import Generation, Generator
-from tokengen.models import build_model
-from tokengen.stop_checks import STOP_CHECKS
-from tokengen.stopping import target_lengths
-from tokengen.validate import resolve
+from tokengen.measure.energy import EnergyMeter
+from tokengen.decode.loop import Generation, Generator
+from tokengen.decode.models import build_model
+from tokengen.decode.stop_checks import STOP_CHECKS
+from tokengen.decode.stopping import target_lengths
+from tokengen.contract.rules import resolve
 
 pytestmark = pytest.mark.gpu
 
@@ -159,7 +159,7 @@ def cli_record(tmp_path, variant: str) -> dict:
 def expandable(record: dict):
     """The record's allocator_live, read for its expandable-segments verdict."""
     live = record.get("allocator_live")
-    assert live is not None, "record has no allocator_live: run_trial sets it from tokengen.allocator"
+    assert live is not None, "record has no allocator_live: run_trial sets it from tokengen.measure.allocator"
     if isinstance(live, dict):
         return live["expandable_segments"]
     return {"expandable_segments=True": True, "expandable_segments=False": False}.get(
@@ -184,7 +184,7 @@ def test_expandable_allocator_is_live_in_the_trial_process(tmp_path, kv_cache_re
 
 
 def test_torch_profile_on_cuda_sees_the_gpu_idle_between_synced_steps(tmp_path, no_allocator_env):
-    from tokengen.benchmark import run_trial
+    from tokengen.measure.trial import run_trial
 
     spec = resolve("static_cache", model="tiny", device="cuda", batch_size=4, max_seqlen=40, profile="torch")
     record = run_trial(spec, profile_dir=str(tmp_path))

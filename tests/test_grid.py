@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from sweeps.config import register
 from sweeps.grid import expand
 from sweeps.run import plan_sweep, run_sweep
-from tokengen.spec import SpecError
+from tokengen.contract.spec import SpecError
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 register()

@@ -16,7 +16,7 @@ import pytest
 from servers import MlflowServer
 from sweep_helpers import child_runs, driver_command, driver_environment
 from sweeps.journal import Journal
-from tokengen.names import TOKENS_FILE
+from tokengen.contract.names import TOKENS_FILE
 from tracking.recorder import Recorder
 
 TRIALS = 6

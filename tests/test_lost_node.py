@@ -13,7 +13,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from sweep_helpers import child_runs, driver_command, driver_environment
-from tokengen.names import TRIAL_LOG
+from tokengen.contract.names import TRIAL_LOG
 
 # one trial, long enough to be running when its node goes (a few seconds on the tiny model)
 SLOW_TRIAL = ("grid.variant=[baseline]", "grid.batch_size=[4]", "grid.max_seqlen=[48]", "trial.runs=6")

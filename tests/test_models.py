@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import torch
 
-from tokengen.generate import Generator
-from tokengen.models import PRESETS, build_model, load_config, weight_bytes
-from tokengen.validate import resolve
+from tokengen.contract.models import PRESET_FACTS, model_facts
+from tokengen.decode.models import MODELS, build_model, eos_ids, load_config, max_positions, weight_bytes
+from tokengen.contract.rules import resolve
+from tokengen.decode.loop import Generator
 
 
 def test_same_seed_same_weights_different_seed_different_weights():
@@ -19,8 +20,18 @@ def test_presets_match_the_design():
     assert (gpt2.n_layer, gpt2.n_head, gpt2.n_embd, gpt2.vocab_size, gpt2.n_positions) == (12, 12, 768, 50257, 1024)
     tiny = load_config("tiny")
     assert (tiny.n_layer, tiny.n_head, tiny.n_embd) == (2, 4, 128)
-    assert {"tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"} <= set(PRESETS)
-    assert any(load_config(name).model_type == "llama" for name in PRESETS)
+    assert {"tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"} <= set(MODELS)
+    assert any(load_config(name).model_type == "llama" for name in MODELS)
+
+
+def test_the_planners_model_facts_are_the_built_configs():
+    """The planner reads a preset's facts without transformers (it would import torch); they must be
+    what the built config says, or a grid would be checked against the wrong positions or EOS."""
+    assert set(PRESET_FACTS) == set(MODELS)
+    for name in MODELS:
+        config, facts = load_config(name), model_facts(name)
+        assert (facts.positions, list(facts.eos_ids), facts.vocab_size) == (
+            max_positions(config), eos_ids(config), config.vocab_size), name
 
 
 def test_dtype_cast_and_eval():

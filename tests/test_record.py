@@ -1,4 +1,4 @@
-"""The result record is declared once (tokengen/record.py): what the recorder writes, the reader
+"""The result record is declared once (tokengen/contract/record.py): what the recorder writes, the reader
 reads back with the same types, and a field added to the spec reaches every layer by itself."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tokengen.names import FINISHED
-from tokengen.record import METRIC, PARAM, ROLES, TAG, base_type, make_record, typed, unknown_fields, with_role
-from tokengen.spec import TrialSpec
+from tokengen.contract.names import FINISHED
+from tokengen.contract.record import METRIC, PARAM, ROLES, TAG, base_type, make_record, typed, unknown_fields, with_role
+from tokengen.contract.spec import TrialSpec
 from tracking.recorder import Recorder
-from tracking.runs import load_sweep
+from tracking.reader import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,11 +72,11 @@ from omegaconf import OmegaConf
 from sweeps.config import register
 from sweeps.run import plan_sweep
 from tokengen.cli import build_parser
-from tokengen.record import make_record
-from tokengen.spec import TrialSpec
+from tokengen.contract.record import make_record
+from tokengen.contract.spec import TrialSpec
 from tracking.recorder import Recorder
 from tracking.report import build_report
-from tracking.runs import load_sweep
+from tracking.reader import load_sweep
 
 root, store = Path(sys.argv[1]), sys.argv[2]
 register()
@@ -102,7 +102,7 @@ def test_a_float_field_added_to_the_spec_survives_hydra_the_cli_mlflow_and_the_r
     """A copy of the project whose TrialSpec gains `top_p: float = 1.0`: nothing else is edited."""
     for package in ("tokengen", "sweeps", "tracking", "conf"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
-    spec_file = tmp_path / "tokengen" / "spec.py"
+    spec_file = tmp_path / "tokengen" / "contract" / "spec.py"
     text = spec_file.read_text()
     anchor = '    matmul_precision: str = _field("highest", WORKLOAD)'
     assert anchor in text

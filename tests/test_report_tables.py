@@ -19,14 +19,14 @@ import numpy as np
 import pytest
 from mlflow import MlflowClient
 
-from tokengen.names import TOKENS_FILE
-from tokengen.presets import PRESETS
-from tokengen.record import make_record
-from tokengen.spec import TrialSpec
-from tracking import tables
+from tokengen.contract.names import TOKENS_FILE
+from tokengen.contract.variants import VARIANTS
+from tokengen.contract.record import make_record
+from tokengen.contract.spec import TrialSpec
+from tracking import report_tables as tables
 from tracking.recorder import Recorder, params_of, tags_of
 from tracking.report import build_report, main
-from tracking.runs import add_outside_baselines, fill_error_messages, load_sweep
+from tracking.reader import add_outside_baselines, fill_error_messages, load_sweep
 
 EOS = 0
 PRICES = {"cpu": 0.1, "L40S": 2.0, "H100": 4.0}
@@ -72,7 +72,7 @@ class Store:
               dtype: str = "float32", batch: int = 2, n: int = 8, gpu: str = "L40S", status: str = "finished",
               key: str | None = None, metrics: dict | None = None, error: str | None = None) -> str:
         spec = TrialSpec(variant=variant, model="tiny", dtype=dtype, device="cuda", batch_size=batch, max_seqlen=n,
-                         **PRESETS[variant], stop="uniform:2-6", warmup=1, runs=3)
+                         **VARIANTS[variant], stop="uniform:2-6", warmup=1, runs=3)
         values = {}
         if status == "finished":
             steps = tokens.shape[1] - 1

@@ -1,4 +1,4 @@
-"""Request workloads (tokengen/serving.py): every request gets exactly its solo greedy generate()
+"""Request workloads (tokengen/engines/request_server.py): every request gets exactly its solo greedy generate()
 tokens, whichever slot serves it and whenever it is admitted; static and continuous batching and
 transformers' continuous batching return the same array; the slots run exactly the forwards their
 admission rule implies, learned through the stop check.
@@ -20,13 +20,15 @@ import pytest
 import torch
 
 from tokengen.engines import make_generator
-from tokengen.models import build_model, eos_ids
-from tokengen.prompts import prompt_ids
-from tokengen.serving import request_lengths, serving_figures, serving_problem
-from tokengen.spec import TrialSpec
-from tokengen.stop_checks import deferred_check, pipelined_check
-from tokengen.stopping import target_lengths
-from tokengen.validate import resolve
+from tokengen.decode.models import eos_ids
+from tokengen.decode.models import build_model
+from tokengen.decode.prompts import prompt_ids
+from tokengen.contract.rules import serving_problem
+from tokengen.engines.request_server import request_lengths, serving_figures
+from tokengen.contract.spec import TrialSpec
+from tokengen.decode.stop_checks import deferred_check, pipelined_check
+from tokengen.decode.stopping import target_lengths
+from tokengen.contract.rules import resolve
 
 MODELS = ["tiny", "llama-tiny"]
 N, SLOTS, P, S = 7, 3, 5, 12  # requests, slots, prompt_len, max_seqlen
@@ -248,7 +250,7 @@ def test_good_request_workloads_and_batches_pass():
 
 @pytest.mark.parametrize("variant", ["static_cache_continuous", "hf_generate_batch"])
 def test_a_request_trial_records_its_figures(variant):
-    from tokengen.benchmark import run_trial
+    from tokengen.measure.trial import run_trial
 
     spec = dataclasses.replace(spec_for("tiny", variant, stop="lognormal:4,1.0", requests=9), warmup=0, runs=2)
     record = run_trial(spec)
@@ -262,11 +264,11 @@ def test_a_request_trial_records_its_figures(variant):
 
 def test_the_report_pairs_static_continuous_and_the_peer_per_workload(tmp_path):
     """Written through the sweep's Recorder and read back as the report reads a sweep."""
-    from tokengen.record import make_record
-    from tracking import tables
+    from tokengen.contract.record import make_record
+    from tracking import report_tables as tables
     from tracking.recorder import Recorder
-    from tracking.runs import load_sweep
-    from tracking.serving import serving_table
+    from tracking.reader import load_sweep
+    from tracking.serving_table import serving_table
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     recorder = Recorder(uri, "tokengen")

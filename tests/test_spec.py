@@ -2,9 +2,9 @@ import dataclasses
 
 import pytest
 
-from tokengen.presets import PRESETS, label_for
-from tokengen.spec import KNOBS, SpecError, TrialSpec
-from tokengen.validate import resolve
+from tokengen.contract.variants import VARIANTS, label_for
+from tokengen.contract.spec import KNOBS, SpecError, TrialSpec
+from tokengen.contract.rules import resolve
 
 
 def test_key_is_stable_and_ignores_the_label():
@@ -17,9 +17,9 @@ def test_key_is_stable_and_ignores_the_label():
 
 
 def test_every_preset_is_a_distinct_knob_setting_and_labels_back():
-    settings = [tuple(sorted(p.items())) for p in PRESETS.values()]
+    settings = [tuple(sorted(p.items())) for p in VARIANTS.values()]
     assert len(set(settings)) == len(settings)
-    for name, knobs in PRESETS.items():
+    for name, knobs in VARIANTS.items():
         assert set(knobs) == set(KNOBS)
         assert label_for(knobs) == name
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from tokengen.profiling import NO_RANGES
-from tokengen.stop_checks import _PinnedFlags, deferred_check, pipelined_check, sync_check
+from tokengen.decode.ranges import NO_RANGES
+from tokengen.decode.stop_checks import _PinnedFlags, deferred_check, pipelined_check, sync_check
 
 EOS, POISON = -1, -99  # POISON: what a step writes when it reads a token no step has written yet
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tokengen.spec import SpecError
-from tokengen.stopping import StopPolicy, parse_stop, target_lengths
+from tokengen.contract.spec import SpecError
+from tokengen.contract.forms import parse_stop
+from tokengen.decode.stopping import StopPolicy, target_lengths
 
 
 def test_distributions_are_seeded_and_clipped():

@@ -89,7 +89,7 @@ def test_cuda_trials_on_a_cluster_without_gpus_stop_before_any_trial(tmp_path, c
 
 
 def test_a_report_covers_its_plan_including_trials_reused_from_another_sweep(tmp_path):
-    from tokengen.names import PLAN_FILE
+    from tokengen.contract.names import PLAN_FILE
     from tracking.report import build_report
 
     assert run_sweep(small_sweep(tmp_path, name="a")) == 0  # baseline, kv_cache

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from tokengen.spec import CHOICES, FIELD_TYPES, SpecError, TrialSpec, parse_field
+from tokengen.contract.spec import CHOICES, FIELD_TYPES, SpecError, TrialSpec, parse_field
 
 _DEFAULTS = TrialSpec()
 
@@ -55,13 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     json_path, tokens_path, listing = args.pop("json"), args.pop("tokens"), args.pop("list")
     profile_dir = args.pop("profile_dir")
     if listing:
-        from tokengen import models, presets
+        from tokengen.contract.models import PRESET_FACTS
+        from tokengen.contract.variants import VARIANTS
 
-        print("variants:", ", ".join(presets.PRESETS))
-        print("models:  ", ", ".join(models.PRESETS), "or a local directory")
+        print("variants:", ", ".join(VARIANTS))
+        print("models:  ", ", ".join(PRESET_FACTS), "or a local directory")
         return 0
-    from tokengen.profiling import resolve_mode
-    from tokengen.validate import check_runnable, resolve
+    from tokengen.measure.profiling import resolve_mode
+    from tokengen.contract.rules import check_runnable, resolve
 
     try:
         spec = resolve(**args)
@@ -74,13 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     spec = dataclasses.replace(spec, profile=resolve_mode(spec.profile, spec.device))  # auto, on this machine
 
-    from tokengen.profiling import UNDER_NSYS, run_under_nsys
+    from tokengen.measure.profiling import UNDER_NSYS, run_under_nsys
 
     if spec.profile == "nsys" and os.environ.get(UNDER_NSYS) != "1":
         return run_under_nsys(list(sys.argv[1:] if argv is None else argv), Path(profile_dir), json_path)
 
-    from tokengen.benchmark import run_trial
-    from tokengen.table import render
+    from tokengen.measure.trial import run_trial
+    from tokengen.terminal_table import render
 
     record = run_trial(spec, tokens_path, profile_dir)
     print(render(record), file=sys.stderr if json_path == "-" else sys.stdout)

@@ -6,12 +6,12 @@ import math
 
 import pandas as pd
 
-from tokengen.names import FINISHED
-from tokengen.spec import WORKLOAD_FIELDS
+from tokengen.contract.names import FINISHED
+from tokengen.contract.spec import WORKLOAD_FIELDS
 from tracking.intervals import ratio_interval, significant
 
 MATCH = [*WORKLOAD_FIELDS, "accelerator_type"]
-"""A trial's baseline runs the same workload (tokengen.spec's workload fields) on the same GPU type."""
+"""A trial's baseline runs the same workload (tokengen.contract.spec's workload fields) on the same GPU type."""
 
 
 def key_part(value) -> str:

@@ -19,9 +19,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import pandas as pd  # noqa: E402
 
-from tokengen.presets import PRESETS  # noqa: E402
+from tokengen.contract.variants import VARIANTS  # noqa: E402
 from tracking.baselines import match_keys  # noqa: E402
-from tracking.tables import finished, varying  # noqa: E402
+from tracking.report_tables import finished, varying  # noqa: E402
 
 MAX_PANELS = 6
 MARKERS = "os^vD<>p*h"
@@ -41,7 +41,7 @@ def primary(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 def style_of(variant: str) -> dict:
     """One colour and marker per variant, fixed by its place among the presets, so a variant looks the
     same in every plot of every report; other names (custom knob settings) hash to a stable slot."""
-    names = list(PRESETS)
+    names = list(VARIANTS)
     index = names.index(variant) if variant in names else len(names) + zlib.crc32(variant.encode()) % 20
     return {"color": plt.get_cmap("tab20")(index % 20), "marker": MARKERS[index % len(MARKERS)]}
 

@@ -28,13 +28,12 @@ from pathlib import Path
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
-from tokengen.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRIAL_LOG
-from tokengen.record import METRIC, PARAM, SERIES, TAG, with_role
-from tokengen.spec import LABELS
+from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_LOG
+from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, first_line, with_role
+from tokengen.contract.spec import LABELS
 
 PARAMS, METRICS, SERIES_FIELDS = with_role(PARAM), with_role(METRIC), with_role(SERIES)
 TAGS = with_role(TAG) + LABELS  # the label is a param and, for filtering, a tag
-TRANSPORT = ("log", "files")  # what travels with a record from the node, not part of it
 MAX_PARAM_CHARS = 6000
 
 
@@ -236,8 +235,7 @@ class Recorder:
                 self.client = MlflowClient(tracking_uri=uri)
                 self.experiment_id = self._experiment_id(experiment)
         except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-            raise TrackingError(f"cannot write to tracking store {uri} ({first[:200]}): fix tracking.uri") from None
+            raise TrackingError(f"cannot write to tracking store {uri} ({first_line(exc)}): fix tracking.uri") from None
         self.parent_id: str | None = None
         self.sweep = ""
 

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokengen.names import FINISHED
-from tokengen.spec import TrialSpec
-from tracking import tables
+from tokengen.contract.names import FINISHED
+from tokengen.contract.spec import TrialSpec
+from tracking import report_tables as tables
 from tracking.baselines import key_part
 from tracking.markdown import to_markdown
-from tracking.runs import ReportError, add_outside_baselines, fill_error_messages, load_sweep
-from tracking.serving import serving_table
-from tracking.tokens import HOW
+from tracking.reader import ReportError, add_outside_baselines, fill_error_messages, load_sweep
+from tracking.serving_table import serving_table
+from tracking.token_verdicts import HOW
 
 SYSTEM = ["env_gpu_name", "env_driver", "env_cuda", "env_torch", "env_transformers", "env_python", "env_host",
           "env_cpu", "env_cpu_count"]

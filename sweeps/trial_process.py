@@ -1,0 +1,195 @@
+"""One trial in a process of its own: how the sweep starts it, and what comes back.
+
+A crash, an OOM or a hang kills the trial's process, never the sweep. The process is a fork of a
+warm parent: a forkserver (the standard library's) started once per Ray worker with `PRELOAD`
+imported (torch, transformers and the model code; CUDA untouched, so a fork may start CUDA
+afresh), so a trial starts in milliseconds instead of seconds of imports.
+
+The protocol, typed once: the driver side passes a `TrialRequest` (the spec as data) to the fork;
+the child becomes what a fresh process would be (its own session, so a timeout kills all it
+started; its own log on fds 1 and 2; the environment the sweep decided), runs the trial, and
+writes its outcome from its own handler as one file in the trial's folder: the record
+(`result.json`) or a failure (`failure.json`: error type, message, traceback). The log is for
+people. A child that leaves neither file was killed (a signal, the timeout) or crashed.
+
+This module imports no torch: the Ray task (sweeps/task.py) that calls it stays light; the child's
+imports are the warm parent's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokengen.contract.names import ARTIFACT_FILES, FAILED, FAILURE_FILE, RESULT_FILE, TOKENS_FILE, TRIAL_LOG
+from tokengen.contract.process_env import trial_environment
+from tokengen.contract.record import first_line
+
+PRELOAD = ["tokengen.measure.trial", "transformers.models.gpt2.modeling_gpt2",
+           "transformers.models.llama.modeling_llama", "sweeps.trial_process"]
+LOG_TAIL_LINES = 40
+LOG_KEPT_CHARS = 200_000
+
+_context = None
+
+
+@dataclass(frozen=True)
+class TrialRequest:
+    """Everything a trial process needs, as plain data."""
+
+    spec: dict  # TrialSpec's fields
+    key: str
+    folder: str  # the trial's own folder: its outcome, tokens, traces and log
+    timeout_s: float
+    threads: int | None = None  # torch threads (a CPU trial's share of its node)
+    inductor_dir: str | None = None  # a shared compile cache, else one inside the folder
+
+    @property
+    def path(self) -> Path:
+        return Path(self.folder)
+
+
+def failure(error_type: str, message: str, log: str = "", trace: str | None = None) -> dict:
+    """A failed trial's record fields."""
+    return {
+        "status": FAILED,
+        "error_type": error_type,
+        "error_message": message[:2000],
+        "log_tail": "\n".join((trace or log).splitlines()[-LOG_TAIL_LINES:]),
+    }
+
+
+def run_trial_process(request: TrialRequest) -> dict:
+    """Run the trial in a fork of the warm parent; its record, or a failure record. Never raises."""
+    folder = request.path
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in (RESULT_FILE, FAILURE_FILE, *ARTIFACT_FILES):
+        (folder / stale).unlink(missing_ok=True)
+    inductor = request.inductor_dir or str(folder / "inductor")
+    env = trial_environment(os.environ, request.spec["allocator"], inductor, request.threads)
+    started = time.perf_counter()
+    process = _warm_context().Process(target=_child, args=(request, env), daemon=False)
+    process.start()
+    process.join(request.timeout_s)
+    timed_out = process.exitcode is None
+    if timed_out:
+        _kill_session(process)
+    log_path = folder / TRIAL_LOG
+    log = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    record = _outcome(request, process.exitcode, timed_out, log)
+    record["files"] = {name: (folder / name).read_bytes() for name in ARTIFACT_FILES if (folder / name).is_file()}
+    record["log"] = log[-LOG_KEPT_CHARS:]
+    record["child_wall_s"] = time.perf_counter() - started
+    return record
+
+
+def _outcome(request: TrialRequest, exitcode: int | None, timed_out: bool, log: str) -> dict:
+    folder = request.path
+    if timed_out:
+        return failure("Timeout", f"the trial passed its {request.timeout_s:g} s timeout and was killed", log)
+    if exitcode == 0 and (folder / RESULT_FILE).is_file():
+        return json.loads((folder / RESULT_FILE).read_text())
+    if (folder / FAILURE_FILE).is_file():
+        return json.loads((folder / FAILURE_FILE).read_text())
+    if exitcode is not None and exitcode < 0:
+        return failure("Crashed", f"the trial process died of {signal.Signals(-exitcode).name}", log)
+    return failure("Failed", f"the trial process exited with status {exitcode} and left no outcome", log)
+
+
+def _kill_session(process) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # the trial and anything it started (nsys, compile workers)
+    except ProcessLookupError:  # killed before it made its own session
+        process.kill()
+    process.join()
+
+
+def complete_record(record: dict, spec: dict, key: str, accelerator_type: str | None, **node) -> dict:
+    """The one place a record is completed: the spec as the sweep planned it, the sweep's key (a
+    GPU-pinned trial's differs from its spec's), the pinned type, and where it ran."""
+    return {**record, **spec, "key": key, "accelerator_type": accelerator_type,
+            "env_host": record.get("env_host") or socket.gethostname(), **node}
+
+
+def _warm_context():
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(PRELOAD)
+    return _context
+
+
+def _child(request: TrialRequest, env: dict[str, str]) -> None:
+    """The trial process: exits 0 with result.json written, 1 with failure.json written."""
+    os.setsid()
+    folder = request.path
+    log = os.open(folder / TRIAL_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.environ.clear()
+    os.environ.update(env)  # read lazily by torch: the allocator at CUDA start, inductor at compile
+    try:
+        record = _run(request)
+        _write(folder / RESULT_FILE, record)
+        status = 0
+    except BaseException as exc:  # noqa: BLE001 - every failure leaves its outcome file
+        traceback.print_exc()
+        _write(folder / FAILURE_FILE, failure(_error_type(exc), first_line(exc, 2000), trace=traceback.format_exc()))
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def _run(request: TrialRequest) -> dict:
+    import torch
+
+    from tokengen.contract.rules import resolve
+    from tokengen.measure.profiling import UNDER_NSYS, resolve_mode, run_under_nsys
+    from tokengen.measure.trial import run_trial
+
+    if request.threads:
+        torch.set_num_threads(request.threads)
+    spec = resolve(**request.spec)
+    spec = dataclasses.replace(spec, profile=resolve_mode(spec.profile, spec.device))
+    folder = request.path
+    if spec.profile == "nsys" and os.environ.get(UNDER_NSYS) != "1":
+        if run_under_nsys(cli_arguments(spec.to_dict(), folder), folder, str(folder / RESULT_FILE)) != 0:
+            raise RuntimeError("the trial under nsys failed: see its log")
+        return json.loads((folder / RESULT_FILE).read_text())
+    record = run_trial(spec, str(folder / TOKENS_FILE), str(folder))
+    from tokengen.terminal_table import render
+
+    print(render(record))  # the log is for people: the table `python -m tokengen` prints
+    return record
+
+
+def cli_arguments(spec: dict, folder: Path) -> list[str]:
+    """`python -m tokengen` arguments for this spec, for the re-run nsys wraps around a process."""
+    argv = ["--tokens", str(folder / TOKENS_FILE), "--profile-dir", str(folder)]
+    for name, value in spec.items():
+        argv += ["--" + name.replace("_", "-"), str(value)]
+    return argv
+
+
+def _error_type(exc: BaseException) -> str:
+    from tokengen.contract.spec import SpecError
+
+    name = type(exc).__name__
+    if isinstance(exc, SpecError):
+        return "SpecError"
+    return "OutOfMemory" if "OutOfMemory" in name else name
+
+
+def _write(path: Path, record: dict) -> None:
+    path.write_text(json.dumps(record, indent=2, default=str))

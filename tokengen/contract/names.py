@@ -1,0 +1,30 @@
+"""Names that cross a process or a store: artifact files, trial statuses, profiler ranges.
+
+Torch-free, so the sweep driver, the Ray task, the recorder and the report all import the one
+spelling without paying for torch. A renamed constant here renames it everywhere at once.
+"""
+
+from __future__ import annotations
+
+# a trial's status, in its record and as the MLflow tag `status`
+FINISHED, FAILED = "finished", "failed"
+
+# files a trial leaves beside its record, and the artifacts of its MLflow run
+RESULT_FILE = "result.json"
+FAILURE_FILE = "failure.json"  # a trial that raised: error type, message, traceback (sweeps/trial_process.py)
+TOKENS_FILE = "tokens.npy"
+TRIAL_LOG = "trial.log"
+TORCH_TRACE = "profile_trace.json"
+NSYS_REPORT = "profile"  # nsys adds .nsys-rep
+NSYS_REP_FILE = f"{NSYS_REPORT}.nsys-rep"
+PLAN_FILE = "plan.json"  # on a sweep's parent run: every planned key, and those reused from earlier runs
+SWEEP_CONFIG_FILE = "sweep_config.json"
+ARTIFACT_FILES = (TOKENS_FILE, TORCH_TRACE, NSYS_REP_FILE)
+"""The trial's files that travel back to the driver (the record and log travel as text)."""
+TRANSPORT = ("files", "log")
+"""What travels with a record from its node and is not part of it: the files' bytes, the log's text."""
+
+# profiler ranges in the decode loop (NVTX or record_function), read back from traces
+STEP_RANGE = "step {}"
+FORWARD_RANGE = "forward"
+CHECK_RANGE = "stop check"

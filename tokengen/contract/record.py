@@ -1,0 +1,167 @@
+"""The result record of one trial: every field declared once, with its type and its role.
+
+A trial's record is its spec's fields (MLflow params, declared in tokengen.contract.spec) plus these. The
+role says where a field lives in MLflow: a `metric` (a number, comparable across runs), a `series`
+(one metric value per timed run, step = run index), a `tag` (text: statuses, checksums, machine
+facts), a `param` (set by the sweep: the pinned GPU type), or `record` (kept in the run's
+result.json only). The CLI's JSON, the recorder, the report's reader, the terminal table and the
+tests all derive from this class, so a field renamed here is renamed, or fails, everywhere.
+Torch-free: the sweep driver and the report import it without torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass
+
+from tokengen.contract.names import FINISHED
+from tokengen.contract.spec import SPEC_FIELDS, SpecError, TrialSpec, parse_field
+
+METRIC, SERIES, TAG, PARAM, RECORD = "metric", "series", "tag", "param", "record"
+
+
+def _f(role: str, default=None):
+    return dataclasses.field(default=default, metadata={"role": role})
+
+
+@dataclass
+class TrialResult:
+    # identity
+    key: str | None = _f(TAG)  # TrialSpec.key(), or the sweep's key of a GPU-pinned trial
+    status: str = _f(TAG, FINISHED)  # finished | failed (tokengen.contract.names)
+    accelerator_type: str | None = _f(PARAM)  # the GPU type a sweep pinned the trial to
+    # work done
+    steps: int | None = _f(METRIC)  # decode steps of the last timed run (requests: forwards, prefills included)
+    tokens_generated: int | None = _f(METRIC)  # batch x steps, padding included (requests: slots x forwards)
+    useful_tokens: int | None = _f(METRIC)  # tokens before each row's end: padding excluded
+    # time (seconds; the runs' median unless said)
+    runtime_s: list | None = _f(SERIES)  # every timed run, in order
+    runtime_mean_s: float | None = _f(METRIC)
+    runtime_std_s: float | None = _f(METRIC)
+    runtime_min_s: float | None = _f(METRIC)
+    runtime_max_s: float | None = _f(METRIC)
+    runtime_median_s: float | None = _f(METRIC)
+    runtime_cv: float | None = _f(METRIC)  # std / mean over the timed runs
+    tokens_per_s: float | None = _f(METRIC)  # batch x steps / median runtime
+    useful_tokens_per_s: float | None = _f(METRIC)  # useful tokens / median runtime
+    request_latency_p50_s: float | None = _f(METRIC)  # requests: run start -> the host learns one ended (median run)
+    request_latency_p90_s: float | None = _f(METRIC)
+    slot_occupancy: float | None = _f(METRIC)  # requests: useful tokens / (slots x forwards), the rest idle or padding
+    ttft_s: float | None = _f(METRIC)  # time to first token: prefill + first sample (instrumented run)
+    tpot_s: float | None = _f(METRIC)  # time per output token after the first: (median - ttft) / (steps - 1)
+    step_latency_median_s: float | None = _f(METRIC)
+    step_latency_p90_s: float | None = _f(METRIC)
+    first_run_s: float | None = _f(METRIC)  # the first run, compile included
+    trial_wall_s: float | None = _f(METRIC)  # inside the trial process: model build, compile, every run
+    child_wall_s: float | None = _f(METRIC)  # the trial process as the sweep saw it
+    # memory
+    mem_allocated_peak_bytes: int | None = _f(METRIC)
+    mem_reserved_peak_bytes: int | None = _f(METRIC)
+    mem_fragmentation_bytes: int | None = _f(METRIC)  # reserved - allocated, the article's definition
+    mem_fragmentation_pct: float | None = _f(METRIC)
+    peak_rss_bytes: int | None = _f(METRIC)
+    allocator_live: str | None = _f(TAG)  # the allocator's setting as torch reports it, not the variable
+    # weights, energy
+    weight_bytes: int | None = _f(METRIC)
+    weight_bandwidth_gbs: float | None = _f(METRIC)
+    weight_bandwidth_pct_of_peak: float | None = _f(METRIC)
+    energy_j: float | None = _f(METRIC)  # NVML's counter over the timed runs (null without one)
+    energy_j_per_token: float | None = _f(METRIC)  # per useful token
+    # tokens
+    tokens_sha256: str | None = _f(TAG)  # the last timed run's, docs/design.md's checksum
+    deterministic: bool | None = _f(METRIC)  # every timed run returned the same tokens
+    # profiling
+    profile_window: str | None = _f(TAG)
+    profile_trace: str | None = _f(TAG)
+    profile_report: str | None = _f(TAG)
+    gpu_idle_us_per_step: float | None = _f(METRIC)
+    gpu_busy_pct: float | None = _f(METRIC)
+    host_sync_us_per_step: float | None = _f(METRIC)
+    profiled_steps: int | None = _f(METRIC)
+    # failure
+    error_type: str | None = _f(TAG)
+    error_message: str | None = _f(TAG)
+    log_tail: str | None = _f(RECORD)
+    # where it ran
+    env_host: str | None = _f(TAG)
+    env_python: str | None = _f(TAG)
+    env_torch: str | None = _f(TAG)
+    env_transformers: str | None = _f(TAG)
+    env_cuda: str | None = _f(TAG)
+    env_driver: str | None = _f(TAG)
+    env_gpu_name: str | None = _f(TAG)
+    env_cpu: str | None = _f(TAG)
+    env_cpu_count: int | None = _f(TAG)
+    env_torch_threads: int | None = _f(TAG)
+    env_alloc_conf: str | None = _f(TAG)
+    node_id: str | None = _f(TAG)
+    node_host: str | None = _f(TAG)
+    node_gpu_ids: str | None = _f(TAG)
+    node_threads: int | None = _f(TAG)
+    node_started_at: float | None = _f(METRIC)  # time.time() when the trial began on its node
+    node_finished_at: float | None = _f(METRIC)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(TrialResult))
+ROLES: dict[str, str] = {f.name: f.metadata["role"] for f in dataclasses.fields(TrialResult)}
+ROLES.update({name: PARAM for name in SPEC_FIELDS})
+RECORD_FIELDS = SPEC_FIELDS + RESULT_FIELDS
+"""Every name a record may carry, spec fields first."""
+_TYPES = typing.get_type_hints(TrialResult)
+
+
+def with_role(role: str) -> tuple[str, ...]:
+    return tuple(name for name in RECORD_FIELDS if ROLES[name] == role)
+
+
+def unknown_fields(record: dict) -> list[str]:
+    """Names in `record` that neither the spec nor the result declares."""
+    return sorted(set(record) - set(RECORD_FIELDS))
+
+
+def make_record(spec: TrialSpec, **result) -> dict:
+    """The flat record: spec fields, then the result's (TypeError on a name not declared above)."""
+    return {**spec.to_dict(), **TrialResult(**result).to_dict()}
+
+
+def base_type(name: str) -> type:
+    """A result field's declared type without its Optional: int, float, bool, str or list."""
+    kind = _TYPES[name]
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    return typing.get_origin(args[0]) or args[0] if args else kind
+
+
+def typed(name: str, value):
+    """A value read back from MLflow (text params and tags, float metrics) as the record types it;
+    names the record does not declare pass through unchanged."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value in ("None", ""):
+        return None
+    if name in SPEC_FIELDS:
+        try:
+            return parse_field(name, value)
+        except SpecError:
+            return value
+    if name not in _TYPES:
+        return value
+    kind = base_type(name)
+    try:
+        if kind is bool:
+            return value if isinstance(value, bool) else str(value).lower() in ("1", "1.0", "true")
+        if kind is int:
+            return int(float(value))
+        if kind is float:
+            return float(value)
+    except ValueError:
+        return value
+    return value if kind is list else str(value)
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception as a failed record's message and a one-line error: its first line, cut at `limit`."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:limit]

@@ -1,0 +1,176 @@
+"""Which trials can run, and why not: every rule about the spec's values and their combinations.
+
+Torch-free and the only place that answers "can this run?": the planner drops a grid's points with
+`incompatibility`'s reason, refuses a wrong value with `problem`'s, and the trial process adds what
+its machine lacks (`check_runnable`). Each reason is one line that names the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+from tokengen.contract.forms import parse_sampling, parse_stop, parse_window
+from tokengen.contract.models import is_local_path, model_facts
+from tokengen.contract.spec import CHOICES, SpecError, TrialSpec
+from tokengen.contract.variants import CUSTOM, VARIANTS, label_for
+
+PEER = "generate_batch"  # transformers' continuous batching, the request workloads' peer
+CUDA_ONLY = {
+    "stop_check": ("pipelined", "deferred"),
+    "compile": ("reduce-overhead",),
+    "allocator": ("expandable",),
+}
+
+
+def resolve(variant: str | None = None, **fields) -> TrialSpec:
+    """A spec from a preset name plus explicit fields (explicit wins), labelled by its knobs."""
+    unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrialSpec)})
+    if unknown:
+        raise SpecError(f"unknown trial field(s) {', '.join(unknown)}: fields are {', '.join(f.name for f in dataclasses.fields(TrialSpec))}")
+    values = {}
+    if variant is not None and variant != CUSTOM:
+        if variant not in VARIANTS:
+            raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}")
+        values.update(VARIANTS[variant])
+    values.update({k: v for k, v in fields.items() if v is not None and k != "variant"})
+    spec = TrialSpec(**values)
+    return dataclasses.replace(spec, variant=label_for(spec.knobs))
+
+
+def cuda_only_reason(spec: TrialSpec) -> str | None:
+    """Why this spec cannot run without CUDA, or None."""
+    for knob, values in CUDA_ONLY.items():
+        value = getattr(spec, knob)
+        if value in values and spec.device != "cuda":
+            return f"{knob}={value} needs a CUDA device (got device={spec.device})"
+    return None
+
+
+def incompatibility(spec: TrialSpec) -> str | None:
+    """Why these otherwise valid values cannot run together, or None: a grid drops such points."""
+    reason = cuda_only_reason(spec)
+    if reason:
+        return reason
+    if spec.compile == "reduce-overhead" and spec.cache != "static":
+        return "compile=reduce-overhead needs cache=static: CUDA graphs want fixed shapes"
+    return peer_incompatibility(spec) or serving_incompatibility(spec)
+
+
+def peer_incompatibility(spec: TrialSpec) -> str | None:
+    """What transformers' generate() cannot be asked to do, so a grid drops such peers with the reason."""
+    if not spec.engine.startswith("generate"):
+        return None
+    if spec.sampling != "greedy":
+        return f"engine={spec.engine} is greedy only (generate() samples with its own random draws): use sampling=greedy"
+    if spec.stop_check != "sync":
+        return f"engine={spec.engine} has its own stop check: use stop_check=sync"
+    if spec.compile != "off" and spec.cache != "static":
+        return f"engine={spec.engine} compiles only with cache=static (generate() does not compile a dynamic cache)"
+    return None
+
+
+def serving_problem(spec: TrialSpec) -> str | None:
+    """What is wrong with the spec's request workload, in one line naming the fix, or None."""
+    if not isinstance(spec.requests, int) or spec.requests < 0:
+        return f"requests must be an integer >= 0 (got {spec.requests!r}): 0 runs one batch, N > 0 serves N requests"
+    return serving_incompatibility(spec)
+
+
+def serving_incompatibility(spec: TrialSpec) -> str | None:
+    """Why the spec's knobs cannot serve its workload (or a batch cannot take its knobs), or None: a
+    grid that crosses variants with workloads drops such points with this reason."""
+    if spec.requests == 0:
+        if spec.engine == PEER:
+            return "engine=generate_batch serves requests: set requests=N (N > 0)"
+        if spec.batching == "continuous":
+            return ("batching=continuous refills slots with waiting requests: "
+                    "set requests=N (N > 0) or use batching=static")
+        return None
+    if spec.engine == "generate":
+        return "engine=generate runs one batch: use engine=generate_batch (variant hf_generate_batch) for requests"
+    if spec.sampling != "greedy":
+        return (f"sampling={spec.sampling} with requests: a request's draws would depend on its slot; "
+                "use sampling=greedy")
+    if spec.engine == PEER:
+        fixed = {"batching": "continuous", "cache": "static", "compile": "off", "stop_check": "sync"}
+        wrong = [f"{k}={getattr(spec, k)}" for k, v in fixed.items() if getattr(spec, k) != v]
+        if wrong:
+            return (f"engine=generate_batch has its own batching, paged cache and loop ({', '.join(wrong)}): "
+                    "use variant hf_generate_batch")
+        return None
+    if spec.cache != "static":
+        return (f"requests with cache={spec.cache}: slots keep their own positions in per-slot KV buffers; "
+                "use cache=static")
+    if spec.stop_check == "none":
+        return "requests end through the stop check: use stop_check=sync (pipelined or deferred on CUDA)"
+    return None
+
+
+def problem(spec: TrialSpec) -> str | None:
+    """The first thing wrong with the spec as a spec, or None."""
+    for name, allowed in CHOICES.items():
+        if getattr(spec, name) not in allowed:
+            return f"{name}={getattr(spec, name)!r} is not one of {', '.join(allowed)}"
+    for name in ("batch_size", "max_seqlen", "prompt_len", "runs"):
+        if not isinstance(getattr(spec, name), int) or getattr(spec, name) < 1:
+            return f"{name} must be an integer >= 1 (got {getattr(spec, name)!r})"
+    if not isinstance(spec.warmup, int) or spec.warmup < 0:
+        return f"warmup must be an integer >= 0 (got {spec.warmup!r})"
+    reason = serving_problem(spec) or incompatibility(spec)
+    if reason:
+        return reason
+    if spec.profile == "nsys" and spec.device != "cuda":
+        return f"profile=nsys needs a CUDA trial (got device={spec.device}): use profile=torch"
+    try:
+        parse_stop(spec.stop)
+        parse_sampling(spec.sampling)
+        parse_window(spec.profile_steps)
+        facts = model_facts(spec.model)
+    except SpecError as exc:
+        return str(exc)
+    reason = positions_problem(spec, facts.positions)
+    if reason:
+        return reason
+    if spec.stop != "never" and not facts.eos_ids:
+        return f"stop={spec.stop} needs an EOS token, and model {spec.model!r} has none: use stop=never"
+    return None
+
+
+def positions_problem(spec: TrialSpec, limit: int) -> str | None:
+    """The model sees positions 0 .. P + max_seqlen - 2 (the last token is never fed back), so
+    prompt_len + max_seqlen may be one more than its positions, no more."""
+    total = spec.prompt_len + spec.max_seqlen
+    if total - 1 <= limit:
+        return None
+    if spec.prompt_len == 1:
+        return f"max_seqlen={spec.max_seqlen} is beyond the model's {limit} positions: use max_seqlen <= {limit}"
+    return (
+        f"prompt_len + max_seqlen = {total} is beyond the model's {limit} positions: "
+        f"use prompt_len + max_seqlen <= {limit + 1} (the last token is never fed back)"
+    )
+
+
+def tool_problem(spec: TrialSpec) -> str | None:
+    """What this machine lacks to run the spec's profiler, or None."""
+    if spec.profile == "nsys" and not shutil.which("nsys"):
+        return "profile=nsys needs Nsight Systems' nsys on the PATH: install it or use profile=torch"
+    return None
+
+
+def check_runnable(spec: TrialSpec) -> None:
+    """Raise SpecError if the spec is wrong or this machine cannot run it. Called where the trial
+    runs (torch and transformers imported there): a local checkpoint is also read as transformers
+    reads it, which the planner's JSON reading (tokengen.contract.models) cannot fully judge."""
+    if is_local_path(spec.model):
+        from tokengen.decode.models import load_config
+
+        load_config(spec.model)
+    reason = problem(spec) or tool_problem(spec)
+    if reason:
+        raise SpecError(reason)
+    if spec.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SpecError("device=cuda but torch sees no CUDA device: use device=cpu")

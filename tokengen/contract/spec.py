@@ -1,0 +1,118 @@
+"""The trial: one point of a sweep, as a flat typed record.
+
+This dataclass is the single source of defaults and of field types. The CLI builds its flags from
+its fields, Hydra registers it as the schema of `trial`, MLflow params are its fields verbatim and
+the report reads them back with `parse_field`, so none of them can drift apart. Each field says its
+role: a knob makes a variant, a workload field is the point variants are compared on (a trial's
+baseline and peers share every one), and measurement settings pick neither.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, fields
+
+KNOB, WORKLOAD, MEASUREMENT, LABEL = "knob", "workload", "measurement", "label"
+
+
+def _field(default, role: str):
+    return dataclasses.field(default=default, metadata={"role": role})
+
+
+CHOICES = {
+    "engine": ("loop", "generate", "generate_batch"),
+    "batching": ("static", "continuous"),
+    "dtype": ("float32", "bfloat16", "float16"),
+    "device": ("cpu", "cuda"),
+    "cache": ("none", "dynamic", "static"),
+    "compile": ("off", "default", "reduce-overhead"),
+    "stop_check": ("sync", "pipelined", "deferred", "none"),
+    "allocator": ("default", "expandable"),
+    "matmul_precision": ("highest", "high"),
+    "profile": ("off", "torch", "nsys", "auto"),
+}
+
+
+class SpecError(ValueError):
+    """Bad input, said in one line that names the fix."""
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    variant: str = _field("baseline", LABEL)  # resolved from the knobs (see tokengen.contract.variants.label_for)
+    model: str = _field("gpt2", WORKLOAD)  # a preset in tokengen.contract.models.MODELS or a local directory of a causal LM
+    dtype: str = _field("float32", WORKLOAD)  # float32 keeps every variant's tokens bit-comparable
+    device: str = _field("cpu", WORKLOAD)
+    batch_size: int = _field(32, WORKLOAD)  # the article's main batch
+    max_seqlen: int = _field(100, WORKLOAD)  # decode steps, as in the article (prompt excluded)
+    cache: str = _field("none", KNOB)
+    compile: str = _field("off", KNOB)
+    stop_check: str = _field("sync", KNOB)
+    allocator: str = _field("default", KNOB)
+    stop: str = _field("never", WORKLOAD)  # model | never | fixed:N | uniform:LO-HI | lognormal:MEDIAN,SIGMA
+    sampling: str = _field("greedy", WORKLOAD)  # greedy | topk:K[,TEMPERATURE]
+    seed: int = _field(0, WORKLOAD)  # weights, prompts, target lengths and sampling all derive from it
+    warmup: int = _field(1, MEASUREMENT)  # untimed runs first; the first one carries compile time
+    runs: int = _field(10, MEASUREMENT)  # timed runs, as in the article
+    profile: str = _field("off", MEASUREMENT)  # off | torch | nsys | auto: one extra run over profile_steps
+    profile_steps: str = _field("30-50", MEASUREMENT)  # the article's window (0-based steps); clipped
+    # fields below came after the first release: at their default they stay out of the key
+    prompt_len: int = _field(1, WORKLOAD)  # 1 = BOS only (the article); P > 1: BOS + P-1 seeded ids per row
+    matmul_precision: str = _field("highest", WORKLOAD)  # high = TF32, as the article runs float32
+    engine: str = _field("loop", KNOB)  # loop: this project's decode loop; generate: transformers' generate()
+    requests: int = _field(0, WORKLOAD)  # 0: one batch of batch_size rows; N > 0: N requests served by batch_size slots
+    batching: str = _field("static", KNOB)  # with requests: static (batch after batch) | continuous (refill slots)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def key(self) -> str:
+        """Hash of the canonical spec: same spec, same key, on any machine. The first release's fields
+        are always hashed; a later field only away from its default, so adding one keeps every key."""
+        canonical = {
+            f.name: getattr(self, f.name) for f in fields(self)
+            if f.metadata["role"] != LABEL and (f.name in FIRST_RELEASE or getattr(self, f.name) != f.default)
+        }
+        blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def knobs(self) -> dict:
+        return {k: getattr(self, k) for k in KNOBS}
+
+    @property
+    def workload(self) -> dict:
+        return {k: getattr(self, k) for k in WORKLOAD_FIELDS}
+
+
+FIRST_RELEASE = frozenset(
+    "model dtype device batch_size max_seqlen cache compile stop_check allocator stop sampling seed warmup runs "
+    "profile profile_steps".split()
+)
+SPEC_FIELDS = tuple(f.name for f in fields(TrialSpec))
+FIELD_TYPES: dict[str, type] = typing.get_type_hints(TrialSpec)
+"""Each field's Python type, resolved once: the CLI, Hydra's schema and the report's reader use it."""
+_ROLES = {f.name: f.metadata["role"] for f in fields(TrialSpec)}
+KNOBS = tuple(n for n in SPEC_FIELDS if _ROLES[n] == KNOB)
+"""The fields that make a generator variant; a preset is a named setting of exactly these."""
+WORKLOAD_FIELDS = tuple(n for n in SPEC_FIELDS if _ROLES[n] == WORKLOAD)
+"""The point a variant is compared on: a trial's baseline and peers share every one."""
+LABELS = tuple(n for n in SPEC_FIELDS if _ROLES[n] == LABEL)
+"""Fields derived from the others: shown everywhere, hashed nowhere."""
+
+
+def parse_field(name: str, text):
+    """A spec field's value from text (a CLI flag, an MLflow param), typed as the dataclass says;
+    a value already of the type passes through. SpecError names the field and the type wanted."""
+    kind = FIELD_TYPES[name]
+    if text is None or isinstance(text, kind) and not (kind is int and isinstance(text, bool)):
+        return text
+    try:
+        if kind is bool:
+            return {"true": True, "false": False}[str(text).lower()]
+        return kind(text)
+    except (KeyError, TypeError, ValueError):
+        raise SpecError(f"{name}={text!r} is not a valid {kind.__name__}") from None

@@ -1,0 +1,95 @@
+"""One decode loop, composed from the trial's orthogonal knobs.
+
+The cache decides what a step feeds the model, the sampler picks the token, the stop policy pads
+and marks ended sequences, and the stop check decides when the host finds out. Everything a step
+does is enqueued on the device; only the stop check ever waits for it.
+
+Step 0 is the prefill: one forward over the whole prompt (B, P) and the first sampled token, so
+the latency of step 0 is the time to first token. Every later step feeds the newest token (cache
+variants) or the whole sequence so far (no cache) and samples one more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from tokengen.decode.caches import CACHES
+from tokengen.decode.models import eos_ids
+from tokengen.decode.ranges import NO_RANGES, NoRanges
+from tokengen.decode.prompts import prompt_ids
+from tokengen.decode.sampling import make_sampler
+from tokengen.contract.spec import TrialSpec
+from tokengen.decode.stop_checks import STOP_CHECKS
+from tokengen.decode.stopping import StopPolicy
+
+
+@dataclass
+class Generation:
+    tokens: torch.Tensor  # (B, P + steps): the prompt (BOS column first), then the generated tokens
+    steps: int  # decode steps whose tokens count (step 0 = prefill + first token)
+    prompt_len: int = 1  # P: tokens[:, P:] are the generated ones
+
+
+def compile_model(model: torch.nn.Module, mode: str) -> torch.nn.Module:
+    if mode == "off":
+        return model
+    return torch.compile(model, mode=None if mode == "default" else mode)
+
+
+class Generator:
+    """Built once per trial (compiling and allocating what lasts), called once per run.
+
+    The prefill runs on the eager model and only decode steps on the compiled one: the prefill's
+    shape (B, P) is not decode's (B, 1), it runs once per generation, and compiling it would add
+    a second graph (under CUDA graphs, a second recorded graph and its memory) for one call per
+    run. So the compiled decode sees one shape per step for the whole trial and nothing is
+    recompiled from one run to the next. transformers' generate() makes the same choice.
+    """
+
+    def __init__(self, model: torch.nn.Module, spec: TrialSpec):
+        self.spec = spec
+        self.config = model.config
+        self.device = next(model.parameters()).device
+        self.eager = model
+        self.model = compile_model(model, spec.compile)
+        self.cache = CACHES[spec.cache](model, spec.batch_size, spec.prompt_len, spec.max_seqlen)
+        self.graphed = spec.compile == "reduce-overhead"
+        self.stop_check = STOP_CHECKS[spec.stop_check]
+        self.policy = StopPolicy.build(
+            spec.stop, eos_ids(self.config), spec.batch_size, spec.max_seqlen, spec.seed, self.device
+        )
+        self.prompts = prompt_ids(self.config, spec.batch_size, spec.prompt_len, spec.seed, self.device)  # (B, P)
+
+    def step_logits(self, tokens: torch.Tensor, i: int) -> torch.Tensor:
+        """Decode step i's logits (B, V): the prefill at step 0, one decode forward after."""
+        prompt_len = self.spec.prompt_len
+        if i == 0:
+            return self.cache.prefill(self.eager, tokens[:, :prompt_len])
+        if self.graphed:
+            torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are dead
+        return self.cache.decode(self.model, tokens, prompt_len + i)
+
+    @torch.inference_mode()
+    def __call__(self, wrap_step: Callable | None = None, ranges: NoRanges = NO_RANGES) -> Generation:
+        """One generation from the trial's prompts; `wrap_step` lets a timer or profiler see each step."""
+        spec, prompt_len = self.spec, self.spec.prompt_len
+        tokens = torch.empty((spec.batch_size, prompt_len + spec.max_seqlen), dtype=torch.long, device=self.device)
+        tokens[:, :prompt_len] = self.prompts
+        finished = torch.zeros(spec.batch_size, dtype=torch.bool, device=self.device)
+        sample = make_sampler(spec.sampling, spec.seed, self.device)
+        self.cache.reset()
+
+        def step(i: int) -> None:
+            with ranges.forward():
+                logits = self.step_logits(tokens, i)  # (B, V)
+            new_tokens = self.policy.apply(sample(logits), finished, i)  # (B,)
+            tokens[:, prompt_len + i] = new_tokens
+
+        def all_finished() -> torch.Tensor:
+            return torch.all(finished)
+
+        steps = self.stop_check(wrap_step(step) if wrap_step else step, all_finished, spec.max_seqlen, ranges)
+        return Generation(tokens=tokens[:, : prompt_len + steps], steps=steps, prompt_len=prompt_len)

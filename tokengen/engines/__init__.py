@@ -1,0 +1,41 @@
+"""Which code generates: this project's decode loop, or transformers' own generate() as a peer; for
+request workloads, our request server, or transformers' continuous batching.
+
+All are built once per trial and called once per run with the same interface (`wrap_step`,
+`ranges`) and return the same Generation (a Served for requests), so the trial's measurement, the
+record and the token checksum treat a peer exactly like one of our variants. `make_generator` picks
+one; an engine is one small module here, registered below.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from tokengen.contract.rules import serving_problem
+from tokengen.contract.spec import SpecError, TrialSpec
+from tokengen.decode.loop import Generation, Generator
+from tokengen.engines.hf_generate import GenerateEngine
+from tokengen.engines.hf_generate_batch import GenerateBatchEngine
+from tokengen.engines.request_server import RequestServer, Served
+
+ENGINES: dict[str, Callable[[torch.nn.Module, TrialSpec], Callable[..., Generation]]] = {
+    "loop": Generator,
+    "generate": GenerateEngine,
+}
+"""A batch of batch_size rows (requests = 0)."""
+
+SERVERS: dict[str, Callable[[torch.nn.Module, TrialSpec], Callable[..., Served]]] = {
+    "loop": RequestServer,
+    "generate_batch": GenerateBatchEngine,
+}
+"""N requests served by batch_size slots (requests > 0)."""
+
+
+def make_generator(model: torch.nn.Module, spec: TrialSpec) -> Callable[..., Generation]:
+    """The trial's generator: a request server when the spec has requests, else the engine's batch."""
+    problem = serving_problem(spec)
+    if problem:
+        raise SpecError(problem)
+    return (SERVERS if spec.requests > 0 else ENGINES)[spec.engine](model, spec)

@@ -1,0 +1,121 @@
+"""transformers' continuous batching (paged attention) as the request workloads' peer (engine=generate_batch)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+from transformers import GenerationConfig
+from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+from tokengen.contract.forms import parse_stop
+from tokengen.decode.models import eos_ids
+from tokengen.contract.spec import TrialSpec
+from tokengen.decode.prompts import prompt_ids
+from tokengen.decode.ranges import NO_RANGES, NoRanges
+from tokengen.decode.stopping import target_lengths
+from tokengen.engines.request_server import Served
+
+
+class GenerateBatchEngine:
+    """transformers' continuous batching (paged attention) on the trial's requests, greedy: the
+    manager that `model.generate_batch()` runs (its context manager, then add_request per request and
+    get_result until all are finished), used directly because generate_batch() takes one
+    max_new_tokens for all requests while the manager's add_request takes one per request.
+
+    A drawn length L runs L tokens (max_new_tokens=L, no EOS) and its last one is replaced by EOS, as
+    the device-forced EOS of our loop and of the generate() peers reads: the same forwards, the same
+    tokens. stop=model ends at the model's EOS ids, else at max_seqlen; stop=never at max_seqlen.
+    Up to batch_size requests decode together (`max_requests_per_batch`), FIFO in request order
+    (block sharing off: it would reorder requests), a batch of prompts fits one forward; the paged
+    cache is sized for batch_size requests of P + max_seqlen tokens. The manager, its cache and its
+    warmup persist across the trial's runs, so a run pays what a generate_batch() call does from a
+    warm model: the loop thread's start, and its stop (which joins the thread and runs gc.collect()).
+    A request's latency is the time its result arrived; `steps` are the loop's forwards.
+    """
+
+    PAGE = 16  # tokens per page: small pages waste little on short requests
+
+    def __init__(self, model: torch.nn.Module, spec: TrialSpec):
+        self.model, self.spec = model, spec
+        count, prompt_len, slots = spec.requests, spec.prompt_len, spec.batch_size
+        self.prompts = prompt_ids(model.config, count, prompt_len, spec.seed).tolist()  # N lists of P ids
+        targets = target_lengths(spec.stop, count, spec.max_seqlen, spec.seed)
+        self.lengths = targets.tolist() if targets is not None else None  # None: ended by EOS or max_seqlen
+        eos = eos_ids(model.config)
+        self.pad = eos[0] if eos else 0
+        self.eos = eos if parse_stop(spec.stop)[0] == "model" else -1  # -1: no EOS stops a request
+        self.generation = GenerationConfig(do_sample=False, max_new_tokens=spec.max_seqlen, eos_token_id=self.eos,
+                                           pad_token_id=self.pad)
+        pages = -(-(prompt_len + spec.max_seqlen) // self.PAGE)  # per request, rounded up
+        self.batching = ContinuousBatchingConfig(
+            page_size=self.PAGE, num_blocks=slots * pages + slots, max_requests_per_batch=slots,
+            max_batch_tokens=slots * prompt_len + slots, allow_block_sharing=False, seed=spec.seed,
+        )
+        model.destroy_cached_continuous_batching_manager()  # an earlier trial's, sized for its workload
+        self.warm = False
+
+    def _results(self, manager, start: float) -> tuple[dict, dict]:
+        ids = {}
+        for i, prompt in enumerate(self.prompts):
+            budget = self.lengths[i] if self.lengths else self.spec.max_seqlen
+            ids[manager.add_request(prompt, max_new_tokens=budget, eos_token_id=self.eos)] = i
+        results, arrived = {}, {}
+        while len(results) < len(ids):
+            result = manager.get_result(timeout=1)
+            if result is not None and result.is_finished():
+                results[ids[result.request_id]] = result
+                arrived[ids[result.request_id]] = time.perf_counter() - start
+            elif result is None and not manager.is_running():
+                raise RuntimeError("transformers' continuous batching loop stopped before every request finished")
+        failed = [r.error for r in results.values() if r.error]
+        if failed:
+            raise RuntimeError(f"transformers' continuous batching failed a request: {failed[0]}")
+        return results, arrived
+
+    def _tokens(self, results: dict) -> torch.Tensor:
+        """(N, P + max_seqlen): prompt, the request's tokens (a drawn length's last one EOS), then padding."""
+        spec = self.spec
+        tokens = torch.full((len(self.prompts), spec.prompt_len + spec.max_seqlen), self.pad, dtype=torch.long)
+        tokens[:, : spec.prompt_len] = torch.tensor(self.prompts)
+        for i, result in results.items():
+            said = list(result.generated_tokens)[: spec.max_seqlen]
+            if self.lengths:
+                said = said[: self.lengths[i] - 1] + [self.pad]
+            tokens[i, spec.prompt_len: spec.prompt_len + len(said)] = torch.tensor(said, dtype=torch.long)
+        return tokens
+
+    def _marks(self, wrap_step: Callable | None):
+        """A step timer's marks: one at the call, then one as each forward after the first begins, so
+        step 0 is the call's time to its first token and every later step one of the loop's forwards.
+        Under CUDA graphs the loop's replays skip module hooks: then step 0 is the whole run."""
+        if not wrap_step:
+            return None
+        mark, forwards = wrap_step(lambda i: None), []
+        mark(0)
+
+        def forward_begins(*_) -> None:  # a pre-hook that returned a value would replace the inputs
+            forwards.append(1)
+            if len(forwards) > 1:
+                mark(len(forwards))
+
+        return self.model.register_forward_pre_hook(forward_begins)
+
+    @torch.no_grad()
+    def __call__(self, wrap_step: Callable | None = None, ranges: NoRanges = NO_RANGES) -> Served:
+        """Serve every request once; `wrap_step` lets a step timer see the loop's forwards (see _marks)."""
+        start = time.perf_counter()
+        hook = self._marks(wrap_step)
+        try:
+            with self.model.continuous_batching_context_manager(
+                generation_config=self.generation, continuous_batching_config=self.batching, block=True,
+                persistent_manager=True, warmup=not self.warm,
+            ) as manager:
+                results, arrived = self._results(manager, start)
+        finally:
+            if hook:
+                hook.remove()
+        self.warm = True
+        return Served(tokens=self._tokens(results), steps=manager.current_batch, prompt_len=self.spec.prompt_len,
+                      latencies_s=[arrived[i] for i in range(len(self.prompts))], slots=self.spec.batch_size)

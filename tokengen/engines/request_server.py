@@ -1,0 +1,214 @@
+"""Request workloads: N prompted requests served by batch_size slots, batch after batch or continuously.
+
+With `requests = N > 0` a trial serves N requests (request i: row i of the trial's seeded prompts,
+its length drawn from `stop` as row i of `target_lengths(stop, N, ...)`) with S = batch_size slots.
+One loop serves both knobs; only the rule that admits waiting requests differs:
+
+- `static`: S requests at a time; the next S are admitted once every slot has ended (a batch runs
+  until its longest request ends, as the batch loop does).
+- `continuous`: a slot whose request has ended takes the next waiting request at once (its prefill
+  in the step that moves the other slots on), until all N are served.
+
+Every step is one forward over all S slots and per-slot KV buffers (tokengen.engines.slot_cache): a decode
+step (S, 1), whose shapes are fixed so torch.compile and CUDA graphs apply, or an admission step
+(S, P) that prefills any number of admitted requests in the forward that moves every other slot on.
+
+The host never schedules from the lengths it drew: the stop policy forces EOS on the device (as
+tokengen.decode.stopping.StopPolicy does) and marks the slot finished there, and the host learns of it only
+through the trial's stop check, which it runs until some slot holds a request that has ended unseen;
+then it reads the slots' finished mask, answers those requests and admits as its rule says. A lagged
+check (pipelined, deferred) has by then run one step more: every slot's state is consistent after
+it (a live slot has its next token; an ended slot writes only to a spare row), so nothing needs to
+be dropped. The server counts its steps itself: the forwards run, admission steps included.
+
+A request's latency is the time from the run's start (every request is queued then: offline mode)
+to the moment the host learns that the request ended (its last token's step, with a sync check), as
+a server would answer it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from tokengen.decode.loop import Generation, compile_model
+from tokengen.measure.clocks import percentile
+from tokengen.decode.models import eos_ids
+from tokengen.decode.ranges import NO_RANGES, NoRanges, RelayRanges
+from tokengen.decode.prompts import prompt_ids
+from tokengen.decode.sampling import make_sampler
+from tokengen.engines.slot_cache import SlotKV
+from tokengen.contract.spec import TrialSpec
+from tokengen.decode.stop_checks import STOP_CHECKS
+from tokengen.contract.forms import parse_stop
+from tokengen.decode.stopping import row_lengths, target_lengths
+
+@dataclass
+class Served(Generation):
+    """A request workload's run: tokens (N, P + max_seqlen) in request order, each request's tokens
+    then EOS padding; `steps` = forwards run (admissions included), each over `slots` slots."""
+
+    latencies_s: list[float] = field(default_factory=list)  # (N,) run start -> the host learns it ended
+    slots: int = 1
+
+
+def request_lengths(spec: TrialSpec, tokens: torch.Tensor, eos: list[int]) -> torch.Tensor:
+    """(N,) generated tokens of each request up to its end, EOS included (tokengen.decode.stopping.row_lengths)."""
+    return row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, tokens, eos, spec.max_seqlen)
+
+
+def serving_figures(runs: list[Served], useful: int) -> dict:
+    """The record's request figures: latency percentiles (each the median over the timed runs) and
+    the share of slot-steps that produced a useful token (the last run's)."""
+    last = runs[-1]
+    return {
+        "request_latency_p50_s": statistics.median(percentile(r.latencies_s, 50) for r in runs),
+        "request_latency_p90_s": statistics.median(percentile(r.latencies_s, 90) for r in runs),
+        "slot_occupancy": useful / (last.slots * last.steps) if last.steps else None,
+    }
+
+
+@dataclass
+class _Slots:
+    """One run's device state, slot by slot; row N of `tokens` is a spare that ended slots write to."""
+
+    request: torch.Tensor  # (S,) the request a slot serves (N: none)
+    generated: torch.Tensor  # (S,) tokens that request holds so far
+    last: torch.Tensor  # (S,) the token fed at the next decode step
+    finished: torch.Tensor  # (S,) bool: its request has ended, or it holds none
+    unseen: torch.Tensor  # (S,) bool: it holds a request whose end the host has not yet learned
+    tokens: torch.Tensor  # (N + 1, P + max_seqlen)
+
+
+class _RunSteps(RelayRanges):
+    """A stop check numbers its steps from 0 in every segment; profiling windows count the run's forwards."""
+
+    def __init__(self, inner: NoRanges):
+        super().__init__(inner)
+        self.offset = 0
+
+    def step(self, i: int):
+        return self.inner.step(self.offset + i)
+
+
+class RequestServer:
+    """Built once per trial (compiled decode, per-slot KV buffers, prompts, lengths), called once per run.
+
+    A step is one forward for every slot: a decode step (S, 1), or, first in a segment after the host
+    admitted requests, an admission step (S, P) that prefills the admitted slots and moves every other
+    slot on by one token (tokengen.engines.slot_cache). The admission step runs eagerly (its shape is not
+    decode's, as the batch loop's prefill); only decode runs on the compiled model.
+    """
+
+    def __init__(self, model: torch.nn.Module, spec: TrialSpec):
+        self.spec, self.eager = spec, model
+        self.device = next(model.parameters()).device
+        self.model = compile_model(model, spec.compile)
+        self.graphed = spec.compile == "reduce-overhead"
+        self.slots, self.count, self.prompt_len = spec.batch_size, spec.requests, spec.prompt_len
+        # positions 0 .. P + max_seqlen - 2: the last token is never fed back
+        self.cache = SlotKV(model, self.slots, spec.prompt_len, spec.prompt_len + spec.max_seqlen - 1)
+        self.stop_check = STOP_CHECKS[spec.stop_check]
+        prompts = prompt_ids(model.config, self.count, spec.prompt_len, spec.seed, self.device)  # (N, P)
+        self.prompts = torch.cat([prompts, prompts[:1]])  # (N + 1, P): row N stands in for "no request"
+        self.kind, _ = parse_stop(spec.stop)
+        self.eos = torch.tensor(eos_ids(model.config) or [-1], device=self.device)
+        targets = target_lengths(spec.stop, self.count, spec.max_seqlen, spec.seed)
+        if targets is not None:  # (N + 1,): the spare row ends at once
+            self.targets = torch.cat([targets, torch.ones(1, dtype=torch.long)]).to(self.device)
+
+    def _end(self, new: torch.Tensor, request: torch.Tensor, generated: torch.Tensor):
+        """The tokens to keep (S,) and which requests they end (S,), as StopPolicy decides on the device:
+        a drawn length says EOS at its last token; stop=model ends at an EOS; max_seqlen ends any."""
+        if self.kind == "model":
+            ended = torch.isin(new, self.eos)
+        elif self.kind == "never":
+            ended = torch.zeros_like(new, dtype=torch.bool)
+        else:
+            ended = self.targets[request] <= generated + 1
+            new = torch.where(ended, self.eos[0], new)
+        return new, ended | (generated + 1 >= self.spec.max_seqlen)
+
+    def _keep(self, state: _Slots, logits: torch.Tensor, sample) -> None:
+        """Every slot's new token (S,): kept in its request's row, ended there by the stop rule; a slot
+        past its end writes to the spare row."""
+        new, ended = self._end(sample(logits), state.request, state.generated)  # (S,), (S,)
+        row = torch.where(state.finished, self.count, state.request)  # (S,)
+        column = self.prompt_len + state.generated.clamp(max=self.spec.max_seqlen - 1)  # (S,)
+        state.tokens[row, column] = new
+        state.finished |= ended
+        state.generated += 1
+        state.last.copy_(new)
+
+    def _admit(self, state: _Slots, slots: list[int], requests: list[int], sample) -> None:
+        """The admission step: the requests take the slots (k of S) and every slot makes a token."""
+        incoming = torch.full((self.slots,), self.count, device=self.device)
+        incoming[slots] = torch.tensor(requests, device=self.device)  # (S,): N where none is admitted
+        admitted = incoming < self.count  # (S,)
+        state.request.copy_(torch.where(admitted, incoming, state.request))
+        state.generated.masked_fill_(admitted, 0)
+        state.finished &= ~admitted
+        state.unseen |= admitted
+        fed = torch.where(admitted[:, None], self.prompts[incoming], state.last[:, None])  # (S, P)
+        self._keep(state, self.cache.admit(self.eager, fed, admitted), sample)
+
+    def _decode(self, state: _Slots, sample) -> None:
+        if self.graphed:
+            torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are dead
+        self._keep(state, self.cache.decode(self.model, state.last), sample)
+
+    def _fresh(self) -> _Slots:
+        slots, spec = self.slots, self.spec
+        tokens = torch.full((self.count + 1, spec.prompt_len + spec.max_seqlen), int(self.eos[0]), device=self.device)
+        tokens[:, : spec.prompt_len] = self.prompts
+        spare = torch.full((slots,), self.count, device=self.device)
+        return _Slots(request=spare, generated=torch.zeros_like(spare), last=torch.zeros_like(spare),
+                      finished=torch.ones(slots, dtype=torch.bool, device=self.device),
+                      unseen=torch.zeros(slots, dtype=torch.bool, device=self.device), tokens=tokens)
+
+    @torch.inference_mode()
+    def __call__(self, wrap_step: Callable | None = None, ranges: NoRanges = NO_RANGES) -> Served:
+        """Serve every request once; `wrap_step` lets a timer see each step (admissions included)."""
+        spec, state = self.spec, self._fresh()
+        sample = make_sampler(spec.sampling, spec.seed, self.device)
+        steps = _RunSteps(ranges)
+        held: list[int | None] = [None] * self.slots  # the host's view: the request each slot serves
+        ended_at = [0.0] * self.count
+        queued, forwards, admitting = 0, 0, None
+
+        def step(i: int) -> None:
+            nonlocal forwards, admitting
+            with ranges.forward():
+                if admitting:  # the segment's first step
+                    self._admit(state, *admitting, sample)
+                    admitting = None
+                else:
+                    self._decode(state, sample)
+            forwards += 1
+
+        marked = wrap_step(step) if wrap_step else step
+        start = time.perf_counter()
+        free = list(range(self.slots))
+        while True:
+            learned = time.perf_counter() - start
+            for s in free:
+                if held[s] is not None:
+                    ended_at[held[s]], held[s] = learned, None
+            take = free[: self.count - queued] if spec.batching == "continuous" or len(free) == self.slots else []
+            if take:
+                admitting = (take, list(range(queued, queued + len(take))))
+                queued += len(take)
+                for s, r in zip(*admitting):
+                    held[s] = r
+            if all(h is None for h in held):
+                break
+            steps.offset = forwards
+            self.stop_check(marked, lambda: (state.finished & state.unseen).any(), spec.max_seqlen + 1, steps)
+            free = [s for s, done in enumerate(state.finished.tolist()) if done]  # the host reads the mask
+            state.unseen &= ~state.finished
+        return Served(tokens=state.tokens[: self.count], steps=forwards, prompt_len=spec.prompt_len,
+                      latencies_s=ended_at, slots=self.slots)

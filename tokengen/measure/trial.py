@@ -1,0 +1,144 @@
+"""One trial, measured: warmup (compile time on its own), timed runs, one instrumented run.
+
+Returns the result record (tokengen.contract.record) as one flat dict: spec fields, key, status,
+figures, environment. A request workload (requests > 0, tokengen.engines.request_server) counts its
+work in slot-steps (batch_size slots x forwards run) and its useful tokens from its requests, and
+adds the requests' latency percentiles and the slots' occupancy.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy
+import torch
+
+from tokengen.contract.record import make_record
+from tokengen.contract.rules import check_runnable
+from tokengen.contract.spec import TrialSpec
+from tokengen.decode import models
+from tokengen.decode.stopping import row_lengths
+from tokengen.engines import make_generator
+from tokengen.engines.request_server import request_lengths, serving_figures
+from tokengen.measure import clocks, memory
+from tokengen.measure.allocator import live_allocator_tag, set_allocator
+from tokengen.measure.checksum import tokens_array, tokens_sha256
+from tokengen.measure.energy import EnergyMeter
+from tokengen.measure.environment import environment, peak_bandwidth_gbs
+from tokengen.measure.profiling import profile_run
+
+
+@dataclass
+class TimedRuns:
+    """What the timed runs saw: each run's seconds, the last run's result, every run's checksum."""
+
+    runtimes: list[float] = field(default_factory=list)
+    served: list = field(default_factory=list)  # request workloads: every run (its request latencies)
+    last: object = None  # the last run's Generation
+    checksum: str = ""  # the last run's
+    checksums: set[str] = field(default_factory=set)
+    energy_j: float | None = None
+    metered: int = 0  # runs inside the energy meter's interval
+
+
+def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str = ".") -> dict:
+    """The result record; with `tokens_path`, the last run's tokens are saved there (int64 .npy);
+    with profiling on, one more run writes its trace under `profile_dir`."""
+    started = time.perf_counter()
+    check_runnable(spec)
+    set_allocator(spec.allocator, spec.device)
+    torch.set_float32_matmul_precision(spec.matmul_precision)
+    model = models.build_model(spec.model, spec.dtype, spec.device, spec.seed)
+    generate = make_generator(model, spec)
+
+    first, first_run_s = clocks.timed(generate, spec.device)
+    for _ in range(spec.warmup - 1):
+        clocks.timed(generate, spec.device)
+    runs = timed_runs(generate, spec, first, first_run_s)
+    held = memory.memory_stats(spec.device)
+    allocator_live = live_allocator_tag(spec.device)  # read while the model's memory is held
+
+    timer = clocks.StepTimer(spec.device)
+    generate(wrap_step=timer.wrap)
+    step_latencies = timer.latencies()
+    profiled = profile_run(generate, spec, Path(profile_dir)) if spec.profile != "off" else {}
+    if tokens_path:
+        numpy.save(tokens_path, tokens_array(runs.last.tokens))
+    return make_record(
+        spec,
+        key=spec.key(),
+        **figures(spec, model, runs, step_latencies),
+        first_run_s=first_run_s,
+        **held,
+        allocator_live=allocator_live,
+        tokens_sha256=runs.checksum,  # the last timed run's
+        deterministic=len(runs.checksums) == 1,
+        **profiled,
+        trial_wall_s=time.perf_counter() - started,  # model build, compile, every run
+        **environment(spec.device),
+    )
+
+
+def timed_runs(generate, spec: TrialSpec, first, first_run_s: float) -> TimedRuns:
+    """spec.runs timed runs (with no warmup, the first run is the first timed one), NVML's energy
+    counter around them all, memory peaks reset before each."""
+    runs = TimedRuns()
+    meter = EnergyMeter(spec.device)  # the board's counter over all timed runs together (null without one)
+    meter.start()
+    for run in range(spec.runs):
+        if run == 0 and spec.warmup == 0:
+            result, seconds = first, first_run_s
+        else:
+            memory.reset_memory(spec.device)
+            result, seconds = clocks.timed(generate, spec.device)
+        runs.runtimes.append(seconds)
+        if spec.requests:
+            runs.served.append(result)
+        runs.last, runs.checksum = result, tokens_sha256(result.tokens)
+        runs.checksums.add(runs.checksum)
+    runs.energy_j = meter.stop()
+    runs.metered = spec.runs - (spec.warmup == 0)  # with no warmup the first timed run ran before the meter
+    return runs
+
+
+def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]) -> dict:
+    """Work, time, throughput, bandwidth and energy figures of the timed runs."""
+    result = runs.last
+    steps = result.steps
+    stats = clocks.runtime_stats(runs.runtimes)
+    median = stats["runtime_median_s"]
+    ttft = step_latencies[0]  # step 0: the prompt's forward and the first sampled token
+    eos = models.eos_ids(model.config)
+    if spec.requests:
+        useful = int(request_lengths(spec, result.tokens, eos).sum())
+        requests = serving_figures(runs.served, useful)
+    else:
+        useful = int(row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, result.tokens, eos, steps).sum())
+        requests = {}
+    generated = spec.batch_size * steps  # slot-steps for requests: padding and idle slots included
+    weight_bytes = models.weight_bytes(model)
+    bandwidth = weight_bytes * steps / median / 1e9
+    peak = peak_bandwidth_gbs(torch.cuda.get_device_name() if spec.device == "cuda" else None)
+    energy_j, metered = runs.energy_j, runs.metered
+    return dict(
+        steps=steps,
+        tokens_generated=generated,
+        useful_tokens=useful,
+        runtime_s=runs.runtimes,
+        **stats,
+        tokens_per_s=generated / median,
+        useful_tokens_per_s=useful / median,
+        **requests,
+        ttft_s=ttft,
+        tpot_s=(median - ttft) / (steps - 1) if steps > 1 else None,
+        step_latency_median_s=statistics.median(step_latencies),
+        step_latency_p90_s=clocks.percentile(step_latencies, 90),
+        energy_j=energy_j,
+        energy_j_per_token=energy_j / (useful * metered) if energy_j is not None and useful and metered else None,
+        weight_bytes=weight_bytes,
+        weight_bandwidth_gbs=bandwidth,
+        weight_bandwidth_pct_of_peak=100.0 * bandwidth / peak if peak else None,
+    )

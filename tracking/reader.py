@@ -1,0 +1,218 @@
+"""A sweep's runs, read back from MLflow into one flat pandas DataFrame: the reports' only input.
+
+Nothing is re-run: every figure comes from `MlflowClient.search_runs`. Params, metrics and tags
+lose their `params.`/`metrics.`/`tags.` prefixes so the columns carry the names the sweep logged
+(`batch_size`, `runtime_mean_s`, `env_gpu_name`), and params get their TrialSpec types back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+from mlflow import MlflowClient
+from mlflow.utils.file_utils import local_file_uri_to_path
+from mlflow.utils.uri import is_local_uri
+
+from tokengen.contract.names import FAILED, FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE
+from tokengen.contract.record import first_line, typed
+from tokengen.contract.spec import TrialSpec
+from tracking.recorder import TrackingError, check_reachable
+
+PAGE = 5000
+
+
+class ReportError(RuntimeError):
+    """Nothing to report on, or the store cannot be read: one line that names the fix."""
+
+
+@dataclass
+class SweepRuns:
+    uri: str
+    experiment: str
+    experiment_id: str
+    sweep: str
+    parent_id: str
+    trials: pd.DataFrame  # one row per trial key: its latest finished run, else its latest run
+    client: MlflowClient
+    outside_baselines: pd.DataFrame = field(default_factory=pd.DataFrame)  # finished baselines of other sweeps
+    config: dict = field(default_factory=dict)  # the sweep's configuration as its parent run saved it
+
+
+_SPEC_DEFAULTS = TrialSpec().to_dict()
+
+
+def flatten(run) -> dict:
+    """One run as a flat record: tags, then metrics, then params (params win a shared name)."""
+    tags = run.data.tags
+    row = {
+        "run_id": run.info.run_id, "run_name": tags.get("mlflow.runName"), "run_status": run.info.status,
+        "start_time": run.info.start_time, "artifact_uri": run.info.artifact_uri,
+        "parent_run_id": tags.get("mlflow.parentRunId"),
+    }
+    row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.")})
+    row.update({k: typed(k, v) for k, v in run.data.metrics.items()})
+    row.update({k: typed(k, v) for k, v in run.data.params.items()})
+    for name, default in _SPEC_DEFAULTS.items():  # a field added since the run was recorded: its default
+        row.setdefault(name, default)
+    if "status" not in row:  # the driver tags a trial's status last: without it, the run was cut short
+        row.update(status=FAILED, error_type="Incomplete",
+                   error_message=f"the driver stopped before recording this trial in full (run {run.info.status})")
+    gpu = row.get("accelerator_type") or row.get("env_gpu_name")
+    row["gpu_type"] = gpu if isinstance(gpu, str) and gpu else None
+    return row
+
+
+def search(client: MlflowClient, experiment_id: str, filter_string: str) -> list:
+    runs, token = [], None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=filter_string, max_results=PAGE, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def frame_of(runs: list) -> pd.DataFrame:
+    return pd.DataFrame([flatten(run) for run in runs])
+
+
+def latest_per_trial(frame: pd.DataFrame) -> pd.DataFrame:
+    """A trial key retried or rerun keeps one row: its latest finished run, else its latest run."""
+    if frame.empty:
+        return frame
+    named = frame["trial_key"] if "trial_key" in frame else frame["run_id"]
+    keys = [key if isinstance(key, str) else run for key, run in zip(named, frame["run_id"])]
+    order = frame.assign(_key=keys, _done=(frame["status"] == FINISHED).astype(int))
+    order = order.sort_values(["_done", "start_time"], kind="stable")
+    kept = order.drop_duplicates("_key", keep="last").drop(columns=["_key", "_done"])
+    return kept.sort_values("start_time", kind="stable").reset_index(drop=True)
+
+
+def _no_sweep(uri: str, experiment: str, why: str) -> ReportError:
+    return ReportError(f"no sweep in {uri} experiment '{experiment}' ({why}): "
+                       "run python -m sweeps.run +grid=smoke first")
+
+
+def open_experiment(uri: str, experiment: str) -> tuple[MlflowClient, str]:
+    """The client and experiment id; a missing SQLite file is an error here, never a new empty store."""
+    try:
+        check_reachable(uri)
+    except TrackingError as exc:
+        raise ReportError(str(exc).replace("fix tracking.uri", "fix --uri")) from None
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        raise _no_sweep(uri, experiment, f"no file {uri.removeprefix('sqlite:///')}")
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        found = client.get_experiment_by_name(experiment)
+    except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
+        raise ReportError(f"cannot read tracking store {uri} ({first_line(exc)}): fix --uri") from None
+    if found is None:
+        raise _no_sweep(uri, experiment, "no such experiment")
+    return client, found.experiment_id
+
+
+def parent_run(client: MlflowClient, experiment_id: str, sweep: str | None):
+    """The sweep's parent run (the latest of that name), or the latest sweep's when sweep is None."""
+    where = f"tags.sweep_parent = '{sweep}'" if sweep else "tags.sweep_parent LIKE '%'"
+    runs = client.search_runs([experiment_id], filter_string=where, max_results=1,
+                              order_by=["attributes.start_time DESC"])
+    return runs[0] if runs else None
+
+
+def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None) -> SweepRuns:
+    """Every trial recorded under the sweep's name (across its resumes), one row per trial key."""
+    client, experiment_id = open_experiment(uri, experiment)
+    if sweep and "'" in sweep:
+        raise ReportError(f"sweep name {sweep!r} has a quote: pass the name without it")
+    parent = parent_run(client, experiment_id, sweep)
+    if parent is None and sweep:
+        raise ReportError(f"no sweep named '{sweep}' in {uri} experiment '{experiment}': run python -m sweeps.run "
+                          f"+grid=smoke sweep.name={sweep} first, or drop --sweep for the latest")
+    if parent is None:
+        raise ReportError(f"no sweep in {uri} experiment '{experiment}': run python -m sweeps.run +grid=smoke first")
+    name = parent.data.tags["sweep_parent"]
+    runs = [r for r in search(client, experiment_id, f"tags.sweep = '{name}'") if "mlflow.parentRunId" in r.data.tags]
+    trials = latest_per_trial(frame_of(runs))
+    reused = reused_trials(client, experiment_id, parent, trials)
+    if not reused.empty:
+        trials = pd.concat([trials, reused], ignore_index=True)
+    config = parent_artifact(client, parent, SWEEP_CONFIG_FILE) or {}
+    return SweepRuns(uri, experiment, experiment_id, name, parent.info.run_id, trials, client, config=config)
+
+
+def parent_artifact(client: MlflowClient, parent, name: str):
+    """A JSON artifact of the sweep's parent run, or None."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return _read(client, parent.info.run_id, parent.info.artifact_uri, name, tmp,
+                     lambda path: json.loads(Path(path).read_text()))
+
+
+def reused_trials(client: MlflowClient, experiment_id: str, parent, own: pd.DataFrame) -> pd.DataFrame:
+    """The finished trials of the sweep's plan that it reused from earlier runs (resume skips a key
+    finished anywhere in the experiment), so its report covers its whole plan; `reused_from` names
+    the sweep that ran each."""
+    plan = parent_artifact(client, parent, PLAN_FILE)
+    wanted = set((plan or {}).get("reused", [])) - set(own.get("trial_key", pd.Series(dtype=object)))
+    if not wanted:
+        return pd.DataFrame()
+    found = [r for r in search(client, experiment_id, f"tags.status = '{FINISHED}'")
+             if r.data.tags.get("trial_key") in wanted and "mlflow.parentRunId" in r.data.tags]
+    frame = latest_per_trial(frame_of(found))
+    return frame.assign(reused_from=frame["sweep"]) if not frame.empty else frame
+
+
+def add_outside_baselines(runs: SweepRuns) -> None:
+    """Baselines recorded by other sweeps: resume skips a trial finished anywhere in the experiment,
+    so a sweep can lack its own baseline while the experiment has it."""
+    found = search(runs.client, runs.experiment_id, f"tags.variant = 'baseline' and tags.status = '{FINISHED}'")
+    mine = set(runs.trials["run_id"]) if not runs.trials.empty else set()
+    others = [r for r in found if r.info.run_id not in mine and "mlflow.parentRunId" in r.data.tags]
+    runs.outside_baselines = latest_per_trial(frame_of(others))
+
+
+def is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _read(client: MlflowClient, run_id: str, artifact_uri: str, name: str, into: str, load: Callable):
+    try:
+        if isinstance(artifact_uri, str) and is_local_uri(artifact_uri, is_tracking_or_registry_uri=False):
+            return load(Path(local_file_uri_to_path(artifact_uri)) / name)  # the store's own disk: no copy
+        return load(client.download_artifacts(run_id, name, f"{into}/{run_id}"))
+    except Exception:  # noqa: BLE001 - a run without the file is reported as unchecked, not as a crash
+        return None
+
+
+def fetch_artifacts(client: MlflowClient, frame: pd.DataFrame, labels, name: str, load: Callable,
+                    threads: int = 8) -> dict:
+    """`load(path)` of artifact `name` of each listed row's run, by run id (None where it is missing);
+    several at once, since a tracking server answers each over HTTP."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file buries the output
+    runs = {frame.at[label, "run_id"]: frame.at[label, "artifact_uri"] for label in labels}
+    if not runs:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(threads) as pool:
+        found = pool.map(lambda item: _read(client, *item, name, tmp, load), runs.items())
+        return dict(zip(runs, found))
+
+
+def fill_error_messages(client: MlflowClient, frame: pd.DataFrame) -> None:
+    """A failed trial's message lives in its result.json artifact (tags hold only its error type)."""
+    if frame.empty:
+        return
+    if "error_message" not in frame:
+        frame["error_message"] = None
+    wanted = frame.index[(frame["status"] != FINISHED) & frame["error_message"].map(is_missing)]
+    records = fetch_artifacts(client, frame, wanted, RESULT_FILE, lambda path: json.loads(Path(path).read_text()))
+    for label in wanted:
+        record = records.get(frame.at[label, "run_id"])
+        if record:
+            frame.at[label, "error_message"] = record.get("error_message")
