@@ -1,0 +1,199 @@
+"""Did the machine interfere with the timed runs? Evidence gathered around them, and a verdict.
+
+A busy machine once printed a KV-cache "speedup" of 0.06x with no mark. A `Watch` around the timed
+runs records what the trial's own clock cannot see; `verdict` makes it `measurement`: ok | noisy
+(spread above target after the most runs allowed) | contended (interference seen), with reasons.
+Stdlib only, no torch; NVML (`pynvml`) is imported only for a CUDA trial; without it GPU fields are None.
+
+Record fields (flat, as Watch.stop() and record_fields() return them):
+    interference_device       str          the trial's device ("cpu", "cuda"); the CPU-time rule is for CPU trials
+    interference_wall_s       float        seconds between start() and stop()
+    interference_threads      int          threads the trial was given
+    interference_cores        int          cores this process may run on (affinity), else os.cpu_count()
+    interference_cpu_util     float        our CPU time (user+sys, all threads) / (wall x min(threads, cores))
+    interference_others_cores float|None   cores-worth of CPU that others used on our cores (/proc/stat, Linux)
+    interference_load         float|None   1-minute load average, the larger of start and end
+    interference_gpu_procs    int|None     other compute processes on our GPU (NVML), the larger of start and end
+    interference_sm_clock_mhz int|None     SM clock, the lower of start and end (NVML)
+    interference_throttle     str|None     clock event reasons seen at start or end, comma-joined, "" for none (NVML)
+    measurement               str          ok | noisy | contended
+    measurement_reasons       str          the reasons, "; "-joined, "" for ok
+
+    watch = Watch(threads=torch.get_num_threads(), device=spec.device, nvml_handle=handle_or_callable).start()
+    ...                                          # timed runs, device drained
+    evidence = watch.stop()
+    record.update(record_fields(evidence, cv=stats["runtime_cv"], target_ci_reached=runs.target_met))
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Iterable
+
+# others on a quarter of our cores: decode is memory-bound, so even "spare" cores share its bandwidth and cache
+OTHERS_CORES_SHARE = 0.25
+# a CPU trial's threads ran < 80% of the wall: starved by others, or by a cgroup quota that /proc/stat cannot show
+CPU_UTIL_MIN = 0.8
+# more runnable than cores; judged only without /proc/stat, as it lags a minute and counts our own threads
+LOAD_PER_CORE = 1.0
+# any other compute context on our GPU takes its SMs and memory bandwidth in turns with ours
+GPU_PROCS_MAX = 0
+# a fixed run count pursues no CI target: above 10% CV a 2x-vs-1.8x comparison is not sure
+NOISY_CV = 0.10
+# NVML clock event reason bits (nvml.h nvmlClocksEventReason*); 0x1 gpu_idle is left out, the start is sampled drained
+THROTTLE_REASONS = {
+    0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
+    0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clocks",
+}
+# heat or power limits from outside the trial; sw_power_cap is recorded, not judged: a heavy trial holds its own
+# GPU at its power limit on every run, so it is the trial's speed, not interference
+THROTTLE_CONTENDED = frozenset({"hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
+
+
+def host_busy_s(cpus: set[int] | None, stat: str = "/proc/stat") -> float | None:
+    """CPU seconds every process spent on `cpus` (all when None) since boot, from /proc/stat; None off Linux."""
+    try:
+        with open(stat) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    ticks = 0
+    for line in lines:
+        if not line.startswith("cpu"):
+            break
+        name, *values = line.split()
+        if name == "cpu" or (cpus is not None and int(name[3:]) not in cpus):
+            continue
+        v = [int(x) for x in values] + [0] * 8  # user nice system idle iowait irq softirq steal guest...
+        ticks += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]  # busy and stolen; guest time is inside user
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def _either(pick, a, b):  # of the start and end samples, those taken
+    present = [x for x in (a, b) if x is not None]
+    return pick(present) if present else None
+
+
+class Watch:
+    """start() before the timed runs, stop() after: the evidence dict of the module docstring.
+
+    `nvml_handle`: the pynvml handle of the trial's GPU, or a callable returning it (the caller knows the
+    device; no torch here); else NVML's handle of the first CUDA_VISIBLE_DEVICES entry (index or UUID) or
+    index 0. `ignore_pids`: our own helper processes on the GPU, not counted as others.
+    """
+
+    def __init__(self, threads: int, device: str = "cpu", nvml_handle: Any = None, ignore_pids: Iterable[int] = ()):
+        self.threads, self.device = max(1, int(threads)), device
+        self._cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        self.cores = len(self._cpus) if self._cpus else os.cpu_count() or 1
+        self._ignore = {os.getpid(), *ignore_pids}
+        self._handle, self._nvml, self._start = nvml_handle, None, None
+
+    def _sample(self) -> tuple:
+        gpu = self._nvml() if self._nvml else (None, None, None)
+        return time.perf_counter(), time.process_time(), host_busy_s(self._cpus), _load(), *gpu
+
+    def start(self) -> "Watch":
+        if self.device.startswith("cuda"):
+            self._nvml = _nvml_sampler(self._handle, self._ignore)
+        self._start = self._sample()
+        return self
+
+    def stop(self) -> dict:
+        if self._start is None:
+            raise RuntimeError("Watch.stop() before start()")
+        wall1, cpu1, host1, load1, procs1, clock1, mask1 = self._sample()
+        wall0, cpu0, host0, load0, procs0, clock0, mask0 = self._start
+        wall, cpu_s = max(wall1 - wall0, 1e-9), cpu1 - cpu0
+        others = None if host0 is None or host1 is None else max(0.0, host1 - host0 - cpu_s) / wall
+        masks = [m for m in (mask0, mask1) if m is not None]
+        seen = {name for bit, name in THROTTLE_REASONS.items() for m in masks if m & bit}
+        return {
+            "interference_device": self.device,
+            "interference_wall_s": wall,
+            "interference_threads": self.threads,
+            "interference_cores": self.cores,
+            "interference_cpu_util": cpu_s / (wall * min(self.threads, self.cores)),
+            "interference_others_cores": others,
+            "interference_load": _either(max, load0, load1),
+            "interference_gpu_procs": _either(max, procs0, procs1),
+            "interference_sm_clock_mhz": _either(min, clock0, clock1),
+            "interference_throttle": ",".join(sorted(seen)) if masks else None,
+        }
+
+
+def _nvml_sampler(handle: Any, ignore: set[int]) -> Callable[[], tuple] | None:
+    """A reader of (other processes, SM clock MHz, clock event reason mask) on the GPU, or None.
+
+    In a container NVML lists host pids, so where none of ours is listed one entry is taken as us.
+    """
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        handle = handle() if callable(handle) else handle
+        if handle is None:
+            first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+            by = pynvml.nvmlDeviceGetHandleByIndex if first.isdigit() else pynvml.nvmlDeviceGetHandleByUUID
+            handle = by(int(first) if first.isdigit() else first)
+    except pynvml.NVMLError:
+        return None
+    reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)  # the newer name, driver 535 on
+    reasons = reasons or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+
+    def read(fn, *args):
+        try:
+            return fn(handle, *args)
+        except pynvml.NVMLError:  # an unsupported query costs its field, not the trial
+            return None
+
+    def sample() -> tuple:
+        listed = read(pynvml.nvmlDeviceGetComputeRunningProcesses)
+        pids = None if listed is None else {p.pid for p in listed}
+        others = None if pids is None else len(pids - ignore) if pids & ignore else max(0, len(pids) - 1)
+        return others, read(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM), read(reasons)
+
+    return sample
+
+
+def verdict(evidence: dict, cv: float | None, target_ci_reached: bool | None, noisy_cv: float = NOISY_CV):
+    """(measurement, reasons): contended when interference was seen, else noisy when the spread is
+    above target (`target_ci_reached` False, or None for a fixed run count and cv > noisy_cv), else ok."""
+    e, cores = evidence, evidence.get("interference_cores") or 1
+    contended, noisy = [], []
+    others, load = e.get("interference_others_cores"), e.get("interference_load")
+    if others is not None and others > OTHERS_CORES_SHARE * cores:
+        contended.append(f"others used {others:.1f} of {cores} cores")
+    util, threads = e.get("interference_cpu_util"), min(e.get("interference_threads") or 1, cores)
+    if e.get("interference_device") == "cpu" and util is not None and util < CPU_UTIL_MIN:
+        contended.append(f"CPU time {util:.2f} of {threads} thread{'s' * (threads != 1)} x wall")
+    if others is None and load is not None and load > LOAD_PER_CORE * cores:
+        contended.append(f"load {load:.1f} on {cores} cores")
+    procs = e.get("interference_gpu_procs")
+    if procs is not None and procs > GPU_PROCS_MAX:
+        contended.append(f"{procs} other process{'es' if procs > 1 else ''} on the GPU")
+    held = sorted(set((e.get("interference_throttle") or "").split(",")) & THROTTLE_CONTENDED)
+    if held:
+        contended.append(f"GPU clocks held down: {','.join(held)}")
+    if target_ci_reached is False:
+        noisy.append("CI target not met" + (f" (cv {cv:.1%})" if cv is not None else ""))
+    elif target_ci_reached is None and cv is not None and cv > noisy_cv:
+        noisy.append(f"cv {cv:.1%} above {noisy_cv:.0%}")
+    measurement = "contended" if contended else "noisy" if noisy else "ok"
+    return measurement, contended + noisy
+
+
+def record_fields(evidence: dict, cv: float | None, target_ci_reached: bool | None, noisy_cv: float = NOISY_CV):
+    """The evidence plus `measurement` and `measurement_reasons`, ready for the result record."""
+    measurement, reasons = verdict(evidence, cv, target_ci_reached, noisy_cv)
+    return {**evidence, "measurement": measurement, "measurement_reasons": "; ".join(reasons)}
