@@ -138,7 +138,7 @@ def run_in_process(spec: TrialSpec, profile_dir: Path, timeout: int) -> dict:
 def one_model_per_table():
     """In-process rows share the model: the same name, dtype, device and seed build the same seeded
     weights, and nothing a row does changes them (torch.compile wraps, it does not modify). Built
-    once, not per row: about 2 s of CPU per gpt2 row that a lent GPU's clock would pay for."""
+    once, not per row: about 2 s of CPU per gpt2 row that the GPU check's time limit would pay for."""
     from tokengen.decode import models
 
     build, built = models.build_model, {}
@@ -166,7 +166,7 @@ def _allocator(record: dict) -> str:
 
 
 def _same_tokens(record: dict, base: dict | None) -> str:
-    """DESIGN.md's promise: every row with a stop check returns the baseline's tokens."""
+    """docs/design.md's promise: every row with a stop check returns the baseline's tokens."""
     if base is None or record["stop_check"] == "none":  # none: the baseline's tokens, then padding
         return "n/a"
     return "yes" if record["tokens_sha256"] == base["tokens_sha256"] else "NO"

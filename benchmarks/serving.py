@@ -12,15 +12,15 @@ Useful tokens/s counts each request's tokens up to its end (padding and idle slo
 run's wall time. For the peer, a run is what a generate_batch() call costs on a warm model (its
 loop thread's start and stop, and the gc.collect() its stop runs, included); `peer_last_result_s`
 is the time to its last request's result, without that stop: continuous is compared with both.
-Targets (issue 13): continuous >= 1.5x static, and no slower than the peer.
+What it should show: continuous >= 1.5x static, and no slower than the peer.
 
 One torch thread by default: transformers' loop runs its forwards on a thread of its own, where
 torch's intra-op pool does not reach (measured here: a tiny-model forward on a helper thread takes
-the single-thread time), so one thread each compares batching, not thread pools. On a 2-core machine
-that others share, two threads that wait for each other at every small op are also ~10x slower than
+the single-thread time), so one thread each compares batching, not thread pools. On a busy 2-core
+machine, two threads that wait for each other at every small op are also ~10x slower than
 one (124 ms against 12 ms per forward, measured), which would swamp what is measured.
 
-    python benchmarks/serving.py                      # the target's workload
+    python benchmarks/serving.py                      # the default workload
     python benchmarks/serving.py --runs 9 --threads 2 --requests 128
 The last line of output is JSON for scripts.
 """

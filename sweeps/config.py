@@ -1,5 +1,7 @@
 """The sweep's typed configuration, registered in Hydra's ConfigStore as the schema of conf/config.yaml.
 
+Every default is written here once; conf/config.yaml only composes (and names Hydra's run folder).
+
 `trial` is TrialSpec itself (as a mutable twin Hydra can override), so a typo in YAML or on the
 command line fails at compose time and the trial's defaults are written once, in tokengen.
 """
@@ -31,7 +33,9 @@ class SweepSettings:
     inductor_cache: str = "per_trial"  # per_trial (cold compiles, honest first_run_s) or per_sweep (shared, faster)
     workdir: str = "/tmp/tokengen-sweeps"  # on each node: <workdir>/<sweep name>/<key>: JSON, logs, compile caches
     max_trials: int = 100_000  # a grid with more points is refused before it is expanded: raise this to run it
-    prices: dict[str, float] = field(default_factory=dict)  # USD per device-hour by accelerator type, and `cpu` (conf/config.yaml)
+    # USD for one device for one hour, per accelerator type (`cpu`: one CPU trial's node), for the report's cost
+    # column: example on-demand list prices (2026), not quotes; set yours with sweep.prices.<TYPE>=...
+    prices: dict[str, float] = field(default_factory=lambda: {"cpu": 0.10, "L40S": 1.86, "H100": 4.76, "H200": 6.08})
 
 
 @dataclass

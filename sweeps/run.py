@@ -97,15 +97,14 @@ def close_sweep(outbox: Outbox, failed: int) -> None:
         _say(f"tracking: the sweep's run is left open ({first_line(exc)})")
 
 
-def publish_report(config: dict, recorder, records: list[dict]) -> None:
+def publish_report(config: dict, records: list[dict]) -> None:
     """Build the sweep's report from MLflow (every trial of its plan), attach it to its run, print its main table."""
-    from tracking.report import build_report
+    from tracking.report import attach, build_report
 
     uri, name = config["tracking"]["uri"], config["sweep"]["name"]
     try:
         report = build_report(uri, config["tracking"]["experiment"], name, "reports")
-        for path in report.files:
-            recorder.log_sweep_artifact(str(path), "report")
+        attach(uri, report)
         print(report.main)
         _say(f"report: {report.directory / 'report.md'}, attached to the sweep's run")
     except Exception as exc:  # noqa: BLE001 - every trial is already recorded; the report can be rebuilt
@@ -183,7 +182,7 @@ def run_sweep(config: DictConfig | dict) -> int:
     if outbox.unrecorded:
         print_summary(records)  # the store is down: no report from it, the table of the records in hand
     else:
-        publish_report(config, outbox.recorder, records)
+        publish_report(config, records)
     _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed, in {wall:.1f} s")
     for record in failed:
         _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")

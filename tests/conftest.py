@@ -19,3 +19,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def fresh_ray(monkeypatch, tmp_path):
+    """A sweep test runs in its own directory (journal, reports) and leaves no Ray behind."""
+    import ray
+
+    monkeypatch.chdir(tmp_path)
+    yield
+    ray.shutdown()

@@ -12,6 +12,7 @@ from sweep_helpers import child_runs, run_captured, small_sweep
 from sweeps.run import run_sweep
 
 USER, PASSWORD = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"
+pytestmark = pytest.mark.usefixtures("fresh_ray")
 
 
 @pytest.fixture(scope="module")
@@ -21,13 +22,6 @@ def server(tmp_path_factory):
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(autouse=True)
-def fresh_ray(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    yield
-    ray.shutdown()
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import ray
 import torch
 
 from sweeps.run import run_sweep
@@ -13,14 +12,7 @@ from tokengen.contract.rules import resolve
 from tokengen.contract.spec import SpecError
 from tokengen.decode.models import build_model
 
-pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials
-
-
-@pytest.fixture(autouse=True)
-def fresh_ray(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    yield
-    ray.shutdown()
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fresh_ray")]  # starts Ray (a local cluster) and runs real trials
 
 
 def corrupt_checkpoint(path) -> str:

@@ -11,14 +11,7 @@ from mlflow import MlflowClient
 from sweeps.run import run_sweep
 from sweep_helpers import child_runs, small_sweep
 
-pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials
-
-
-@pytest.fixture(autouse=True)
-def fresh_ray(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    yield
-    ray.shutdown()
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fresh_ray")]  # starts Ray (a local cluster) and runs real trials
 
 
 def test_sweep_records_every_trial_then_resume_runs_none(tmp_path, capsys):

@@ -66,7 +66,7 @@ def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[st
                 columns[name].append(value)
             continue
         other = frame.loc[b]
-        per_step = _number(other["steps"]) / _number(row["steps"])
+        per_step = as_float(other["steps"]) / as_float(row["steps"])
         per_step = per_step if per_step > 0 and per_step != 1 else 1.0  # NaN steps: compare runs
         low, high = ratio_interval(*_stats(other), *_stats(row))
         columns["speedup"].append(other["runtime_mean_s"] / row["runtime_mean_s"] / per_step)
@@ -79,7 +79,8 @@ def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[st
     return frame
 
 
-def _number(value) -> float:
+def as_float(value) -> float:
+    """A figure as a float, NaN where the store has none (None, text): arithmetic on it stays NaN."""
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -87,11 +88,11 @@ def _number(value) -> float:
 
 
 def _positive(value) -> bool:
-    return _number(value) > 0
+    return as_float(value) > 0
 
 
 def _stats(row) -> tuple[float, float, int]:
     """(mean, std, runs) of a trial's timed runs; a missing std counts as exact."""
-    std = _number(row["runtime_std_s"])
-    runs = _number(row["runs"])
+    std = as_float(row["runtime_std_s"])
+    runs = as_float(row["runs"])
     return float(row["runtime_mean_s"]), 0.0 if math.isnan(std) else std, 0 if math.isnan(runs) else int(runs)

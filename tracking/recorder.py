@@ -195,7 +195,8 @@ def _one_opener(uri: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _number(value) -> float | None:
+def _metric_value(value) -> float | None:
+    """What MLflow can store as a metric: a finite number (bools as 0/1), else None."""
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)) and math.isfinite(value):
@@ -205,10 +206,10 @@ def _number(value) -> float | None:
 
 def metrics_of(record: dict, timestamp: int) -> list[Metric]:
     """The record's metrics, and each series as one metric stepped by run index."""
-    metrics = [Metric(name, v, timestamp, 0) for name in METRICS if (v := _number(record.get(name))) is not None]
+    metrics = [Metric(name, v, timestamp, 0) for name in METRICS if (v := _metric_value(record.get(name))) is not None]
     for name in SERIES_FIELDS:
         for step, value in enumerate(record.get(name) or []):
-            if (v := _number(value)) is not None:
+            if (v := _metric_value(value)) is not None:
                 metrics.append(Metric(name, v, timestamp, step))
     return metrics
 
@@ -330,10 +331,6 @@ class Recorder:
         self.client.set_tag(run_id, "status", status)
         self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
         return run_id
-
-    @failing_fast
-    def log_sweep_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(self.parent_id, local_path, artifact_path)
 
     @failing_fast
     def end_sweep(self, failed: int) -> None:

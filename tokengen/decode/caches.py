@@ -38,6 +38,13 @@ def _parameters(model):
     return inspect.signature(getattr(model, "_orig_mod", model).forward).parameters
 
 
+def kv_heads_and_dim(config) -> tuple[int, int]:
+    """(key/value heads, head dim) of a layer's cache: grouped-query models keep fewer heads than they attend with."""
+    text = config.get_text_config(decoder=True)
+    heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+    return heads, getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+
+
 def causal_mask(model, length: int) -> torch.Tensor | None:
     """(1, 1, length, length) causal mask in the format of the model's attention (bool for sdpa,
     additive for eager), built once per trial; slices of it are passed to the model, which then
@@ -123,9 +130,7 @@ class StaticKV(DynamicKV):
         super().__init__(model, batch_size, prompt_len, max_seqlen)
         length = prompt_len + max_seqlen  # the last token is never fed back: one column to spare
         self.cache = StaticCache(config=self.config, max_cache_len=length)
-        text = self.config.get_text_config(decoder=True)
-        heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
-        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        heads, head_dim = kv_heads_and_dim(self.config)
         weight = next(model.parameters())
         self.cache.early_initialization(batch_size, heads, head_dim, weight.dtype, weight.device)
         mask = causal_mask(model, length)

@@ -8,7 +8,7 @@ step i when it learns that step i-1 ended the batch: it returns i, and step i's 
 
 The lagged checks take the streams, events and pinned flags they are built from through `device`
 (CUDA by default), so tests/test_stop_checks.py can run them on a simulated GPU that falls behind
-the host: their bookkeeping is tested on the CPU, where no GPU is lent.
+the host: their bookkeeping is tested on any machine, without a GPU.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
-from tokengen.decode.caches import cache_kwarg
+from tokengen.decode.caches import cache_kwarg, kv_heads_and_dim
 
 
 class _SlotLayer(CacheLayerMixin):
@@ -69,8 +69,7 @@ class SlotKV:
 
     def __init__(self, model, slots: int, prompt_len: int, length: int):
         text = model.config.get_text_config(decoder=True)
-        heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
-        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        heads, head_dim = kv_heads_and_dim(model.config)
         weight = next(model.parameters())
         shape = (slots, heads, length + prompt_len - 1, head_dim)  # the last P - 1 columns: admission's spares
         self.buffers = [(weight.new_zeros(shape), weight.new_zeros(shape)) for _ in range(text.num_hidden_layers)]

@@ -1,6 +1,6 @@
 """Joules the GPU drew over an interval, from NVML's total-energy counter; None wherever it is absent.
 
-Optional, as DESIGN.md wants every extra measurement: `pynvml` (package nvidia-ml-py, extra
+Optional, as docs/design.md wants every extra measurement: `pynvml` (package nvidia-ml-py, extra
 `energy`) is imported only when a CUDA meter is made, and a CPU trial, a machine without it, or a
 GPU without the counter (nvmlDeviceGetTotalEnergyConsumption says NotSupported) gets None.
 
