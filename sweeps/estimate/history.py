@@ -1,0 +1,138 @@
+"""History: the finished, trustworthy runs, with the per-run quantities the fits read.
+
+Input is tracking.runs' flat frame (params, metrics and tags by their logged names), one row per
+finished run. A run the sweep tagged `measurement` noisy or contended is left out: its times describe
+the neighbours as much as the trial. Derived columns:
+  steady_run_s  one run without compile (with warmup=0 the mean holds the first run: it is taken out)
+  compile_s     first_run_s - steady_run_s: compile, or the device's start-up with compile=off
+  build_s       trial_wall_s less every run: model build and whatever else the trial process does
+  in_child_s    child_wall_s - trial_wall_s: the trial process's start-up as the sweep saw it
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from sweeps.estimate.hardware import gpu_kind
+from sweeps.estimate.trials import DEFAULTS, INSTRUMENTED_RUNS, PROFILE_SLOWDOWN, family, law, missing, text
+
+REQUIRED = ("model", "device", "dtype", "batch_size", "max_seqlen", "steps", "runtime_mean_s")
+METRICS = ("steps", "runtime_mean_s", "runtime_median_s", "first_run_s", "trial_wall_s", "child_wall_s")
+TRUSTED_MEASUREMENT = {"ok"}  # the `measurement` tag; a run recorded before the tag existed counts as ok
+RUN_COUNT_COLUMNS = ("runs_done", "timed_runs", "runs_timed")  # runs=auto: how many ran (name not settled yet)
+KEY_COLUMNS = ("trial_key", "key")
+MEASUREMENT_FIELDS = ("warmup", "runs", "profile")  # change the total, not a run's time
+IDENTITY_IGNORED = {"variant", "key", "trial_key", "min_runs", "max_runs", "profile_steps", "accelerator_type",
+                    *MEASUREMENT_FIELDS}
+OUTSIDE_CHILD_S = 1.05
+"""Per-trial harness outside the trial process (Ray, MLflow writes): README's 1.11 s less the fork
+and start-up that child_wall_s - trial_wall_s already counts (tens of ms)."""
+
+
+def device_kind(row: Mapping) -> str:
+    """'cpu', a GPU table key (H100, L40S, ...) or 'cuda' when a run says nothing of its GPU."""
+    if text(row, "device") != "cuda":
+        return "cpu"
+    for column in ("accelerator_type", "env_gpu_name", "gpu_type"):
+        kind = gpu_kind(row.get(column))
+        if kind:
+            return kind
+    return "cuda"
+
+
+def _trusted(history: pd.DataFrame) -> pd.DataFrame:
+    keep = pd.Series(True, index=history.index)
+    if "status" in history:
+        keep &= history["status"].astype(str).str.lower().isin({"finished", "nan", "none"})
+    if "measurement" in history:
+        tag = history["measurement"]
+        keep &= tag.isna() | tag.astype(str).str.lower().isin(TRUSTED_MEASUREMENT)
+    return history[keep]
+
+
+def _timed_runs_done(frame: pd.DataFrame) -> pd.Series:
+    """Timed runs a row made: its runs param, or for runs=auto a count column or its runtime series."""
+    done = pd.to_numeric(frame["runs"], errors="coerce")
+    for column in RUN_COUNT_COLUMNS:
+        if column in frame:
+            done = done.fillna(pd.to_numeric(frame[column], errors="coerce"))
+    if "runtime_s" in frame:
+        lengths = frame["runtime_s"].map(lambda v: float(len(v)) if isinstance(v, (list, tuple)) else np.nan)
+        done = done.fillna(lengths)
+    return done
+
+
+def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
+    """Trusted rows with defaults filled and the derived columns added; empty if nothing is usable."""
+    if history is None or len(history) == 0 or any(c not in history for c in REQUIRED):
+        return pd.DataFrame()
+    frame = _trusted(history).copy()
+    for name, default in DEFAULTS.items():
+        if name not in frame:
+            frame[name] = default
+    for name in METRICS:
+        frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else np.nan
+    records = frame.to_dict("records")
+    frame["device_kind"] = [device_kind(r) for r in records]
+    frame["family"] = [family(r, k) for r, k in zip(records, frame["device_kind"])]
+    frame["law"] = [law(r) for r in records]
+    runs = _timed_runs_done(frame)
+    warmup = pd.to_numeric(frame["warmup"], errors="coerce").fillna(DEFAULTS["warmup"])
+    mean, first = frame["runtime_mean_s"], frame["first_run_s"]
+    without_first = (runs * mean - first) / (runs - 1)  # warmup=0: the first run is among the timed ones
+    first_inside = (warmup == 0) & first.notna()
+    steady = mean.where(~first_inside, without_first.where(runs > 1))
+    steady = steady.where(steady.notna() | (frame["compile"] != "off"), mean)  # compile off: first run ~ plain
+    frame["timed_runs_done"] = runs
+    frame["steady_run_s"] = steady.where(steady > 0)
+    frame["compile_s"] = (first - frame["steady_run_s"]).clip(lower=0)
+    profiled = frame["profile"].map(lambda p: PROFILE_SLOWDOWN.get(str(p), 2.0))
+    others = warmup + runs + INSTRUMENTED_RUNS - 1 + profiled
+    frame["build_s"] = (frame["trial_wall_s"] - first - others * frame["steady_run_s"]).clip(lower=0)
+    frame["in_child_s"] = (frame["child_wall_s"] - frame["trial_wall_s"]).clip(lower=0)
+    return frame.reset_index(drop=True)
+
+
+def _same(a, b) -> bool:
+    if missing(a) or missing(b):
+        return missing(a) and missing(b)
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def identical(trial: Mapping, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows of the same spec up to measurement settings, those of these the same in full too).
+
+    A trial key that the history holds decides alone. Otherwise every field the trial gives must
+    match; a field the history lacks matches only at its default, and an unknown one never."""
+    empty = frame.iloc[0:0]
+    if frame.empty:
+        return empty, empty
+    key = trial.get("key") or trial.get("trial_key")
+    for column in KEY_COLUMNS:
+        if key and column in frame:
+            rows = frame[frame[column].astype(str) == str(key)]
+            if len(rows):
+                return rows, rows
+    keep = pd.Series(True, index=frame.index)
+    for name, value in trial.items():
+        if name in IDENTITY_IGNORED:
+            continue
+        if name in frame:
+            keep &= frame[name].map(lambda v, value=value: _same(v, value))
+        elif not (name in DEFAULTS and _same(value, DEFAULTS[name])):
+            return empty, empty
+    pinned = gpu_kind(trial.get("accelerator_type")) if text(trial, "device") == "cuda" else None
+    if pinned:
+        keep &= frame["device_kind"] == pinned
+    rows = frame[keep]
+    exact = pd.Series(True, index=rows.index)
+    for name in MEASUREMENT_FIELDS:
+        if name in trial:
+            exact &= rows[name].map(lambda v, value=trial[name]: _same(v, value))
+    return rows, rows[exact]

@@ -1,0 +1,180 @@
+"""The cost model fitted to a history: each part of a trial's cost, from the most specific evidence.
+
+Each part looks for evidence from the narrowest group of past runs to the widest, then falls back to
+the prior. The prior is never used raw when the history has anything to say: every run records how
+far off the prior was for it (measured / prior per step), and a trial no fit covers (a new model, a
+new GPU) gets the prior times the ratio of the nearest runs that have one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from sweeps.estimate import priors
+from sweeps.estimate.laws import fit_families
+from sweeps.estimate.hardware import CpuSpeed, gpu_kind
+from sweeps.estimate.history import OUTSIDE_CHILD_S, prepare
+from sweeps.estimate.span import Span
+from sweeps.estimate.trials import AUTO, batches, expected_steps, family, fixed_runs, law, number, text
+
+SINGLE_SAMPLE_FACTOR = 1.3  # one past measurement of a part: x/1.3 .. x1.3
+FEW_RATIOS_FACTOR = 2.0  # a prior rescaled by fewer than 3 runs' ratios
+MIN_RATIO_FACTOR = 1.5  # a rescaled prior is never trusted to better than this
+RATIO_SAMPLES = 3
+
+
+def spread(values: pd.Series) -> Span:
+    """Median, with the 10th..90th percentile as the range (one value: x/1.3..x1.3)."""
+    values = values.dropna()
+    if len(values) == 1:
+        return Span.factor(float(values.iloc[0]), SINGLE_SAMPLE_FACTOR)
+    return Span(float(values.median()), float(values.quantile(0.1)), float(values.quantile(0.9)))
+
+
+def _ratio_span(value: float, ratios: pd.Series) -> Span:
+    """A prior's value rescaled by the median of past runs' ratios, ranged by their log-spread."""
+    logs = np.log(ratios.to_numpy(float))
+    scaled = value * math.exp(float(np.median(logs)))
+    if len(logs) < RATIO_SAMPLES:
+        return Span.factor(scaled, FEW_RATIOS_FACTOR)
+    mad = 1.4826 * float(np.median(np.abs(logs - np.median(logs))))
+    return Span.factor(scaled, max(math.exp(2 * mad), MIN_RATIO_FACTOR))
+
+
+@dataclass
+class CostModel:
+    frame: pd.DataFrame  # history.prepare()'s rows, with prior ratios
+    laws: dict  # family -> StepLaw | None
+    cpu: CpuSpeed | None = None  # None: calibrate this host when a CPU trial needs the prior
+
+    @classmethod
+    def fit(cls, history: pd.DataFrame | None, cpu: CpuSpeed | None = None) -> "CostModel":
+        frame = prepare(history)
+        if frame.empty:
+            return cls(frame, {}, cpu)
+        records = frame.to_dict("records")
+        frame["batches"] = [batches(r) for r in records]
+        frame["expected_steps"] = [expected_steps(r) for r in records]
+        gpus = [k if k not in ("cpu", "cuda") else None for k in frame["device_kind"]]
+        per_step_prior = [priors.prior_run(r, g, cpu).mid / e for r, g, e in zip(records, gpus, frame["expected_steps"])]
+        frame["run_ratio"] = frame["steady_run_s"] / frame["steps"] / per_step_prior
+        frame["compile_ratio"] = frame["compile_s"] / [priors.prior_compile(r).mid for r in records]
+        frame["build_ratio"] = frame["build_s"] / [priors.prior_build(r).mid for r in records]
+        return cls(frame, fit_families(frame, frame["batches"]), cpu)
+
+    # -- where the trial runs ---------------------------------------------------------------
+    def device_kind(self, trial: Mapping) -> str:
+        """'cpu', the pinned GPU, or for an unpinned CUDA trial the GPU the history ran this model
+        on most (else any model), else 'cuda' (the prior then assumes its default GPU)."""
+        if text(trial, "device") != "cuda":
+            return "cpu"
+        pinned = gpu_kind(trial.get("accelerator_type"))
+        if pinned or self.frame.empty:
+            return pinned or "cuda"
+        gpus = self.frame[self.frame["device_kind"] != "cpu"]
+        for rows in (gpus[gpus["model"] == text(trial, "model")], gpus):
+            if len(rows):
+                return Counter(rows["device_kind"]).most_common(1)[0][0]
+        return "cuda"
+
+    def _rows(self, column: str, **match) -> pd.Series:
+        """`column` of the rows matching every field given, nulls dropped."""
+        if self.frame.empty or column not in self.frame:
+            return pd.Series(dtype=float)
+        keep = pd.Series(True, index=self.frame.index)
+        for name, value in match.items():
+            keep &= self.frame[name].astype(str) == str(value)
+        return self.frame.loc[keep, column].dropna()
+
+    def _first(self, column: str, chain: list[dict]) -> pd.Series:
+        for match in chain:
+            values = self._rows(column, **match)
+            if len(values):
+                return values
+        return pd.Series(dtype=float)
+
+    # -- the parts ----------------------------------------------------------------------------
+    def steps(self, trial: Mapping) -> float:
+        """Steps of one run: max_seqlen per batch, times how early this family's rows ended before."""
+        kind = self.device_kind(trial)
+        fam = family(trial, kind)
+        if not self.frame.empty:
+            ratio = self.frame["steps"] / self.frame["expected_steps"]
+            keep = (self.frame["family"] == fam) & (self.frame["stop"].astype(str) == text(trial, "stop"))
+            if keep.any():
+                return expected_steps(trial) * float(ratio[keep].median())
+        return float(expected_steps(trial))
+
+    def run(self, trial: Mapping) -> tuple[Span, str]:
+        """One plain run's seconds and the basis: the family's law, its prior ratio, or the prior."""
+        kind = self.device_kind(trial)
+        fam, steps = family(trial, kind), self.steps(trial)
+        law_fit = self.laws.get(fam)
+        if law_fit is not None:
+            return law_fit.run(number(trial, "batch_size"), max(number(trial, "prompt_len"), 1), steps,
+                               batches(trial)), "fit"
+        gpu = None if kind in ("cpu", "cuda") else kind
+        raw = priors.prior_run(trial, gpu, self.cpu)
+        per_step = raw.mid / expected_steps(trial) * steps
+        family_ratios = self._rows("run_ratio", family=fam)
+        if len(family_ratios):
+            return _ratio_span(per_step, family_ratios), "fit"
+        ratios = self._first("run_ratio", [
+            dict(device_kind=kind, law=law(trial), compile=text(trial, "compile")),
+            dict(model=text(trial, "model"), law=law(trial), compile=text(trial, "compile")),
+            dict(device_kind=kind), dict(device=text(trial, "device")),
+        ])
+        if len(ratios):
+            return _ratio_span(per_step, ratios), "prior"
+        return Span(per_step, raw.low * per_step / raw.mid, raw.high * per_step / raw.mid), "prior"
+
+    def compile(self, trial: Mapping) -> Span:
+        """The first run's extra seconds (compilation, or start-up with compile=off)."""
+        kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
+        measured = self._first("compile_s", [
+            dict(model=model, device_kind=kind, compile=mode, cache=text(trial, "cache"), engine=text(trial, "engine")),
+            dict(model=model, device_kind=kind, compile=mode),
+        ])
+        if len(measured):
+            return spread(measured)
+        ratios = self._first("compile_ratio", [dict(device_kind=kind, compile=mode), dict(compile=mode)])
+        ratios = ratios[ratios > 0]
+        base = priors.prior_compile(trial)
+        return _ratio_span(base.mid, ratios) if len(ratios) else base
+
+    def build(self, trial: Mapping) -> Span:
+        """Building the model inside the trial process."""
+        kind, model = self.device_kind(trial), text(trial, "model")
+        measured = self._first("build_s", [dict(model=model, device_kind=kind, dtype=text(trial, "dtype")),
+                                           dict(model=model, device_kind=kind)])
+        if len(measured):
+            return spread(measured)
+        ratios = self._first("build_ratio", [dict(device_kind=kind), dict(device=text(trial, "device"))])
+        ratios = ratios[ratios > 0]
+        base = priors.prior_build(trial)
+        return _ratio_span(base.mid, ratios) if len(ratios) else base
+
+    def harness(self, trial: Mapping) -> Span:
+        """The sweep's per-trial cost around the trial: the process's start-up as measured
+        (child_wall_s - trial_wall_s), plus Ray and MLflow outside it."""
+        measured = self._first("in_child_s", [dict(device_kind=self.device_kind(trial)), {}])
+        if len(measured):
+            return spread(measured) + Span.factor(OUTSIDE_CHILD_S, 1.5)
+        return priors.prior_harness()
+
+    def timed_runs(self, trial: Mapping) -> Span:
+        """Timed runs: as given, or for runs=auto what this family's auto runs made (else min..max)."""
+        runs = fixed_runs(trial)
+        if runs is not None:
+            return Span.exact(float(runs))
+        low, high = float(number(trial, "min_runs")), float(number(trial, "max_runs"))
+        made = self._rows("timed_runs_done", family=family(trial, self.device_kind(trial)), runs=AUTO)
+        if len(made):
+            return Span(float(made.median()), min(low, float(made.min())), max(high, float(made.max())))
+        return Span((low + high) / 2, low, high)

@@ -1,0 +1,131 @@
+"""The prior: a trial's cost from first principles, for when no history covers it.
+
+A decode step costs the larger of reading the weights (bytes / bandwidth) and computing its tokens
+(FLOPs / peak), plus the host's per-step overhead (Python and kernel launches: eager, compiled or
+CUDA graphs). cache=none recomputes the whole prefix each step, so its work grows with position;
+with a cache a step does one token per row plus reading the cache, and step 0 is the prompt's
+prefill. Efficiencies, overheads and compile times below are round guesses, not measurements:
+the prior's range is x/3..x3 for that reason, and a history replaces or rescales it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from sweeps.estimate.hardware import DEFAULT_GPU, GPUS, CpuSpeed, cpu_speed, gpu_spec
+from sweeps.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
+from sweeps.estimate.span import Span
+from sweeps.estimate.trials import batches, law, number, text
+
+ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+GPU_BANDWIDTH_EFFICIENCY = 0.8  # large sequential reads reach ~80% of a datasheet bandwidth
+GPU_COMPUTE_EFFICIENCY = 0.5  # skinny decode GEMMs rarely reach more than half the tensor peak
+CPU_BANDWIDTH_EFFICIENCY = 0.8
+CPU_COMPUTE_EFFICIENCY = 0.6  # torch's decode GEMMs against numpy's square 1024x1024 calibration matmul
+CPU_DTYPE_SLOWDOWN = {"float32": 1.0, "bfloat16": 2.0, "float16": 4.0}  # CPUs without native bf16/fp16 GEMMs
+
+# Host overhead per decode step, (fixed, per layer) seconds: eager transformers launches ~15 kernels a
+# layer from Python; inductor fuses them; CUDA graphs replay a step as one launch. A CPU step pays the
+# same Python with slower dispatch.
+STEP_OVERHEAD_S = {
+    ("cuda", "off"): (1.0e-3, 0.25e-3), ("cuda", "default"): (0.3e-3, 0.03e-3),
+    ("cuda", "reduce-overhead"): (0.05e-3, 0.003e-3),
+    ("cpu", "off"): (1.5e-3, 0.4e-3), ("cpu", "default"): (0.5e-3, 0.05e-3), ("cpu", "reduce-overhead"): (0.5e-3, 0.05e-3),
+}
+ENGINE_OVERHEAD_S = {"loop": 0.0, "generate": 0.5e-3, "generate_batch": 1.0e-3}  # logits processors, stopping criteria
+
+# Compile (cold inductor cache): seconds for compile=default by size family; reduce-overhead adds graph
+# capture and recompiles; inductor's C++ codegen on a CPU is slower. compile=off: the first run still pays
+# cuBLAS/allocator start-up.
+COMPILE_PRIOR_S = {"small": 20.0, "base": 40.0, "large": 70.0, "huge": 120.0}
+COMPILE_MODE_FACTOR = {"default": 1.0, "reduce-overhead": 1.3}
+CPU_COMPILE_FACTOR = 1.5
+FIRST_RUN_EXTRA_S = {"cuda": 0.5, "cpu": 0.05}
+
+BUILD_FIXED_S = 0.3  # transformers' model class set-up
+BUILD_PARAMS_PER_S = 2e8  # random initialisation on the host
+HOST_TO_DEVICE_GBS = 10.0  # pageable host-to-GPU copies
+
+HARNESS_PRIOR_S = 1.1  # per trial, measured by benchmarks/harness_cost.py (README: "What the harness costs")
+PRIOR_FACTOR = 3.0  # the prior's range: x/3 .. x3
+UNSURE_FACTOR = 6.0  # an unknown GPU or a model whose shape cannot be read: x/6 .. x6
+FALLBACK_SHAPE = PRESET_SHAPES["gpt2"]
+
+
+@dataclass(frozen=True)
+class Rates:
+    flops_per_s: float
+    bytes_per_s: float
+    known: bool  # False: an unknown GPU, priced as DEFAULT_GPU
+
+
+def rates(trial: Mapping, gpu: str | None, cpu: CpuSpeed | None = None) -> Rates:
+    """Achievable peak and bandwidth for the trial's device and dtype (cpu: this host, calibrated)."""
+    dtype = text(trial, "dtype")
+    if text(trial, "device") != "cuda":
+        speed = cpu or cpu_speed()
+        flops = speed.gflops * 1e9 * CPU_COMPUTE_EFFICIENCY / CPU_DTYPE_SLOWDOWN.get(dtype, 1.0)
+        return Rates(flops, speed.gbs * 1e9 * CPU_BANDWIDTH_EFFICIENCY, True)
+    spec = gpu_spec(gpu)
+    known, spec = spec is not None, spec or GPUS[DEFAULT_GPU]
+    if dtype != "float32":
+        tflops = spec.bf16_tflops
+    else:
+        tflops = spec.tf32_tflops if text(trial, "matmul_precision") == "high" else spec.fp32_tflops
+    return Rates(tflops * 1e12 * GPU_COMPUTE_EFFICIENCY, spec.bandwidth_gbs * 1e9 * GPU_BANDWIDTH_EFFICIENCY, known)
+
+
+def step_overhead_s(trial: Mapping, shape: ModelShape) -> float:
+    device = "cuda" if text(trial, "device") == "cuda" else "cpu"
+    fixed, per_layer = STEP_OVERHEAD_S.get((device, text(trial, "compile")), STEP_OVERHEAD_S[(device, "off")])
+    return fixed + per_layer * shape.layers + ENGINE_OVERHEAD_S.get(text(trial, "engine"), 0.0)
+
+
+def step_seconds(trial: Mapping, shape: ModelShape, speed: Rates) -> np.ndarray:
+    """Each decode step's time in one batch of max_seqlen steps (step 0 is the prompt's prefill)."""
+    rows, prompt, steps = number(trial, "batch_size"), max(number(trial, "prompt_len"), 1), number(trial, "max_seqlen")
+    step = np.arange(max(steps, 1), dtype=float)
+    context = prompt + step  # tokens in the prefix once this step's are in
+    recompute = law(trial) == "recompute"
+    new = context if recompute else np.where(step == 0, float(prompt), 1.0)  # tokens forwarded per row
+    attention = 4.0 * shape.layers * shape.hidden * (context - new / 2)  # QK^T and AV, per new token (causal)
+    flops = rows * new * (2.0 * shape.streamed_params + attention)
+    size = ELEMENT_BYTES.get(text(trial, "dtype"), 4)
+    cache_reads = 0.0 if recompute else rows * 2.0 * shape.layers * shape.kv_dim * context * size
+    memory = shape.streamed_params * size + cache_reads
+    return np.maximum(memory / speed.bytes_per_s, flops / speed.flops_per_s) + step_overhead_s(trial, shape)
+
+
+def prior_run(trial: Mapping, gpu: str | None = None, cpu: CpuSpeed | None = None) -> Span:
+    """One plain run's seconds (every batch's steps), x/3..x3 (x/6..x6 for an unknown GPU or model)."""
+    shape = shape_of(text(trial, "model"))
+    speed = rates(trial, gpu, cpu)
+    seconds = batches(trial) * float(step_seconds(trial, shape or FALLBACK_SHAPE, speed).sum())
+    return Span.factor(seconds, PRIOR_FACTOR if shape and speed.known else UNSURE_FACTOR)
+
+
+def prior_compile(trial: Mapping) -> Span:
+    """The first run's extra time: compilation, or with compile=off the device's start-up."""
+    device = "cuda" if text(trial, "device") == "cuda" else "cpu"
+    mode = text(trial, "compile")
+    if mode == "off":
+        return Span.factor(FIRST_RUN_EXTRA_S[device], PRIOR_FACTOR)
+    family = (shape_of(text(trial, "model")) or FALLBACK_SHAPE).size_family
+    seconds = COMPILE_PRIOR_S[family] * COMPILE_MODE_FACTOR.get(mode, 1.0) * (CPU_COMPILE_FACTOR if device == "cpu" else 1.0)
+    return Span.factor(seconds, PRIOR_FACTOR)
+
+
+def prior_build(trial: Mapping) -> Span:
+    """Building the model inside the trial process: random init, then the copy to the GPU."""
+    shape = shape_of(text(trial, "model")) or FALLBACK_SHAPE
+    seconds = BUILD_FIXED_S + shape.params / BUILD_PARAMS_PER_S
+    if text(trial, "device") == "cuda":
+        seconds += shape.params * ELEMENT_BYTES.get(text(trial, "dtype"), 4) / (HOST_TO_DEVICE_GBS * 1e9)
+    return Span.factor(seconds, PRIOR_FACTOR)
+
+
+def prior_harness() -> Span:
+    return Span.factor(HARNESS_PRIOR_S, 2.0)

@@ -1,0 +1,95 @@
+"""A trial's fields as the cost model reads them: defaults, counts of runs and steps, its family.
+
+The defaults mirror tokengen.spec.TrialSpec as of this writing. They are copied, not imported, so
+the cost model stays torch-free and keeps working while tokengen is restructured; a trial dict that
+names every field (as a sweep's plan does) never reaches them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+DEFAULTS: dict = {
+    "model": "gpt2", "dtype": "float32", "device": "cpu", "batch_size": 32, "max_seqlen": 100,
+    "prompt_len": 1, "cache": "none", "compile": "off", "stop_check": "sync", "engine": "loop",
+    "batching": "static", "requests": 0, "warmup": 1, "runs": 10, "profile": "off", "variant": None,
+    "accelerator_type": None, "matmul_precision": "highest", "stop": "never",
+    # runs="auto" (in progress, tokengen/measure/run_count.py RunPolicy): timed runs between these
+    "min_runs": 3, "max_runs": 20,
+}
+
+INSTRUMENTED_RUNS = 1
+"""benchmark.run_trial always runs the generator once more with a per-step timer (ttft_s, step latencies)."""
+
+PROFILE_SLOWDOWN = {"off": 0.0, "torch": 2.0, "nsys": 1.3, "auto": 2.0}
+"""A profiled run's cost in plain runs (guess: torch.profiler's tracing ~2x, nsys' ~1.3x)."""
+
+AUTO = "auto"
+
+
+def missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def get(trial: Mapping, name: str):
+    """The trial's value, or the default when absent or null (MLflow, pandas)."""
+    value = trial.get(name)
+    return DEFAULTS.get(name) if missing(value) else value
+
+
+def number(trial: Mapping, name: str) -> int:
+    """An integer field; text (a CLI flag, an MLflow param) is parsed."""
+    return int(float(get(trial, name)))
+
+
+def text(trial: Mapping, name: str) -> str:
+    return str(get(trial, name))
+
+
+def fixed_runs(trial: Mapping) -> int | None:
+    """The timed runs, or None when runs='auto' (a stopping rule decides)."""
+    runs = get(trial, "runs")
+    return None if str(runs).strip().lower() == AUTO else int(float(runs))
+
+
+def batches(trial: Mapping) -> int:
+    """Batches a run goes through: 1, or for N requests about ceil(N / slots)."""
+    requests, slots = number(trial, "requests"), max(number(trial, "batch_size"), 1)
+    return 1 if requests <= 0 else -(-requests // slots)
+
+
+def expected_steps(trial: Mapping) -> int:
+    """Decode steps (forwards) of one run if no row stops early: max_seqlen per batch."""
+    return batches(trial) * max(number(trial, "max_seqlen"), 1)
+
+
+def plain_runs(trial: Mapping, timed: float) -> float:
+    """Runs that cost one steady run each, the first counted (its compile is added apart):
+    warmup + timed + the instrumented run. With warmup=0 the first timed run is the first run."""
+    return number(trial, "warmup") + timed + INSTRUMENTED_RUNS
+
+
+def profile_runs(trial: Mapping) -> float:
+    """The profiled run's cost, in steady runs."""
+    return PROFILE_SLOWDOWN.get(text(trial, "profile"), 2.0)
+
+
+def law(trial: Mapping) -> str:
+    """cache=none recomputes the prefix every step (per-step cost grows with position); caches do not."""
+    return "recompute" if text(trial, "cache") == "none" else "cached"
+
+
+def variant_family(trial: Mapping) -> str:
+    """The variant label, or for an unnamed one the knobs that shape a step's cost."""
+    variant = trial.get("variant")
+    if isinstance(variant, str) and variant and variant != "custom":
+        return variant
+    return "/".join(text(trial, k) for k in ("cache", "compile", "engine", "stop_check", "batching"))
+
+
+def family(trial: Mapping, device_kind: str) -> str:
+    """Trials one per-step law covers: same model, device kind, dtype, variant, batch or requests
+    (as one string: a plain column to group and compare on)."""
+    serving = "requests" if number(trial, "requests") > 0 else "batch"
+    return " | ".join((text(trial, "model"), device_kind, text(trial, "dtype"), variant_family(trial), serving))
