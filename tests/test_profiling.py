@@ -151,3 +151,31 @@ def test_torch_trace_counts_driver_launches():
         json.dump({"traceEvents": events}, f)
     timeline = from_torch_trace(f.name)
     assert timeline.launches == {7: 1.0} and len(timeline.gpu_ops) == 1
+
+
+def test_a_generate_peer_is_profiled_over_the_same_steps_as_our_loop(tmp_path):
+    """profile=torch on transformers' generate(): its steps carry the same ranges as ours, so the
+    window and the per-step figures compare the two loops at the same point."""
+    records = {}
+    for variant in ("kv_cache", "hf_generate"):
+        out = tmp_path / f"{variant}.json"
+        assert main(["--model", "tiny", "--variant", variant, "--batch-size", "2", "--max-seqlen", "12",
+                     "--prompt-len", "4", "--runs", "1", "--warmup", "0", "--profile", "torch",
+                     "--profile-steps", "4-9", "--profile-dir", str(tmp_path / variant), "--json", str(out)]) == 0
+        records[variant] = json.loads(out.read_text())
+    ours, peer = records["kv_cache"], records["hf_generate"]
+    assert peer["profile_window"] == ours["profile_window"] == "4-9"
+    assert peer["profiled_steps"] == ours["profiled_steps"] == 5
+    trace = json.loads((tmp_path / "hf_generate" / "profile_trace.json").read_text())
+    steps = sorted(e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"
+                   and e.get("name", "").startswith("step "))
+    assert steps == [f"step {i}" for i in range(4, 9)]
+
+
+def test_an_engine_without_step_ranges_says_why_it_has_no_profile(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["--model", "tiny", "--variant", "hf_generate_batch", "--requests", "4", "--batch-size", "2",
+                 "--max-seqlen", "6", "--prompt-len", "4", "--stop", "fixed:3", "--runs", "1", "--warmup", "0",
+                 "--profile", "torch", "--profile-dir", str(tmp_path), "--json", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["profile_window"] is None and "thread of its own" in record["profile_skipped"]

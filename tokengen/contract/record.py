@@ -76,6 +76,7 @@ class TrialResult:
     profile_window: str | None = _f(TAG)
     profile_trace: str | None = _f(TAG)
     profile_report: str | None = _f(TAG)
+    profile_skipped: str | None = _f(TAG)  # why a trial that asked for a profile has none (its engine cannot be traced)
     gpu_idle_us_per_step: float | None = _f(METRIC)
     gpu_busy_pct: float | None = _f(METRIC)
     host_sync_us_per_step: float | None = _f(METRIC)

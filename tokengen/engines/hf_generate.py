@@ -131,6 +131,33 @@ class StepMarks(LogitsProcessor):
         return scores
 
 
+class StepRanges(LogitsProcessor):
+    """Puts the trial's per-step profiler ranges around generate()'s steps, so a profile of the peer
+    reads as ours does: "step 0" from the call to the first logits (the prefill), then "step i"
+    from logits i - 1 to logits i (decode forward i). A range opened at one call closes at the next."""
+
+    def __init__(self, ranges: NoRanges):
+        self.ranges, self.steps, self.opened = ranges, 0, None
+
+    def start(self) -> None:
+        self._open(0)
+
+    def close(self) -> None:
+        if self.opened is not None:
+            self.opened.__exit__(None, None, None)
+            self.opened = None
+
+    def _open(self, i: int) -> None:
+        self.opened = self.ranges.step(i)
+        self.opened.__enter__()
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self.close()
+        self.steps += 1
+        self._open(self.steps)
+        return scores
+
+
 class GenerateEngine:
     """transformers' `model.generate()` on the trial's prompts, greedy, with the trial's cache and
     stop rule (tokengen.engines.hf_generate). compile=default is generate()'s own compilation of the decode
@@ -146,10 +173,15 @@ class GenerateEngine:
 
     @torch.inference_mode()
     def __call__(self, wrap_step: Callable | None = None, ranges: NoRanges = NO_RANGES) -> Generation:
-        marks = StepMarks(wrap_step) if wrap_step else None
-        if marks:
-            marks.start()
-        tokens = hf_generate(self.model, self.spec, logits_processors=[marks] if marks else [],
-                             compile_config=self.compile_config)  # (B, P + steps)
+        watchers = [w for w in (StepMarks(wrap_step) if wrap_step else None,
+                                StepRanges(ranges) if ranges is not NO_RANGES else None) if w]
+        for watcher in watchers:
+            watcher.start()
+        try:
+            tokens = hf_generate(self.model, self.spec, logits_processors=watchers,
+                                 compile_config=self.compile_config)  # (B, P + steps)
+        finally:
+            for watcher in watchers:
+                getattr(watcher, "close", lambda: None)()
         prompt_len = self.spec.prompt_len
         return Generation(tokens=tokens, steps=tokens.shape[1] - prompt_len, prompt_len=prompt_len)

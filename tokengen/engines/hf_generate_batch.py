@@ -36,6 +36,8 @@ class GenerateBatchEngine:
     """
 
     PAGE = 16  # tokens per page: small pages waste little on short requests
+    PROFILE_SKIPPED = ("engine=generate_batch runs its forwards on a thread of its own, outside the trial's "
+                       "step ranges: it has no per-step profile")
 
     def __init__(self, model: torch.nn.Module, spec: TrialSpec):
         self.model, self.spec = model, spec

@@ -117,6 +117,8 @@ class RequestServer:
         self.prompts = torch.cat([prompts, prompts[:1]])  # (N + 1, P): row N stands in for "no request"
         self.kind, _ = parse_stop(spec.stop)
         self.eos = torch.tensor(eos_ids(model.config) or [-1], device=self.device)
+        self.pad = (eos_ids(model.config) or [-1])[0]  # a host copy: reading eos[0] back would wait for the device
+        self.pinned = self.device.type == "cuda"
         targets = target_lengths(spec.stop, self.count, spec.max_seqlen, spec.seed)
         if targets is not None:  # (N + 1,): the spare row ends at once
             self.targets = torch.cat([targets, torch.ones(1, dtype=torch.long)]).to(self.device)
@@ -146,8 +148,10 @@ class RequestServer:
 
     def _admit(self, state: _Slots, slots: list[int], requests: list[int], sample) -> None:
         """The admission step: the requests take the slots (k of S) and every slot makes a token."""
-        incoming = torch.full((self.slots,), self.count, device=self.device)
-        incoming[slots] = torch.tensor(requests, device=self.device)  # (S,): N where none is admitted
+        # built on the host in pinned memory, then one non-blocking copy: the host never waits for the device here
+        staged = torch.full((self.slots,), self.count, dtype=torch.long, pin_memory=self.pinned)
+        staged[slots] = torch.tensor(requests, dtype=torch.long)
+        incoming = staged.to(self.device, non_blocking=True)  # (S,): N where none is admitted
         admitted = incoming < self.count  # (S,)
         state.request.copy_(torch.where(admitted, incoming, state.request))
         state.generated.masked_fill_(admitted, 0)
@@ -163,7 +167,7 @@ class RequestServer:
 
     def _fresh(self) -> _Slots:
         slots, spec = self.slots, self.spec
-        tokens = torch.full((self.count + 1, spec.prompt_len + spec.max_seqlen), int(self.eos[0]), device=self.device)
+        tokens = torch.full((self.count + 1, spec.prompt_len + spec.max_seqlen), self.pad, device=self.device)
         tokens[:, : spec.prompt_len] = self.prompts
         spare = torch.full((slots,), self.count, device=self.device)
         return _Slots(request=spare, generated=torch.zeros_like(spare), last=torch.zeros_like(spare),

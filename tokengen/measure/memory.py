@@ -7,14 +7,22 @@ import resource
 import torch
 
 
-def reset_memory(device: str) -> None:
+def release_cached(device: str) -> None:
+    """Hand the caching allocator's free blocks back to the driver: once, before a trial's warmup,
+    so the trial starts from its own model's memory. Never between timed runs: an eager variant
+    would pay cudaMalloc for its growth again inside the timer, which a real server never does."""
     if device == "cuda":
         torch.cuda.empty_cache()
+
+
+def reset_peaks(device: str) -> None:
+    """Start the peak counters afresh (nothing is freed): the peaks then belong to the next run."""
+    if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
 
 
 def memory_stats(device: str) -> dict:
-    """The article's figures: peaks since the last reset_memory, fragmentation = reserved - allocated."""
+    """The article's figures: peaks since the last reset_peaks, fragmentation = reserved - allocated."""
     stats = {
         "mem_allocated_peak_bytes": None,
         "mem_reserved_peak_bytes": None,

@@ -155,6 +155,9 @@ def strip_option(argv: list[str], option: str) -> list[str]:
 def profile_run(generate, spec, out_dir: Path) -> dict:
     """One extra run with the profiler over the window; torch traces are reduced to metrics here,
     nsys reports after the process exits (see tokengen.cli)."""
+    skipped = getattr(generate, "PROFILE_SKIPPED", None)
+    if skipped:  # an engine whose steps the ranges cannot see: the record says why, not "window none"
+        return {"profile_window": None, "profile_skipped": skipped}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / TORCH_TRACE).unlink(missing_ok=True)  # never read an earlier run's trace
     run = ProfiledRun(spec.profile, spec.device, spec.profile_steps, spec.max_seqlen, out_dir / TORCH_TRACE)

@@ -54,6 +54,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     model = models.build_model(spec.model, spec.dtype, spec.device, spec.seed)
     generate = make_generator(model, spec)
 
+    memory.release_cached(spec.device)
     first, first_run_s = clocks.timed(generate, spec.device)
     for _ in range(spec.warmup - 1):
         clocks.timed(generate, spec.device)
@@ -84,7 +85,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
 
 def timed_runs(generate, spec: TrialSpec, first, first_run_s: float) -> TimedRuns:
     """spec.runs timed runs (with no warmup, the first run is the first timed one), NVML's energy
-    counter around them all, memory peaks reset before each."""
+    counter around them all, memory peaks reset (nothing freed) before each."""
     runs = TimedRuns()
     meter = EnergyMeter(spec.device)  # the board's counter over all timed runs together (null without one)
     meter.start()
@@ -92,7 +93,7 @@ def timed_runs(generate, spec: TrialSpec, first, first_run_s: float) -> TimedRun
         if run == 0 and spec.warmup == 0:
             result, seconds = first, first_run_s
         else:
-            memory.reset_memory(spec.device)
+            memory.reset_peaks(spec.device)
             result, seconds = clocks.timed(generate, spec.device)
         runs.runtimes.append(seconds)
         if spec.requests:
