@@ -1,7 +1,10 @@
 """The article's summary table from tokengen alone, written row by row as each finishes.
 
-Rows run in this one process, one after another, so later compiled rows reuse the compiled code
-of earlier ones (dynamo is reset between rows, the inductor cache on disk is not). Two kinds of
+Rows run in this one process, one after another, the most telling first (the compiled rows and
+their stop-check twins, then the eager ones, the baseline last), so a run cut short by a time limit
+keeps those. Rows that differ only in their stop check share one compiled generator (one compile
+for static_compiled and its pipelined, deferred and no-check twins, one for the CUDA-graph rows):
+dynamo is reset only when a row needs a new compiled graph. Two kinds of
 row need a fresh process and get one (`python -m tokengen`): allocator=expandable, which must be
 set before CUDA starts, and an nsys profile, which wraps the whole process. `--isolation process`
 runs every row fresh, as a sweep does (first-run times then include a cold start). After every
@@ -30,14 +33,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tokengen.contract.names import FAILED, FINISHED
+from tokengen.contract.record import first_line
 from tokengen.measure.profiling import resolve_mode
 from tokengen.contract.spec import TrialSpec
 from tokengen.contract.rules import problem, resolve
 
 ROWS = [
-    "baseline", "kv_cache", "kv_cache_expandable", "static_cache", "static_compiled",
-    "static_compiled_pipelined", "static_compiled_deferred", "static_compiled_nocheck",
-    "static_cudagraph", "static_cudagraph_deferred", "static_cudagraph_nocheck",
+    "static_compiled", "static_compiled_pipelined", "static_compiled_deferred", "static_compiled_nocheck",
+    "static_cudagraph", "static_cudagraph_pipelined", "static_cudagraph_deferred", "static_cudagraph_nocheck",
+    "static_cache", "kv_cache", "kv_cache_expandable", "baseline",
 ]
 WORKLOAD_FLAGS = ("model", "device", "dtype", "batch_size", "max_seqlen", "prompt_len", "stop", "sampling", "seed",
                   "matmul_precision")
@@ -117,7 +121,8 @@ def run_in_process(spec: TrialSpec, profile_dir: Path, timeout: int) -> dict:
 
     global alarm_rang
     alarm_rang = False
-    torch._dynamo.reset()
+    if not shares_a_generator(spec):
+        torch._dynamo.reset()
     gc.collect()
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()
@@ -128,10 +133,52 @@ def run_in_process(spec: TrialSpec, profile_dir: Path, timeout: int) -> dict:
     except Exception as exc:  # one failing row must not cost the others
         if alarm_rang:
             return failed(spec, "TimeoutError", f"over the row limit of {timeout} s")
-        return failed(spec, type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        return failed(spec, type(exc).__name__, first_line(exc, 2000))
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+_generators: dict = {}
+"""One generator per compiled graph: (model id, the spec's fields but its stop check) -> Generator."""
+
+
+def _graph_key(model, spec: TrialSpec) -> tuple:
+    return (id(model), *(v for k, v in sorted(spec.to_dict().items()) if k not in ("variant", "stop_check")))
+
+
+def shares_a_generator(spec: TrialSpec) -> bool:
+    """Whether the row's compiled graph is already built (its dynamo state must then be kept)."""
+    return spec.compile != "off" and any(key[1:] == _graph_key(None, spec)[1:] for key in _generators)
+
+
+@contextmanager
+def one_generator_per_graph():
+    """Rows that differ only in their stop check run the same compiled generator with that check
+    swapped in (Generator.stop_check), so the graph is compiled once for all of them."""
+    from tokengen.decode.loop import Generator
+    from tokengen.decode.stop_checks import STOP_CHECKS
+    from tokengen.measure import trial
+
+    make = trial.make_generator
+
+    def make_once(model, spec):
+        if spec.compile == "off" or spec.engine != "loop" or spec.requests:
+            return make(model, spec)
+        key = _graph_key(model, spec)
+        if key not in _generators:
+            _generators.clear()  # a new graph: dynamo was reset, the last one is gone
+            _generators[key] = make(model, spec)
+        generator: Generator = _generators[key]
+        generator.spec, generator.stop_check = spec, STOP_CHECKS[spec.stop_check]
+        return generator
+
+    trial.make_generator = make_once
+    try:
+        yield
+    finally:
+        trial.make_generator = make
+        _generators.clear()
 
 
 @contextmanager
@@ -258,7 +305,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _end_children_and_exit)
     records: list[dict] = []
-    with tempfile.TemporaryDirectory() as tmp, one_model_per_table():
+    with tempfile.TemporaryDirectory() as tmp, one_model_per_table(), one_generator_per_graph():
         profile_dir = Path(args.profile_dir or tmp)
         for variant in args.variants:
             spec = row_spec(variant, args)

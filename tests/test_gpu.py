@@ -41,7 +41,7 @@ LAGGED = [
     for base in ("kv_cache", "static_cache", "static_compiled", "static_cudagraph")
     for check in ("deferred", "pipelined")
 ]
-PER_ROW_ENDS = ["uniform:3-20", "fixed:1"]  # rows ending at different steps; every row ending at its first token
+PER_ROW_ENDS = ["uniform:3-20", "fixed:1", "never"]  # rows ending apart; all at their first token; none before max_seqlen
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,12 @@ def with_sync_check(generate: Generator) -> Generation:
 
 
 class LaggingSteps:
-    """wrap_step: the GPU spins before every step, so it is always behind the host; counts steps."""
+    """wrap_step: the GPU spins before every step, so it is always behind the host; counts steps.
+    `lag_origin()` makes the stream the generation starts on (prompts, cache reset) lag too, so a
+    lagged check that forgets to wait for it reads unwritten prompts."""
+
+    def lag_origin(self) -> None:
+        torch.cuda._sleep(4 * LAG_CYCLES)
 
     def __init__(self):
         self.enqueued = 0
@@ -99,10 +104,12 @@ def test_a_lagged_check_on_a_lagging_gpu_returns_the_sync_tokens(model, base, st
     want = with_sync_check(generate)
     want_tokens = want.tokens.cpu()
     targets = target_lengths(stop, WORKLOAD["batch_size"], WORKLOAD["max_seqlen"], WORKLOAD["seed"])
-    assert want.steps == int(targets.max()), "the sync reference must end with its longest row"
+    longest = WORKLOAD["max_seqlen"] if targets is None else int(targets.max())
+    assert want.steps == longest, "the sync reference must end with its longest row"
     assert len({tuple(row) for row in want_tokens.tolist()}) == WORKLOAD["batch_size"], "rows must differ"
 
     lag = LaggingSteps()
+    lag.lag_origin()
     got = generate(wrap_step=lag)
     got_tokens = got.tokens.cpu()  # read on the origin stream: a missing final wait reads unfinished steps
     assert got.steps == want.steps, "a lagged check must report the sync check's step count"

@@ -337,5 +337,24 @@ def test_on_a_lagging_gpu_every_continuous_variant_serves_static_batchings_token
 
     server = make_generator(net, spec_for("llama-tiny", variant, stop_check=stop_check, **fields))
     server()  # compiles and records, where it does
+    torch.cuda._sleep(4 * GPU_LAG_CYCLES)  # the origin stream lags too: a missing initial wait reads unwritten slots
     got = server(wrap_step=lagging)
     assert torch.equal(got.tokens.cpu(), want.tokens.cpu())
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_static_and_continuous_serve_every_request_its_solo_generate_tokens():
+    """The same requests three ways on CUDA: static batching, continuous batching, and each request
+    alone through generate(): equal, request by request."""
+    net = build_model("tiny", "float32", "cuda", seed=0)
+    fields = {"device": "cuda"}
+    lengths = target_lengths(STOP, N, S, seed=0).tolist()
+    prompts = prompt_ids(net.config, N, P, seed=0, device="cuda")
+    pad = eos_ids(net.config)[0]
+    static = make_generator(net, spec_for("tiny", "static_cache", **fields))().tokens.cpu()
+    continuous = make_generator(net, spec_for("tiny", "static_cache_continuous", **fields))().tokens.cpu()
+    assert torch.equal(continuous, static)
+    for i, length in enumerate(lengths):
+        alone = solo(net, prompts[i], length).cpu()
+        assert torch.equal(static[i, : P + length - 1], alone[: P + length - 1]), i
+        assert (static[i, P + length - 1:] == pad).all(), i
