@@ -1,43 +1,41 @@
 #!/usr/bin/env bash
-# The GPU checks, for a lent GPU box that has torch and transformers (pytest if it happens to).
-# A lent GPU gives about 15 minutes in all, machine start included, and a rerun must fit too, so
-# the whole script stays under 300 s on one H200: every step runs under `timeout`; the three
-# steps' limits add up to 265 s (271 s with their 2 s kill grace), the probes before them to 25 s
-# at most (a few seconds in practice). Steps, most valuable first:
-#   1. the `gpu`-marked tests: lagged stop checks on a GPU made to lag, sync-debug traps, the live
-#      allocator, CUDA memory stats, torch profiling, the energy counter            (limit 115 s)
-#   2. the article's summary table: gpt2, batch 32, 100 steps, 5 runs, 9 variants   (limit 110 s;
-#      a cold inductor cache may cost it its last row, a rerun on the same machine starts warm)
-#   3. profiled trials, static_compiled vs static_compiled_pipelined: nsys where it is on the
-#      PATH, else torch.profiler; the GPU idle gap between steps, as numbers       (limit  40 s)
-# One inductor cache (TORCHINDUCTOR_CACHE_DIR) serves every step, so a row compiles code an
-# earlier row or step already compiled only once; tables are rewritten after each row, so a step
-# cut short keeps the rows it finished. `set -u` without -e: a failing step does not stop the rest.
-# Writes at most 7 files, all directly under $OUT (default gpu_check_out/): summary.md (what
-# passed, what failed, the tables), pytest.log, steps.log, article.{md,json}, profile.{md,json}.
+# The GPU checks, for a GPU host that has torch and transformers (and pytest, pytest-timeout) and
+# nothing else: no Ray, MLflow or Hydra are needed. The whole script stays within 300 s on one
+# H200 from a cold machine; every step runs under `timeout` and the limits add up to 300 s:
+#   0. probe: versions first (torch, CUDA, transformers, the GPU), stderr kept   (limit  60 s)
+#      a transformers older than the tested floor (5.17.0) stops the script here, in one line
+#   1. the `gpu`-marked tests, cheapest and most telling first, -v, 60 s per test: the sync-debug
+#      trap, CUDA memory and the allocator, lagged stop checks on a GPU made to lag (eager, then
+#      compiled), continuous batching against solo generate(), profiling, energy   (limit  85 s)
+#   2. the article's table: gpt2, batch 32, 100 steps, 5 runs; the compiled rows and their
+#      stop-check twins first (one compile each group), then the eager rows, the baseline last
+#                                                                                  (limit  95 s)
+#   3. profiled trials, static_compiled against static_compiled_pipelined: nsys where it is on the
+#      PATH, else torch.profiler; the GPU idle gap between steps, as numbers        (limit  35 s)
+#   4. continuous batching: static against continuous against transformers' generate_batch
+#                                                                                  (limit  25 s)
+#   60 + 85 + 95 + 35 + 25 = 300 s (each with a 2 s kill grace). One inductor cache
+# (TORCHINDUCTOR_CACHE_DIR) serves every step, so code one step compiled is loaded, not compiled,
+# by the next. A rerun on the same host starts warm (its compiles are cached); a rerun on a fresh
+# host costs the same 300 s again, since no compile cache survives the host. Tables are rewritten
+# after each row, so a step cut short keeps the rows it finished. `set -u` without -e: a failing
+# step does not stop the rest. Writes at most 8 files, all directly under $OUT (default
+# gpu_check_out/): summary.md (versions, what passed, what failed, the tables), pytest.log,
+# steps.log, article.{md,json}, profile.{md,json}, serving.log.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 unset PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF  # each trial sets its own allocator; none may leak in
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/tokengen-inductor}"
+TRANSFORMERS_FLOOR="5.17.0"  # the oldest transformers the equivalence tests passed with (scripts/check_transformers_floor.sh)
 out="${OUT:-gpu_check_out}"
 scratch="${TMPDIR:-/tmp}/tokengen-gpu-check"  # traces and nsys reports: big, and not worth a file slot
 mkdir -p "$out" "$scratch"
-rm -f "$out"/article.{md,json} "$out"/profile.{md,json} "$out/pytest.log"  # a rerun shows only its own results
+rm -f "$out"/article.{md,json} "$out"/profile.{md,json} "$out/pytest.log" "$out/serving.log"
 summary="$out/summary.md"
 log="$out/steps.log"
 : >"$log"
 failures=0
-
-py="" versions="no python with torch and transformers"
-for candidate in "${PYTHON:-}" python3 python; do
-  [ -n "$candidate" ] || continue
-  if found=$(timeout 15 "$candidate" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', \
-torch.version.cuda, 'available', torch.cuda.is_available(), '| transformers', transformers.__version__)" 2>/dev/null); then
-    py="$candidate" versions="$found"
-    break
-  fi
-done
 
 # step NAME LIMIT_S LOGFILE COMMAND...: run COMMAND bounded, append its output to LOGFILE, note how it went
 step() {
@@ -61,6 +59,22 @@ skip() {  # skip NAME REASON
   echo "== $1: skipped: $2"
 }
 
+# 0. the probe: the first `import torch` and CUDA's start can take tens of seconds on a cold host
+py="" versions="no python with torch and transformers"
+echo "== probe (limit 60 s)" >>"$log"
+for candidate in "${PYTHON:-}" python3 python; do
+  [ -n "$candidate" ] || continue
+  if found=$(timeout 60 "$candidate" -c "
+import torch, transformers
+name = torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available(),
+      '| gpu', name, '| transformers', transformers.__version__)" 2>>"$log"); then
+    py="$candidate" versions="$found"
+    break
+  fi
+done
+echo "$versions"  # versions first
+
 {
   echo "# GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo
@@ -79,6 +93,17 @@ skip() {  # skip NAME REASON
   echo "|---|---|---|"
 } >"$summary"
 
+if [ -n "$py" ]; then
+  installed=$(echo "$versions" | sed -n 's/.*| transformers \([0-9.]*\).*/\1/p')
+  if ! "$py" -c "import sys; v = lambda s: tuple(int(p) for p in s.split('.')[:3]); sys.exit(v('$installed') < v('$TRANSFORMERS_FLOOR'))" 2>>"$log"; then
+    line="transformers $installed is older than $TRANSFORMERS_FLOOR, the oldest these checks passed with: install transformers>=$TRANSFORMERS_FLOOR"
+    echo "error: $line" | tee -a "$log"
+    echo "| transformers | REFUSED: $line | 0 s |" >>"$summary"
+    cat "$summary"
+    exit 2
+  fi
+fi
+
 gpt2=(--device cuda --model gpt2 --batch-size 32 --max-seqlen 100)
 
 if [[ "$versions" != *"available True"* ]]; then  # the gpu tests would all skip and look passed
@@ -86,30 +111,47 @@ if [[ "$versions" != *"available True"* ]]; then  # the gpu tests would all skip
   failures=$((failures + 1))
 fi
 
+# the gpu tests, cheapest and most telling first (pytest runs node ids in the order given)
+gpu_tests=(
+  "tests/test_gpu.py::test_the_sync_trap_catches_a_host_sync"
+  "tests/test_gpu.py::test_cuda_record_has_memory_stats_and_gpu_name"
+  "tests/test_gpu.py::test_expandable_allocator_is_live_in_the_trial_process"
+  "tests/test_gpu.py::test_a_lagged_check_on_a_lagging_gpu_returns_the_sync_tokens"
+  "tests/test_gpu.py::test_a_lagged_generation_never_waits_for_the_gpu"
+  "tests/test_serving.py::test_on_the_gpu_static_and_continuous_serve_every_request_its_solo_generate_tokens"
+  "tests/test_serving.py::test_on_a_lagging_gpu_every_continuous_variant_serves_static_batchings_tokens"
+  "tests/test_gpu.py::test_torch_profile_on_cuda_sees_the_gpu_idle_between_synced_steps"
+  "tests/test_gpu.py::test_energy_meter_counts_joules_while_the_gpu_works"
+)
 if [ -z "$py" ]; then
   skip "gpu tests" "no python with torch and transformers"
-elif ! timeout 5 "$py" -c "import pytest" 2>/dev/null; then
-  skip "gpu tests" "pytest is not importable here (nothing is installed from the network)"
+elif ! timeout 20 "$py" -c "import pytest, pytest_timeout" 2>>"$log"; then
+  skip "gpu tests" "pytest and pytest-timeout are not importable here"
 else
-  # --maxfail=5, not -x: on a lent GPU one failure should not hide the other checks' results
-  step "gpu tests" 115 "$out/pytest.log" "$py" -m pytest -m gpu tests/test_gpu.py -q -rfEs --maxfail=5 \
-    --durations=8 -p no:cacheprovider -o addopts=""
+  # no --maxfail: one systematic failure must not hide the other checks; -v names every test
+  step "gpu tests" 85 "$out/pytest.log" "$py" -m pytest -m gpu "${gpu_tests[@]}" -v -rfEs --timeout 60 \
+    --durations=10 -p no:cacheprovider -o addopts=""
 fi
 
 if [ -n "$py" ]; then
-  step "article table" 110 "$log" "$py" benchmarks/article_table.py "${gpt2[@]}" --runs 5 --warmup 2 --timeout 70 \
-    --variants baseline kv_cache kv_cache_expandable static_cache static_compiled static_compiled_pipelined \
-    static_compiled_deferred static_cudagraph static_cudagraph_deferred \
+  step "article table" 95 "$log" "$py" benchmarks/article_table.py "${gpt2[@]}" --runs 5 --warmup 2 --timeout 60 \
+    --variants static_compiled static_compiled_pipelined static_compiled_deferred static_compiled_nocheck \
+    static_cudagraph static_cudagraph_pipelined static_cudagraph_deferred static_cudagraph_nocheck \
+    static_cache kv_cache kv_cache_expandable baseline \
     --json "$out/article.json" --markdown "$out/article.md"
 
   profiler=torch
   command -v nsys >/dev/null 2>&1 && profiler=nsys  # never the nsys wrapper without nsys
-  step "profiled trials ($profiler)" 40 "$log" "$py" benchmarks/article_table.py "${gpt2[@]}" --runs 3 --warmup 1 \
-    --timeout 17 --profile "$profiler" --profile-dir "$scratch/profiles" \
+  step "profiled trials ($profiler)" 35 "$log" "$py" benchmarks/article_table.py "${gpt2[@]}" --runs 3 --warmup 1 \
+    --timeout 30 --profile "$profiler" --profile-dir "$scratch/profiles" \
     --variants static_compiled static_compiled_pipelined --json "$out/profile.json" --markdown "$out/profile.md"
+
+  step "continuous batching" 25 "$out/serving.log" "$py" benchmarks/serving.py --device cuda --model gpt2 \
+    --requests 64 --slots 8 --prompt-len 16 --max-seqlen 96 --runs 3
 else
   skip "article table" "no python with torch and transformers"
   skip "profiled trials" "no python with torch and transformers"
+  skip "continuous batching" "no python with torch and transformers"
 fi
 
 rm -f "$out"/*.tmp  # a table write cut by a time limit
@@ -120,10 +162,17 @@ rm -f "$out"/*.tmp  # a table write cut by a time limit
     echo
     if [ -s "$table" ]; then cat "$table"; else echo "($(basename "$table"): no row finished)"; fi
   done
+  if [ -s "$out/serving.log" ]; then
+    echo
+    echo '```'
+    tail -n 12 "$out/serving.log"
+    echo '```'
+  fi
   if [ -s "$out/pytest.log" ]; then
     echo
     echo '```'
-    tail -n 40 "$out/pytest.log"
+    grep -E "PASSED|FAILED|ERROR|SKIPPED" "$out/pytest.log" | tail -n 60
+    tail -n 5 "$out/pytest.log"
     echo '```'
   fi
 } >>"$summary"

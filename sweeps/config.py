@@ -35,7 +35,7 @@ class SweepSettings:
     max_trials: int = 100_000  # a grid with more points is refused before it is expanded: raise this to run it
     # USD for one device for one hour, per accelerator type (`cpu`: one CPU trial's node), for the report's cost
     # column: example on-demand list prices (2026), not quotes; set yours with sweep.prices.<TYPE>=...
-    prices: dict[str, float] = field(default_factory=lambda: {"cpu": 0.10, "L40S": 1.86, "H100": 4.76, "H200": 6.08})
+    prices: Any = field(default_factory=lambda: {"cpu": 0.10, "L40S": 1.86, "H100": 4.76, "H200": 6.08})
 
 
 @dataclass

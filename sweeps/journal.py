@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokengen.contract.names import TRANSPORT, TRIAL_LOG
+from sweeps.settings import path_component
 from tokengen.contract.record import first_line
 
 JOURNAL_ROOT = Path(".sweeps") / "journal"
@@ -27,24 +30,21 @@ class JournalError(RuntimeError):
     """The journal cannot be written where the sweep runs: said in one line before Ray starts."""
 
 
-def _component(name: str) -> str:
-    """A name as one path component (an experiment may have a slash in its name)."""
-    return name.replace(os.sep, "_") or "_"
-
-
 @dataclass
 class Journal:
     path: Path  # the .jsonl file
 
     @classmethod
     def open(cls, experiment: str, sweep: str, root: Path | None = None) -> Journal:
-        """The sweep's journal under `root` (the current directory), its folder made and proven writable."""
+        """The sweep's journal under `root` (the current directory), its folder made and proven writable;
+        the file itself is created by the first result, so a sweep refused before it runs leaves none."""
         root = Path.cwd() if root is None else root
-        path = root / JOURNAL_ROOT / _component(experiment) / f"{_component(sweep)}.jsonl"
+        path = root / JOURNAL_ROOT / path_component(experiment) / f"{path_component(sweep)}.jsonl"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "a"):
-                pass
+            probe = path.parent / f".probe-{os.getpid()}"
+            probe.write_text("")
+            probe.unlink()
         except OSError as exc:
             raise JournalError(f"cannot write the sweep's journal under {root} ({exc.strerror or exc}): "
                                "run the sweep from a writable directory") from None
@@ -62,38 +62,47 @@ class Journal:
         for name, blob in files.items():
             (folder / name).write_bytes(blob)
         (folder / TRIAL_LOG).write_text(record.get("log") or "")
+        record.setdefault("attempt_id", uuid.uuid4().hex)  # one per result: MLflow records each attempt once
         result = {k: v for k, v in record.items() if k not in TRANSPORT}
         self._write({"result": result, "files": sorted(files)})
 
-    def mark_recorded(self, key: str, run_id: str) -> None:
-        self._write({"recorded": key, "run_id": run_id})
+    def mark_recorded(self, record: dict, run_id: str) -> None:
+        self._write({"recorded": record["key"], "attempt_id": record.get("attempt_id"), "run_id": run_id})
 
     def _write(self, entry: dict) -> None:
-        with open(self.path, "a") as handle:
-            handle.write(json.dumps(entry, default=str) + "\n")
+        with open(self.path, "ab+") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell():
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":  # the last line was cut (power loss): never glue this one to it
+                    handle.write(b"\n")
+            handle.write((json.dumps(entry, default=str) + "\n").encode())
             handle.flush()
             os.fsync(handle.fileno())
 
     def unrecorded(self) -> list[dict]:
-        """Every result MLflow has not taken yet, in the order they came, with files and log read back.
-        A key journaled again (a trial rerun with resume=false) waits as its latest result."""
+        """Every result MLflow has not taken yet, in the order they came, with files and log read back:
+        each attempt once (an entry without an attempt id, from an older journal, stands for its key)."""
         waiting: dict[str, dict] = {}
         for entry in self._entries():
             if "result" in entry:
-                waiting.pop(entry["result"]["key"], None)
-                waiting[entry["result"]["key"]] = entry
+                waiting[entry["result"].get("attempt_id") or entry["result"]["key"]] = entry
             elif "recorded" in entry:
-                waiting.pop(entry["recorded"], None)
+                waiting.pop(entry.get("attempt_id") or entry["recorded"], None)
         return [self._record(entry) for entry in waiting.values()]
 
     def _entries(self):
         if not self.path.is_file():
             return
+        cut = 0
         for line in self.path.read_text().splitlines():
             try:
                 yield json.loads(line)
-            except json.JSONDecodeError:  # a line cut short by a killed driver: its trial runs again
-                continue
+            except json.JSONDecodeError:
+                cut += 1
+        if cut:
+            print(f"journal: skipped {cut} cut line(s) in {self.path} (a driver stopped mid-write): "
+                  "their trials run again", file=sys.stderr)
 
     def _record(self, entry: dict) -> dict:
         result = entry["result"]
@@ -115,13 +124,14 @@ class Outbox:
         self.down_since: float | None = None
         self.last_error = ""  # why the store did not take the oldest waiting result: said in the sweep's last line
 
-    def take_over(self, finished: set[str]) -> list[dict]:
+    def take_over(self, recorded: set[str]) -> list[dict]:
         """Results an earlier run journaled but MLflow lacks: queued to be sent before anything else.
-        A key already finished in MLflow made it there (the driver died before noting it): noted now."""
+        An attempt MLflow already holds (`recorded`: its attempt ids) made it there before the driver
+        could note it: noted now, never recorded twice."""
         earlier = []
         for record in self.journal.unrecorded():
-            if record["key"] in finished:
-                self.journal.mark_recorded(record["key"], "")
+            if record.get("attempt_id") in recorded:
+                self.journal.mark_recorded(record, "")
             else:
                 earlier.append(record)
         self.waiting.extend(earlier)
@@ -148,7 +158,7 @@ class Outbox:
             except Exception as exc:  # noqa: BLE001 - any failed write: the result waits in the journal
                 self._went_down(first_line(exc))
                 return
-            self.journal.mark_recorded(record["key"], run_id)
+            self.journal.mark_recorded(record, run_id)
             self.waiting.pop(0)
 
     def _store_answers(self, now: bool = False) -> bool:

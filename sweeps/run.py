@@ -1,31 +1,77 @@
 """`python -m sweeps.run +grid=NAME [overrides]`: expand the grid, run it on Ray, record it in MLflow.
 
 `main` is the thin Hydra entry point; `run_sweep(config)` is the plain function tests call with a
-config from `hydra.compose`. Everything that can be wrong with the config, the tracking store or the
-working directory is found before Ray starts (exit 2); a failed trial never stops the others (exit
-1). Every result goes to the driver's journal before MLflow (sweeps/journal.py): results that a store
-which stopped answering did not take make the exit 3, and rerunning the same command records them
-without running their trials again.
+config from `hydra.compose`. Everything that can be wrong with the config, the tracking store, the working directory or (for a
+local Ray) the machine's GPUs is found before Ray starts (exit 2); a failed trial never stops the
+others (exit 1). Every result goes to the driver's journal before MLflow (sweeps/journal.py): results
+that a store which stopped answering did not take make the exit 3, and rerunning the same command
+records them without running their trials again. Ctrl-C or SIGTERM stops the running trials, keeps
+every finished result, marks the sweep's run KILLED and exits 130 (SIGINT) or 143 (SIGTERM).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
+from contextlib import contextmanager
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from sweeps.config import register
+from sweeps.fingerprints import cluster_fingerprints, local_fingerprints
 from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
 from sweeps.journal import Journal, JournalError, Outbox
 from sweeps.progress import Progress
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
+from sweeps.settings import check_settings, local_gpus
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import SpecError
 
-FAILED_TRIALS, BAD_INPUT, UNRECORDED = 1, 2, 3  # exit statuses
+FAILED_TRIALS, BAD_INPUT, UNRECORDED = 1, 2, 3  # exit statuses; an interrupt exits 128 + its signal
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM reached the driver: stop the trials, keep what finished."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class StopRequest:
+    """Set by SIGINT or SIGTERM; `check()` raises Interrupted where the driver can stop cleanly (between
+    two waits on Ray: an exception raised inside Ray's C code would come out as a SystemError)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.signum: int | None = None
+
+    def arm(self) -> dict:
+        """(Re)install the handlers; again after ray.init, whose own SIGTERM handler aborts the process."""
+        return {s: signal.signal(s, self._interrupt) for s in self.SIGNALS}
+
+    def _interrupt(self, signum, frame) -> None:
+        self.signum = signum
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+
+@contextmanager
+def interruptible():
+    """SIGINT and SIGTERM stop the sweep cleanly (not Hydra's traceback, not Ray's abort)."""
+    stop = StopRequest()
+    previous = stop.arm()
+    try:
+        yield stop
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _say(message: str) -> None:
@@ -33,11 +79,9 @@ def _say(message: str) -> None:
 
 
 def plan_sweep(config: dict) -> GridPlan:
-    name = str(config["sweep"]["name"])
-    if not name or any(c in name for c in "'\"/\\"):
-        raise SpecError(f"sweep.name={name!r}: use a name without quotes or slashes (it names runs and report folders)")
+    check_settings(config["sweep"])
     if not config.get("grid"):
-        raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling)")
+        raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling, serving, harness)")
     points, limit = count_points(config["grid"]), int(config["sweep"]["max_trials"])
     if points > limit:
         raise SpecError(f"the grid has {points:,} points, more than sweep.max_trials={limit}: narrow its axes, "
@@ -45,18 +89,19 @@ def plan_sweep(config: dict) -> GridPlan:
     return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])
 
 
-def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan) -> list[dict]:
-    """Run the trials on Ray, journaling each result the moment it arrives and recording it in MLflow
-    while the store answers; ClusterError if the cluster cannot run them."""
+def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan, records: list[dict],
+            stop: StopRequest) -> None:
+    """Run the trials on Ray, journaling each result the moment it arrives (into `records` too) and
+    recording it in MLflow while the store answers; ClusterError if the cluster cannot run them."""
     sweep = config["sweep"]
-    connect(config["ray"]["address"], config["ray"].get("num_cpus"), config["ray"].get("num_gpus"))
+    connect_ray(config)
+    stop.arm()
     settings = ScheduleSettings(
         workdir=sweep["workdir"], trial_timeout_s=sweep["trial_timeout_s"], retries=sweep["retries"],
         cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
     )
     node_cpus = check_cluster(trials, settings)
     open_sweep(outbox, config, plan, trials)
-    records: list[dict] = []
     progress = Progress(len(trials))
 
     def on_result(trial: PlannedTrial, record: dict) -> None:
@@ -65,6 +110,7 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
         progress.advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
 
     def on_tick(running: int) -> None:
+        stop.check()
         outbox.flush()  # a store back from an outage takes the waiting results between two trials
         progress.update(running, outbox.unrecorded)
 
@@ -72,7 +118,22 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
         schedule(trials, settings, node_cpus, on_result, on_tick)
     finally:
         progress.close()
-    return records
+
+
+def connect_ray(config: dict) -> None:
+    connect(config["ray"]["address"], config["ray"].get("num_cpus"), config["ray"].get("num_gpus"))
+
+
+def check_local_devices(plan: GridPlan, config: dict) -> None:
+    """A local Ray runs on this machine: a grid of CUDA trials on a machine without a GPU is refused
+    here, before Ray starts (ray.num_gpus, where set, is what Ray is told and wins)."""
+    if config["ray"]["address"] or not any(t.spec.device == "cuda" for t in plan.trials):
+        return
+    wanted = config["ray"].get("num_gpus")
+    gpus = local_gpus() if wanted is None else ["gpu"] * int(wanted)
+    if not gpus:
+        raise ClusterError("the grid has CUDA trials but this machine has no GPU for a local Ray: use "
+                           "trial.device=cpu, or ray.address=auto on a GPU cluster")
 
 
 def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[PlannedTrial]) -> None:
@@ -124,30 +185,49 @@ def print_summary(records: list[dict]) -> None:
 
 
 def prepare(config: dict) -> tuple[GridPlan, Outbox]:
-    """Everything that can be wrong before Ray starts, in the order a user fixes it: the grid, the
-    tracking URI, the journal's directory, then the store itself (reachable, credentials, writable)."""
+    """Everything that can be wrong before Ray starts, in the order a user fixes it: the settings and the
+    grid, this machine's GPUs for a local Ray, the tracking URI, the journal's directory, then the
+    store itself (reachable, credentials, writable)."""
     from tracking.recorder import Recorder, check_uri
 
     plan = plan_sweep(config)
+    check_local_devices(plan, config)
     tracking = config["tracking"]
     check_uri(tracking["uri"])
     journal = Journal.open(tracking["experiment"], config["sweep"]["name"])
     return plan, Outbox(journal, Recorder(tracking["uri"], tracking["experiment"]))
 
 
-def trials_to_run(plan: GridPlan, outbox: Outbox, resume: bool) -> list[PlannedTrial]:
-    """The plan less, when resuming, every key finished in MLflow or in the journal. Results an earlier
-    run journaled but did not record are queued to be recorded first, whatever `resume` says."""
-    finished = outbox.recorder.finished_keys()
-    earlier = outbox.take_over(finished)
+def expected_fingerprints(plan: GridPlan, config: dict) -> dict[str, set]:
+    """key -> the environment fingerprints the trial may be measured with now (sweeps/fingerprints.py)."""
+    cpus = config["sweep"]["cpus_per_trial"]
+    if config["ray"]["address"]:
+        connect_ray(config)
+        return cluster_fingerprints(plan.trials, cpus)
+    return local_fingerprints(plan.trials, cpus, config["ray"].get("num_cpus"))
+
+
+def trials_to_run(plan: GridPlan, outbox: Outbox, resume: bool, expected: dict[str, set]) -> list[PlannedTrial]:
+    """The plan less, when resuming, every key finished in MLflow or in the journal with a fingerprint
+    this sweep would measure it with again (`expected`); a key finished elsewhere runs here again.
+    Results an earlier run journaled but did not record are queued to be recorded first, whatever
+    `resume` says."""
+    index = outbox.recorder.index()
+    earlier = outbox.take_over(index.attempts)
     if earlier:
         _say(f"journal: {len(earlier)} result(s) of an earlier run are not yet recorded: recording them first, "
              "without running their trials again")
     if not resume:
         return plan.trials
-    finished |= {r["key"] for r in earlier if r.get("status") == FINISHED}
-    trials = [t for t in plan.trials if t.key not in finished]
-    _say(f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment")
+    finished = {key: set(prints) for key, prints in index.finished.items()}
+    for record in earlier:
+        if record.get("status") == FINISHED:
+            finished.setdefault(record["key"], set()).add(record.get("env_fingerprint"))
+    trials = [t for t in plan.trials if not finished.get(t.key, set()) & expected.get(t.key, set())]
+    elsewhere = sum(1 for t in trials if t.key in finished)
+    _say(f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment"
+         + (f"; measuring {elsewhere} again that finished in another environment (threads, versions, device "
+            "or model files)" if elsewhere else ""))
     return trials
 
 
@@ -160,22 +240,28 @@ def run_sweep(config: DictConfig | dict) -> int:
     started = time.perf_counter()  # the sweep's wall: the store, Ray, every trial and MLflow write
     try:
         plan, outbox = prepare(config)
-    except (SpecError, TrackingError, JournalError) as exc:
+    except (SpecError, TrackingError, JournalError, ClusterError) as exc:
         _say(f"error: {exc}")
         return BAD_INPUT
     caveat = sqlite_sharing_problem(config["tracking"]["uri"])
     for line in plan.describe() + ([caveat] if caveat else []):
         _say(line)
-    trials = trials_to_run(plan, outbox, sweep["resume"])
-    _say(f"sweep {sweep['name']}: {len(trials)} trial(s) to run")
-
+    records: list[dict] = []
+    trials: list[PlannedTrial] = []
     try:
-        records = execute(trials, config, outbox, plan) if trials else []
+        with interruptible() as stop:
+            trials = trials_to_run(plan, outbox, sweep["resume"], expected_fingerprints(plan, config))
+            _say(f"sweep {sweep['name']}: {len(trials)} trial(s) to run")
+            stop.check()
+            if trials:
+                execute(trials, config, outbox, plan, records, stop)
+            else:  # every trial reused: the sweep still gets its parent run and its report
+                open_sweep(outbox, config, plan, trials)
     except ClusterError as exc:
         _say(f"error: {exc}")
         return BAD_INPUT
-    if not trials:  # every trial reused: the sweep still gets its parent run and its report
-        open_sweep(outbox, config, plan, trials)
+    except Interrupted as stop:
+        return interrupted(outbox, records, len(trials), stop)
     failed = [r for r in records if r["status"] != FINISHED]
     close_sweep(outbox, len(failed))
     wall = time.perf_counter() - started
@@ -192,6 +278,29 @@ def run_sweep(config: DictConfig | dict) -> int:
              "them without running their trials again")
         return UNRECORDED
     return FAILED_TRIALS if failed else 0
+
+
+def interrupted(outbox: Outbox, records: list[dict], planned: int, stop: Interrupted) -> int:
+    """After SIGINT or SIGTERM: the running trials are already stopped (sweeps/schedule.py cancels
+    their tasks, and a trial whose launcher is gone ends itself); record what finished, mark the
+    sweep's run KILLED, say so in one line."""
+    import ray
+
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        if ray.is_initialized():
+            ray.shutdown()
+        outbox.flush(now=True)
+        if outbox.recorder.parent_id and not outbox.unrecorded:
+            try:
+                outbox.recorder.kill_sweep()
+            except Exception as exc:  # noqa: BLE001 - every result is journaled; only the parent's status is missing
+                _say(f"tracking: the sweep's run is left open ({first_line(exc)})")
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+    done = len(records)
+    _say(f"interrupted ({stop}): {done} finished, {max(0, planned - done)} stopped; rerun the same command to resume")
+    return 128 + stop.signum
 
 
 register()

@@ -9,6 +9,7 @@ back as a failed record and is never retried.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -20,6 +21,7 @@ import tokengen
 from sweeps.grid import PlannedTrial
 from sweeps.task import trial_task
 from sweeps.trial_process import complete_record, failure
+from tokengen.contract.process_env import SECRETS
 from tokengen.contract.record import first_line
 
 
@@ -41,6 +43,7 @@ def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | No
     """Start or join Ray, shipping the project's code to every worker through the runtime env."""
     if ray.is_initialized():
         return
+    secrets = {name: os.environ.pop(name) for name in SECRETS if name in os.environ}  # Ray's processes inherit ours
     kwargs = {} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus, "include_dashboard": False}
     try:
         ray.init(
@@ -51,6 +54,8 @@ def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | No
         )
     except ConnectionError as exc:
         raise ClusterError(f"cannot join Ray at ray.address={address} ({first_line(exc)}): run `ray start --head` there, or drop ray.address for a local Ray") from None
+    finally:
+        os.environ.update(secrets)  # the driver's own MLflow client still needs them
 
 
 def task_options(trial: PlannedTrial, settings: ScheduleSettings, node_cpus: int) -> dict:
@@ -101,17 +106,21 @@ def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
         )
         pending[ref] = trial
     slots = capacity(trials, settings, node_cpus)
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
-        for ref in done:
-            trial = pending.pop(ref)
-            try:
-                record = ray.get(ref)
-            except Exception as exc:  # noqa: BLE001 - a lost node after its retries: a failed trial
-                record = complete_record(failure(type(exc).__name__, first_line(exc, 2000)), trial.spec.to_dict(),
-                                         trial.key, trial.accelerator_type)
-            on_result(trial, record)
-        if progress is not None:
-            progress(running=min(slots, len(pending)))
-        if not done:
-            time.sleep(0.05)
+    try:
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for ref in done:
+                trial = pending.pop(ref)
+                try:
+                    record = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a lost node after its retries: a failed trial
+                    record = complete_record(failure(type(exc).__name__, first_line(exc, 2000)),
+                                             trial.spec.to_dict(), trial.key, trial.accelerator_type)
+                on_result(trial, record)
+            if progress is not None:
+                progress(running=min(slots, len(pending)))
+            if not done:
+                time.sleep(0.05)
+    finally:  # an interrupt: the tasks still queued or running are ended (their trials end with them)
+        for ref in pending:
+            ray.cancel(ref, force=True)

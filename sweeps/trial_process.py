@@ -10,7 +10,9 @@ the child becomes what a fresh process would be (its own session, so a timeout k
 started; its own log on fds 1 and 2; the environment the sweep decided), runs the trial, and
 writes its outcome from its own handler as one file in the trial's folder: the record
 (`result.json`) or a failure (`failure.json`: error type, message, traceback). The log is for
-people. A child that leaves neither file was killed (a signal, the timeout) or crashed.
+people. A child that leaves neither file was killed (a signal, the timeout) or crashed. The child
+never outlives the process that launched it: a watchdog thread ends its whole session when that
+process is gone (its driver died, or Ray ended its task) or when its timeout has passed.
 
 This module imports no torch: the Ray task (sweeps/task.py) that calls it stays light; the child's
 imports are the warm parent's.
@@ -25,6 +27,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -37,6 +40,9 @@ from tokengen.contract.record import first_line
 PRELOAD = ["tokengen.measure.trial", "transformers.models.gpt2.modeling_gpt2",
            "transformers.models.llama.modeling_llama", "sweeps.trial_process"]
 LOG_TAIL_LINES = 40
+PID_FILE = "trial.pid"  # the trial process's pid, in its folder: who to look for after a crash
+WATCHDOG_PERIOD_S = 0.5
+WATCHDOG_GRACE_S = 5.0  # past its timeout, the launcher kills the trial first; the watchdog is the backstop
 LOG_KEPT_CHARS = 200_000
 
 _context = None
@@ -77,7 +83,7 @@ def run_trial_process(request: TrialRequest) -> dict:
     inductor = request.inductor_dir or str(folder / "inductor")
     env = trial_environment(os.environ, request.spec["allocator"], inductor, request.threads)
     started = time.perf_counter()
-    process = _warm_context().Process(target=_child, args=(request, env), daemon=False)
+    process = _warm_context().Process(target=_child, args=(request, env, os.getpid()), daemon=False)
     process.start()
     process.join(request.timeout_s)
     timed_out = process.exitcode is None
@@ -128,10 +134,13 @@ def _warm_context():
     return _context
 
 
-def _child(request: TrialRequest, env: dict[str, str]) -> None:
+def _child(request: TrialRequest, env: dict[str, str], launcher: int) -> None:
     """The trial process: exits 0 with result.json written, 1 with failure.json written."""
     os.setsid()
     folder = request.path
+    (folder / PID_FILE).write_text(str(os.getpid()))
+    deadline = time.monotonic() + request.timeout_s + WATCHDOG_GRACE_S
+    threading.Thread(target=_watchdog, args=(launcher, deadline), daemon=True).start()
     log = os.open(folder / TRIAL_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -149,6 +158,22 @@ def _child(request: TrialRequest, env: dict[str, str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+def _watchdog(launcher: int, deadline: float) -> None:
+    """Ends this trial's whole session (compile workers, a profiler, nsys) once the process that
+    launched it is gone or the timeout has passed with nobody left to enforce it."""
+    while True:
+        time.sleep(WATCHDOG_PERIOD_S)
+        try:
+            os.kill(launcher, 0)
+            gone = False
+        except ProcessLookupError:
+            gone = True
+        except PermissionError:  # alive, under another user
+            gone = False
+        if gone or time.monotonic() > deadline:
+            os.killpg(0, signal.SIGKILL)
 
 
 def _run(request: TrialRequest) -> dict:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import ray
 
+from mlflow import MlflowClient
+
 from servers import ADMIN, ADMIN_PASSWORD, MlflowServer
 from sweep_helpers import child_runs, run_captured, small_sweep
 from sweeps.run import run_sweep
@@ -60,3 +62,22 @@ def test_missing_or_wrong_credentials_stop_the_sweep_before_ray(server, tmp_path
     assert capsys.readouterr().err.strip().splitlines() == [line.format(url=server.url)]
     assert not ray.is_initialized()
     assert not (tmp_path / "work").exists()  # no trial ran
+
+
+@pytest.mark.slow
+def test_a_user_who_may_only_read_is_refused_before_ray(server, tmp_path, monkeypatch, capsys):
+    """MLflow's default permission is READ: such a user passes every read, so the check must write."""
+    from mlflow.server.auth.client import AuthServiceClient
+
+    monkeypatch.setenv(USER, ADMIN)
+    monkeypatch.setenv(PASSWORD, ADMIN_PASSWORD)
+    MlflowClient(tracking_uri=server.url).get_experiment_by_name("tokengen") or \
+        MlflowClient(tracking_uri=server.url).create_experiment("tokengen")
+    AuthServiceClient(server.url).create_user("reader", "reader-password-1")
+    monkeypatch.setenv(USER, "reader")
+    monkeypatch.setenv(PASSWORD, "reader-password-1")
+    assert run_sweep(small_sweep(tmp_path, f"tracking.uri={server.url}")) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: user 'reader' may read experiment 'tokengen' at {server.url} but not write to it (HTTP 403): "
+        "ask its admin for EDIT permission"]
+    assert not ray.is_initialized()

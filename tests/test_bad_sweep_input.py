@@ -77,3 +77,37 @@ def test_an_unwritable_working_directory_is_refused_before_the_store_is_touched(
     assert line.startswith(f"error: cannot write the sweep's journal under {cwd} (")
     assert line.endswith("): run the sweep from a writable directory")
     assert not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("sweep.name=..", "error: sweep.name='..': use a plain name"),
+        ("sweep.name=.", "error: sweep.name='.': use a plain name"),
+        ("sweep.name=" + "x" * 300, "error: sweep.name='xxxx"),
+        ("sweep.trial_timeout_s=0", "error: sweep.trial_timeout_s=0: give a timeout in seconds above 0"),
+        ("sweep.trial_timeout_s=-5", "error: sweep.trial_timeout_s=-5"),
+        ("sweep.cpus_per_trial=-2", "error: sweep.cpus_per_trial=-2: give 1 or more CPUs"),
+        ("sweep.retries=-1", "error: sweep.retries=-1: give 0 or more retries"),
+        ("sweep.inductor_cache=bogus", "error: sweep.inductor_cache='bogus': use one of per_trial, per_sweep"),
+        ("sweep.prices=oops", "error: sweep.prices='oops': give USD per device-hour by type"),
+        ("tracking.uri=http://user:hunter2@127.0.0.1:9", "error: tracking.uri carries credentials: use "
+                                                          "tracking.uri=http://127.0.0.1:9 and put them in"),
+    ],
+    ids=["dotdot", "dot", "long", "timeout-0", "timeout-negative", "cpus", "retries", "inductor", "prices", "uri-creds"],
+)
+def test_every_sweep_setting_is_checked_in_one_line(tmp_path, capsys, override, line):
+    seen = refused(small_sweep(tmp_path, override), capsys)
+    assert seen.startswith(line), seen
+    assert "hunter2" not in seen
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / ".sweeps" / "journal").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing written where the sweep runs"
+
+
+def test_cuda_trials_on_a_machine_without_a_gpu_are_refused_before_ray_and_leave_no_journal(tmp_path, capsys):
+    started = time.perf_counter()
+    line = refused(small_sweep(tmp_path, "trial.device=cuda"), capsys)
+    assert line == ("error: the grid has CUDA trials but this machine has no GPU for a local Ray: use "
+                    "trial.device=cpu, or ray.address=auto on a GPU cluster")
+    assert time.perf_counter() - started < 10
+    assert not list((tmp_path / ".sweeps").rglob("*.jsonl"))

@@ -107,5 +107,5 @@ def test_sqlite_on_a_network_filesystem_is_said_in_one_line(uri, shared_safely):
     assert (problem is None) == shared_safely
     if problem:
         assert problem == (f"tracking: {uri} is on a network filesystem (nfs4), where SQLite's locks do not hold: "
-                           "for sweeps from several machines use one tracking server (README: One tracking server "
+                           "for sweeps from several machines use one tracking server (docs/cluster.md: One tracking server "
                            "for a cluster)")

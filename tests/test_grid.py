@@ -132,4 +132,4 @@ def test_config_error_stops_the_sweep_before_ray_starts(capsys, tmp_path):
     assert run_sweep(composed()) == 2
     assert "append one with +grid=NAME" in capsys.readouterr().err
     assert run_sweep(composed("+grid=smoke", "sweep.name='a/b'")) == 2
-    assert "use a name without quotes or slashes" in capsys.readouterr().err
+    assert "use a plain name of letters, digits" in capsys.readouterr().err

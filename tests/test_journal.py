@@ -23,18 +23,42 @@ TRIALS = 6
 SIX_TRIALS = ("grid.batch_size=[1,2,3]", "sweep.cpus_per_trial=2")  # 2 variants x 3 batches, one at a time
 
 
-def test_the_journal_gives_back_what_waits_with_its_files(tmp_path):
+def test_the_journal_gives_back_what_waits_with_its_files(tmp_path, capsys):
     journal = Journal.open("tokengen", "s", root=tmp_path)
     assert journal.path == tmp_path / ".sweeps/journal/tokengen/s.jsonl"
+    assert not journal.path.exists(), "a sweep refused before its first result leaves no journal file"
     first = {"key": "k1", "status": "finished", "node_started_at": 1764480000.123456, "runtime_s": [0.1, 0.2],
              "files": {TOKENS_FILE: b"\x00\x01tokens"}, "log": "line 1\nline 2\n"}
     journal.append(first)
-    journal.append({"key": "k2", "status": "failed", "error_type": "Crashed", "files": {}, "log": ""})
-    journal.mark_recorded("k2", "run-2")
+    second = {"key": "k2", "status": "failed", "error_type": "Crashed", "files": {}, "log": ""}
+    journal.append(second)
+    journal.mark_recorded(second, "run-2")
     with open(journal.path, "a") as handle:
-        handle.write('{"result": {"key": "k3"')  # a line cut short by a killed driver
-    assert Journal.open("tokengen", "s", root=tmp_path).unrecorded() == [first]
+        handle.write('{"result": {"key": "k3"')  # a line cut short (power loss)
+    fourth = {"key": "k4", "status": "finished", "files": {}, "log": ""}
+    journal.append(fourth)  # never glued to the cut line
+    assert Journal.open("tokengen", "s", root=tmp_path).unrecorded() == [first, fourth]
+    assert "skipped 1 cut line(s)" in capsys.readouterr().err
     assert (journal.files_dir / "k1" / TOKENS_FILE).read_bytes() == b"\x00\x01tokens"
+    assert first["attempt_id"] != fourth["attempt_id"]
+
+
+def test_an_attempt_already_in_mlflow_is_noted_not_recorded_again(tmp_path):
+    """The driver died after MLflow took a failed result but before the journal noted it: the rerun
+    finds the attempt in the store and records it no second time."""
+    from sweeps.journal import Outbox
+
+    uri = f"sqlite:///{tmp_path}/m.db"
+    recorder = Recorder(uri, "tokengen")
+    recorder.start_sweep("s", {"sweep": {"name": "s"}}, resume=False)
+    journal = Journal.open("tokengen", "s", root=tmp_path)
+    failed = {"key": "k1", "status": "failed", "error_type": "Crashed", "error_message": "x", "files": {}, "log": ""}
+    journal.append(failed)
+    recorder.record_trial(failed)  # ...and the driver dies before mark_recorded
+    outbox = Outbox(Journal.open("tokengen", "s", root=tmp_path), recorder)
+    assert outbox.take_over(recorder.index().attempts) == []
+    assert Journal.open("tokengen", "s", root=tmp_path).unrecorded() == []
+    assert len(child_runs(uri)) == 1
 
 
 @pytest.mark.slow

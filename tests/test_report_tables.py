@@ -320,3 +320,25 @@ def test_a_generate_peer_is_judged_like_any_variant_and_ours_are_timed_against_i
     assert row(prepared, store, "compiled8")["vs_generate"] == pytest.approx(0.12 / 0.15)
     assert row(prepared, store, "kv8")["vs_generate"] == pytest.approx(0.3 / 0.15)
     assert math.isnan(row(prepared, store, "compiled16")["vs_generate"])  # no peer ran at n=16
+
+
+def test_a_speedup_over_a_baseline_measured_elsewhere_names_the_difference():
+    """Two results of different fingerprints are never divided silently: the row names what differs."""
+    from tokengen.contract.fingerprint import as_text
+    import pandas as pd
+
+    from tracking.baselines import baseline_of
+    from tracking.report_tables import REPORT_MATCH, env_vs_baseline
+
+    facts = {"device": "cpu X", "torch": "2.13.0", "transformers": "5.24.0", "driver": None, "threads": 2,
+             "project": "0.1.0", "model_files": "preset"}
+    point = {"model": "tiny", "dtype": "float32", "device": "cpu", "batch_size": 4, "max_seqlen": 8, "prompt_len": 1,
+             "requests": 0, "stop": "never", "sampling": "greedy", "seed": 0, "matmul_precision": "highest",
+             "gpu_type": None, "status": "finished", "steps": 8, "runtime_mean_s": 1.0}
+    frame = pd.DataFrame([
+        {**point, "variant": "baseline", "env_facts": as_text(facts)},
+        {**point, "variant": "kv_cache", "env_facts": as_text({**facts, "threads": 1})},
+        {**point, "variant": "static_cache", "env_facts": as_text(facts)},
+    ])
+    named = env_vs_baseline(frame, baseline_of(frame, match=REPORT_MATCH))
+    assert named == ["", "threads 1 vs 2", ""]

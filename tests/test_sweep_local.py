@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import ray
@@ -68,17 +69,16 @@ def test_unreachable_tracking_server_stops_before_any_trial(tmp_path, capsys):
     assert not ray.is_initialized()
 
 
-def test_cuda_trials_on_a_cluster_without_gpus_stop_before_any_trial(tmp_path, capsys, monkeypatch):
+def test_cuda_trials_on_a_local_ray_without_gpus_stop_before_anything(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     config = small_sweep(tmp_path, "trial.device=cuda", "ray.num_gpus=0")
     assert run_sweep(config) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "error: the grid has CUDA trials but the Ray cluster has no GPU: use trial.device=cpu or "
-        "ray.address=auto on a GPU cluster"
+        "error: the grid has CUDA trials but this machine has no GPU for a local Ray: use trial.device=cpu, "
+        "or ray.address=auto on a GPU cluster"
     )
-    client = MlflowClient(tracking_uri=config["tracking"]["uri"])
-    experiment = client.get_experiment_by_name("tokengen")
-    assert client.search_runs([experiment.experiment_id]) == []  # nothing recorded, not even a parent
+    assert not ray.is_initialized()
+    assert not (tmp_path / "mlflow.db").exists()  # nothing recorded, not even a store
 
 
 def test_a_report_covers_its_plan_including_trials_reused_from_another_sweep(tmp_path):
@@ -99,3 +99,42 @@ def test_a_report_covers_its_plan_including_trials_reused_from_another_sweep(tmp
     client = MlflowClient(tracking_uri=uri)
     plan = json.loads(open(client.download_artifacts(report.parent_id, PLAN_FILE, str(tmp_path))).read())
     assert len(plan["planned"]) == 3 and len(plan["reused"]) == 2
+
+
+def test_resume_measures_again_what_finished_with_other_threads(tmp_path, capsys):
+    """A rerun with sweep.cpus_per_trial=1 must not reuse results measured with 2 threads."""
+    assert run_sweep(small_sweep(tmp_path, "sweep.cpus_per_trial=2")) == 0
+    ray.shutdown()
+    capsys.readouterr()
+    assert run_sweep(small_sweep(tmp_path, "sweep.cpus_per_trial=2")) == 0  # same environment: reused
+    ray.shutdown()
+    assert "resume: skipping 2 trial(s)" in capsys.readouterr().err
+    assert run_sweep(small_sweep(tmp_path, "sweep.cpus_per_trial=1")) == 0
+    err = capsys.readouterr().err
+    assert "resume: skipping 0 trial(s) already finished in the experiment; measuring 2 again" in err, err
+    runs = child_runs(small_sweep(tmp_path)["tracking"]["uri"])
+    assert sorted(r.data.tags["env_torch_threads"] for r in runs) == ["1", "1", "2", "2"]
+    assert len({r.data.tags["env_fingerprint"] for r in runs}) == 2
+
+
+def test_secrets_stay_with_the_driver(tmp_path, monkeypatch):
+    """A Ray worker started by the sweep sees no tracking password; a trial's environment has none,
+    and keeps its PATH and its GPU."""
+    from sweeps.schedule import connect
+    from tokengen.contract.process_env import trial_environment
+
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "hunter2")
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
+    env = trial_environment({**os.environ, "CUDA_VISIBLE_DEVICES": "3"}, "default")
+    assert "MLFLOW_TRACKING_PASSWORD" not in env and "MLFLOW_TRACKING_USERNAME" not in env
+    assert env["PATH"] == os.environ["PATH"] and env["CUDA_VISIBLE_DEVICES"] == "3"
+    connect(None, num_cpus=1)
+
+    @ray.remote
+    def seen() -> dict:
+        return {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_USERNAME", "PATH")}
+
+    worker = ray.get(seen.remote())
+    assert worker["MLFLOW_TRACKING_PASSWORD"] is None and worker["MLFLOW_TRACKING_USERNAME"] is None
+    assert worker["PATH"]
+    assert os.environ["MLFLOW_TRACKING_PASSWORD"] == "hunter2", "the driver keeps its own"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import hashlib
@@ -56,8 +57,14 @@ def is_server(uri: str) -> bool:
 
 
 def check_uri(uri: str) -> None:
-    """Refuse a URI MLflow would misread, before anything is created: one line that names the fix."""
-    scheme = urllib.parse.urlparse(uri).scheme.split("+", 1)[0]
+    """Refuse a URI MLflow would misread, before anything is created: one line that names the fix
+    (and never the password a URI may carry)."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme in SERVER_SCHEMES and (parsed.username or parsed.password):
+        shown = parsed._replace(netloc=parsed.hostname + (f":{parsed.port}" if parsed.port else "")).geturl()
+        raise TrackingError(f"tracking.uri carries credentials: use tracking.uri={shown} and put them in "
+                            f"{CREDENTIALS[0]} and {CREDENTIALS[1]}, which stay with the driver")
+    scheme = parsed.scheme.split("+", 1)[0]
     if scheme in SERVER_SCHEMES + DATABASE_SCHEMES:
         return
     if scheme in ("file", ""):
@@ -175,7 +182,7 @@ def sqlite_sharing_problem(uri: str, mounts: str | None = None) -> str | None:
     if kind not in NETWORK_FILESYSTEMS:
         return None
     return (f"tracking: {uri} is on a network filesystem ({kind}), where SQLite's locks do not hold: for sweeps "
-            "from several machines use one tracking server (README: One tracking server for a cluster)")
+            "from several machines use one tracking server (docs/cluster.md: One tracking server for a cluster)")
 
 
 @contextlib.contextmanager
@@ -226,6 +233,12 @@ def tags_of(record: dict, sweep: str) -> dict[str, str]:
     return tags
 
 
+@dataclasses.dataclass
+class StoreIndex:
+    finished: dict = dataclasses.field(default_factory=dict)  # trial key -> fingerprints it finished with
+    attempts: set = dataclasses.field(default_factory=set)  # attempt ids already recorded
+
+
 class Recorder:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
@@ -237,8 +250,25 @@ class Recorder:
                 self.experiment_id = self._experiment_id(experiment)
         except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
             raise TrackingError(f"cannot write to tracking store {uri} ({first_line(exc)}): fix tracking.uri") from None
+        self._check_writable(experiment)
         self.parent_id: str | None = None
         self.sweep = ""
+
+    def _check_writable(self, experiment: str) -> None:
+        """A write the sweep would make anyway (the experiment's last-sweep tag), so a user who may read
+        but not write (MLflow's default READ permission), or an unwritable SQLite file, is told now,
+        before Ray starts, not by a traceback from the first trial's run."""
+        try:
+            with _fail_fast_http():
+                self.client.set_experiment_tag(self.experiment_id, "tokengen.last_sweep_check", str(int(time.time())))
+        except Exception as exc:  # noqa: BLE001 - any refused write here means: fix the permission
+            text = str(exc)
+            if "403" in text or "PERMISSION_DENIED" in text:
+                user = os.environ.get(CREDENTIALS[0])
+                raise TrackingError(f"user {user!r} may read experiment {experiment!r} at {self.uri} but not write to "
+                                    "it (HTTP 403): ask its admin for EDIT permission") from None
+            raise TrackingError(f"cannot write to tracking store {self.uri} ({first_line(exc)}): make it "
+                                "writable or fix tracking.uri") from None
 
     def _experiment_id(self, name: str) -> str:
         """The experiment's id, created if missing; another driver creating it at the same moment is fine."""
@@ -261,15 +291,24 @@ class Recorder:
     @failing_fast
     def finished_keys(self) -> set[str]:
         """Keys of trials that already have a finished child run anywhere in the experiment."""
-        keys, token = set(), None
+        return set(self.index().finished)
+
+    @failing_fast
+    def index(self) -> "StoreIndex":
+        """What the experiment already holds: each finished key's fingerprints, every recorded attempt."""
+        index, token = StoreIndex(), None
         while True:
-            page = self.client.search_runs(
-                [self.experiment_id], filter_string=f"tags.status = '{FINISHED}'", max_results=5000, page_token=token
-            )
-            keys.update(run.data.tags.get("trial_key") for run in page)
+            page = self.client.search_runs([self.experiment_id], filter_string="tags.trial_key != ''",
+                                           max_results=5000, page_token=token)
+            for run in page:
+                tags = run.data.tags
+                if tags.get("attempt_id"):
+                    index.attempts.add(tags["attempt_id"])
+                if tags.get("status") == FINISHED and tags.get("trial_key"):
+                    index.finished.setdefault(tags["trial_key"], set()).add(tags.get("env_fingerprint"))
             token = page.token
             if not token:
-                return keys - {None}
+                return index
 
     @failing_fast
     def start_sweep(self, name: str, config: dict, resume: bool, planned: list[str] = (),
@@ -331,6 +370,11 @@ class Recorder:
         self.client.set_tag(run_id, "status", status)
         self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
         return run_id
+
+    @failing_fast
+    def kill_sweep(self) -> None:
+        """The sweep was interrupted: its run says so (a rerun of the same command resumes it)."""
+        self.client.set_terminated(self.parent_id, "KILLED")
 
     @failing_fast
     def end_sweep(self, failed: int) -> None:

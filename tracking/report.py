@@ -28,7 +28,7 @@ from tracking.serving_table import serving_table
 from tracking.token_verdicts import HOW
 
 SYSTEM = ["env_gpu_name", "env_driver", "env_cuda", "env_torch", "env_transformers", "env_python", "env_host",
-          "env_cpu", "env_cpu_count"]
+          "env_cpu", "env_cpu_count", "env_torch_threads", "env_fingerprint"]
 OWN_FILES = ("report.md", "results.csv", "runtime_vs_seqlen.png", "speedup_vs_batch.png", "memory.png")
 INTERNAL = ["in_sweep", "baseline_in_sweep", "variant_rank", "noisy"]
 
@@ -75,7 +75,9 @@ NOTES = {
          "std and runs); `~` marks one that holds 1.0, not significant. runtime_cv: run-to-run std / mean. "
          "ttft_s: time to first token (prefill and first sample), tpot_s: time per output token after it. "
          "vs_generate: runtime over the fastest generate() peer at the same point. tokens: `ok` = the "
-         "baseline's tokens; float32 must match exactly (else MISMATCH); in lower precision, {how}.",
+         "baseline's tokens; float32 must match exactly (else MISMATCH); in lower precision, {how}. "
+         "env_vs_baseline (shown where any differ): what differs between where the trial and its baseline were "
+         "measured (device, versions, threads, model files): such a speedup is not the variant's alone.",
     "b": "CUDA caching allocator peaks; fragmentation = reserved - allocated, as the article defines it (n/a on "
          "the CPU, where peak_rss_bytes is the process's).",
     "c": "runtime_mean_s (s) per max_seqlen; steps = decode steps taken at each; exponent = slope of log runtime "

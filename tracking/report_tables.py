@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from tokengen.contract.fingerprint import differences, from_text
 from tokengen.contract.names import FINISHED
 from tokengen.contract.variants import VARIANTS
 from tracking.baselines import MATCH, baseline_of, match_keys, partners, with_speedup
@@ -43,9 +44,13 @@ def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None,
     for column in REQUIRED:
         if column not in frame:
             frame[column] = None
+    if "cuda_graphs" in frame:  # a reduce-overhead trial whose graphs were skipped is not a CUDA-graph result
+        skipped = frame["cuda_graphs"] == "skipped"
+        frame.loc[skipped, "variant"] = frame.loc[skipped, "variant"].astype(str) + " (CUDA graphs skipped)"
     frame = with_speedup(frame, match=REPORT_MATCH)
     base = baseline_of(frame, match=REPORT_MATCH)
     frame["baseline_in_sweep"] = [b is None or bool(frame.at[b, "in_sweep"]) for b in base]
+    frame["env_vs_baseline"] = env_vs_baseline(frame, base)
     frame["tokens"], frame["agreed_steps"], downloads = check_tokens(frame, base, client)
     runtime, steps = (pd.to_numeric(frame[c], errors="coerce") for c in ("runtime_mean_s", "steps"))
     frame["step_ms"] = runtime / steps * 1e3
@@ -57,6 +62,19 @@ def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None,
     useful = pd.to_numeric(frame.get("useful_tokens_per_s"), errors="coerce")
     frame["cost_per_mtok"] = frame["price_per_hour"] / 3600 / useful * 1e6
     return frame, downloads
+
+
+def env_vs_baseline(frame: pd.DataFrame, base: pd.Series) -> list[str]:
+    """What differs between where each trial and its baseline were measured (their fingerprints'
+    facts, tokengen/contract/fingerprint.py): '' where nothing does or the facts are unknown. A speedup
+    over a baseline measured with other threads, versions, device or checkpoint is not a speedup of
+    the variant alone, so the report names the difference beside it."""
+    facts = frame["env_facts"] if "env_facts" in frame else pd.Series(None, index=frame.index, dtype=object)
+    named = []
+    for label, b in base.items():
+        mine, theirs = from_text(facts.get(label)), from_text(facts.get(b)) if b is not None else {}
+        named.append("; ".join(differences(mine, theirs)) if mine and theirs else "")
+    return named
 
 
 def price_of(prices: dict, gpu_type, device) -> float:
@@ -122,9 +140,11 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         return None
     columns = varying(frame) + ["variant"] + POINT + ["steps", "runtime_mean_s", "runtime_cv", "ttft_s", "tpot_s",
                                                       "tokens_per_s", "speedup", "interval", "compared", "vs_generate",
-                                                      "tokens"]
+                                                      "tokens", "env_vs_baseline"]
     table = _pick(rows, columns)
     table = table.drop(columns=[c for c in ("vs_generate",) if table[c].isna().all()])
+    if not table["env_vs_baseline"].astype(bool).any():
+        table = table.drop(columns=["env_vs_baseline"])
     table.attrs["unit"] = {"runtime_cv": "pct100", "vs_generate": "x"}
     return table
 

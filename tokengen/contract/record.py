@@ -55,6 +55,13 @@ class TrialResult:
     step_latency_p90_s: float | None = _f(METRIC)
     first_run_s: float | None = _f(METRIC)  # the first run, compile included
     trial_wall_s: float | None = _f(METRIC)  # inside the trial process: model build, compile, every run
+    # compilation (tokengen/measure/compile_counters.py): torch's own counters over warmup and timed runs
+    compile_graphs: int | None = _f(METRIC)
+    compile_graph_breaks: int | None = _f(METRIC)
+    compile_recompiles: int | None = _f(METRIC)
+    cudagraph_skips: int | None = _f(METRIC)
+    cuda_graphs: str | None = _f(TAG)  # reduce-overhead only: ran | skipped (a skipped one is not a CUDA-graph result)
+    compile_notes: str | None = _f(TAG)  # the first graph-break, recompile and cudagraph-skip reasons
     child_wall_s: float | None = _f(METRIC)  # the trial process as the sweep saw it
     # memory
     mem_allocated_peak_bytes: int | None = _f(METRIC)
@@ -97,6 +104,9 @@ class TrialResult:
     env_cpu_count: int | None = _f(TAG)
     env_torch_threads: int | None = _f(TAG)
     env_alloc_conf: str | None = _f(TAG)
+    env_fingerprint: str | None = _f(TAG)  # tokengen.contract.fingerprint: resume reuses a key only where it matches
+    env_facts: str | None = _f(TAG)  # the fingerprint's facts, `device=...;threads=2;...`, to name a difference
+    attempt_id: str | None = _f(TAG)  # one per result the sweep journals: MLflow records each attempt once
     node_id: str | None = _f(TAG)
     node_host: str | None = _f(TAG)
     node_gpu_ids: str | None = _f(TAG)

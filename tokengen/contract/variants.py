@@ -36,7 +36,7 @@ VARIANTS: dict[str, dict] = {
     "static_cudagraph_pipelined": _knobs("static", "reduce-overhead", "pipelined"),
     "static_cudagraph_deferred": _knobs("static", "reduce-overhead", "deferred"),
     "static_cudagraph_nocheck": _knobs("static", "reduce-overhead", "none"),
-    # peers: transformers' own generate(), greedy, on the same workload (tokengen/engines.py)
+    # peers: transformers' own generate(), greedy, on the same workload (tokengen/engines/hf_generate.py)
     "hf_generate": _knobs("dynamic", engine="generate"),
     "hf_generate_static": _knobs("static", engine="generate"),
     "hf_generate_compiled": _knobs("static", "default", engine="generate"),

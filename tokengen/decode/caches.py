@@ -23,6 +23,10 @@ from transformers import DynamicCache, StaticCache
 from transformers.masking_utils import create_causal_mask
 
 
+MASK_CACHE_KWARG = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+"""create_causal_mask's cache keyword: `cache` in transformers 5.24, `past_key_values` in 5.17 (the GPU image's)."""
+
+
 def cache_kwarg(model) -> str:
     """`cache` in transformers 5.24; older 5.x releases (as on some GPU images) call it `past_key_values`."""
     return "cache" if "cache" in _parameters(model) else "past_key_values"
@@ -62,7 +66,7 @@ def causal_mask(model, length: int) -> torch.Tensor | None:
     weight = next(model.parameters())
     shape_only = torch.empty(1, length, 0, dtype=weight.dtype, device=weight.device)  # (1, T, 0): read for its shape
     mask = create_causal_mask(
-        config=model.config, inputs_embeds=shape_only, attention_mask=None, cache=None,
+        config=model.config, inputs_embeds=shape_only, attention_mask=None, **{MASK_CACHE_KWARG: None},
         position_ids=None, allow_is_causal_skip=False,  # no position ids: no packed-sequence check here either
     )
     return mask if isinstance(mask, torch.Tensor) and mask.ndim == 4 else None

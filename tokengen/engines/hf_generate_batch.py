@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Callable
 
@@ -17,6 +18,8 @@ from tokengen.decode.ranges import NO_RANGES, NoRanges
 from tokengen.decode.stopping import target_lengths
 from tokengen.engines.request_server import Served
 
+PAGE_KWARG = "page_size" if "page_size" in inspect.signature(ContinuousBatchingConfig).parameters else "block_size"
+"""Tokens per KV page: ContinuousBatchingConfig's `page_size` in transformers 5.24, `block_size` in 5.17."""
 
 class GenerateBatchEngine:
     """transformers' continuous batching (paged attention) on the trial's requests, greedy: the
@@ -52,7 +55,7 @@ class GenerateBatchEngine:
                                            pad_token_id=self.pad)
         pages = -(-(prompt_len + spec.max_seqlen) // self.PAGE)  # per request, rounded up
         self.batching = ContinuousBatchingConfig(
-            page_size=self.PAGE, num_blocks=slots * pages + slots, max_requests_per_batch=slots,
+            **{PAGE_KWARG: self.PAGE}, num_blocks=slots * pages + slots, max_requests_per_batch=slots,
             max_batch_tokens=slots * prompt_len + slots, allow_block_sharing=False, seed=spec.seed,
         )
         model.destroy_cached_continuous_batching_manager()  # an earlier trial's, sized for its workload

@@ -9,6 +9,9 @@ import socket
 import torch
 import transformers
 
+from tokengen.contract.fingerprint import as_text, fingerprint
+from tokengen.contract.fingerprint import facts as fingerprint_facts
+
 # Datasheet memory bandwidth (GB/s): achieved weight streaming is reported against it.
 PEAK_BANDWIDTH_GBS = {
     "L40S": 864.0,
@@ -42,9 +45,12 @@ def cuda_driver_version() -> str | None:
         return None
 
 
-def environment(device: str) -> dict:
+def environment(device: str, model: str) -> dict:
     on_cuda = device == "cuda" and torch.cuda.is_available()
+    facts = fingerprint_facts(device, torch.get_num_threads(), model)
     return {
+        "env_fingerprint": fingerprint(facts),
+        "env_facts": as_text(facts),
         "env_host": socket.gethostname(),
         "env_python": platform.python_version(),
         "env_torch": torch.__version__,

@@ -23,7 +23,7 @@ from tokengen.decode import models
 from tokengen.decode.stopping import row_lengths
 from tokengen.engines import make_generator
 from tokengen.engines.request_server import request_lengths, serving_figures
-from tokengen.measure import clocks, memory
+from tokengen.measure import clocks, compile_counters, memory
 from tokengen.measure.allocator import live_allocator_tag, set_allocator
 from tokengen.measure.checksum import tokens_array, tokens_sha256
 from tokengen.measure.energy import EnergyMeter
@@ -55,10 +55,12 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     generate = make_generator(model, spec)
 
     memory.release_cached(spec.device)
+    compile_counters.start()
     first, first_run_s = clocks.timed(generate, spec.device)
     for _ in range(spec.warmup - 1):
         clocks.timed(generate, spec.device)
     runs = timed_runs(generate, spec, first, first_run_s)
+    compiled = compile_counters.read(spec.compile)
     held = memory.memory_stats(spec.device)
     allocator_live = live_allocator_tag(spec.device)  # read while the model's memory is held
 
@@ -73,13 +75,14 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         key=spec.key(),
         **figures(spec, model, runs, step_latencies),
         first_run_s=first_run_s,
+        **compiled,
         **held,
         allocator_live=allocator_live,
         tokens_sha256=runs.checksum,  # the last timed run's
         deterministic=len(runs.checksums) == 1,
         **profiled,
         trial_wall_s=time.perf_counter() - started,  # model build, compile, every run
-        **environment(spec.device),
+        **environment(spec.device, spec.model),
     )
 
 

@@ -1,0 +1,71 @@
+"""Every `sweep.*` setting and name checked before anything is written or Ray starts: one line each.
+
+Names become folders (`reports/<sweep>/`, the journal's `<experiment>/<sweep>.jsonl`, the trials'
+`<workdir>/<sweep>/<key>`), so a sweep name is a plain name or nothing; an experiment name (MLflow
+allows `/`) is turned into one path component wherever it names a folder (`path_component`).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+from tokengen.contract.spec import SpecError
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+INDUCTOR_CACHES = ("per_trial", "per_sweep")
+
+
+def path_component(name: str) -> str:
+    """A name as one safe path component: only letters, digits, `_`, `-`, `.`, never `.` or `..`."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    return safe if safe.strip(".") else "_" + safe
+
+
+def check_settings(sweep: dict) -> None:
+    """SpecError naming the first bad `sweep.*` setting and its fix."""
+    name = str(sweep["name"])
+    if not NAME.fullmatch(name) or name in (".", ".."):
+        shown = name if len(name) <= 80 else name[:77] + "..."
+        raise SpecError(f"sweep.name={shown!r}: use a plain name of letters, digits, '_', '-' and '.', starting with a "
+                        "letter or digit, at most 64 characters (it names runs and folders)")
+    if not _number(sweep["trial_timeout_s"]) or sweep["trial_timeout_s"] <= 0:
+        raise SpecError(f"sweep.trial_timeout_s={sweep['trial_timeout_s']!r}: give a timeout in seconds above 0, "
+                        "e.g. sweep.trial_timeout_s=1800")
+    if not _integer(sweep["retries"]) or sweep["retries"] < 0:
+        raise SpecError(f"sweep.retries={sweep['retries']!r}: give 0 or more retries for a lost node, e.g. sweep.retries=1")
+    cpus = sweep["cpus_per_trial"]
+    if cpus is not None and (not _integer(cpus) or cpus < 1):
+        raise SpecError(f"sweep.cpus_per_trial={cpus!r}: give 1 or more CPUs, or null for all of a node's CPUs")
+    if sweep["inductor_cache"] not in INDUCTOR_CACHES:
+        raise SpecError(f"sweep.inductor_cache={sweep['inductor_cache']!r}: use one of {', '.join(INDUCTOR_CACHES)}")
+    if not _integer(sweep["max_trials"]) or sweep["max_trials"] < 1:
+        raise SpecError(f"sweep.max_trials={sweep['max_trials']!r}: give 1 or more")
+    prices = sweep["prices"]
+    if not isinstance(prices, dict) or not all(isinstance(k, str) and _number(v) and v >= 0 for k, v in prices.items()):
+        raise SpecError(f"sweep.prices={prices!r}: give USD per device-hour by type, e.g. 'sweep.prices={{cpu:0.1,L40S:1.86}}'")
+    for kind in sweep["accelerator_types"]:
+        if not NAME.fullmatch(str(kind)):
+            raise SpecError(f"sweep.accelerator_types has {kind!r}: use Ray's accelerator type names, e.g. [L40S, H100]")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def local_gpus() -> list[str] | None:
+    """The GPUs this machine has, by name, read without CUDA or Ray (nvidia-smi); None where it cannot
+    tell (no nvidia-smi), [] where it has none."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []

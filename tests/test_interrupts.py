@@ -1,0 +1,91 @@
+"""A sweep that stops cleanly: an interrupted driver keeps what finished, stops what runs and says so;
+a killed driver leaves no trial running. Real driver processes (`python -m sweeps.run`), real Ray."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from sweep_helpers import child_runs, driver_command, driver_environment
+
+pytestmark = pytest.mark.slow  # real drivers, a local Ray, real trials
+
+LONG_TRIAL = ("grid.variant=[baseline]", "grid.batch_size=[8]", "grid.max_seqlen=[500]", "trial.model=gpt2",
+              "trial.runs=200", "sweep.cpus_per_trial=2")
+
+
+def start_driver(tmp_path: Path, *overrides: str) -> subprocess.Popen:
+    log = open(tmp_path / "driver.log", "w")
+    return subprocess.Popen(driver_command(tmp_path, *overrides), cwd=tmp_path, env=driver_environment(),
+                            stdout=log, stderr=log, start_new_session=True)
+
+
+def trial_pid(tmp_path: Path, within_s: float = 240) -> int:
+    """The running trial's pid, from the file the trial process writes in its folder."""
+    deadline = time.time() + within_s
+    while time.time() < deadline:
+        found = list((tmp_path / "work").rglob("trial.pid"))
+        if found:
+            time.sleep(1)  # its model is being built: the trial is under way
+            return int(found[0].read_text())
+        time.sleep(0.5)
+    raise AssertionError("no trial started:\n" + (tmp_path / "driver.log").read_text()[-3000:])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
+    return state not in ("Z", "X")
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_killed_driver_leaves_no_trial_running(tmp_path):
+    driver = start_driver(tmp_path, *LONG_TRIAL)
+    try:
+        pid = trial_pid(tmp_path)
+        assert alive(pid)
+        driver.send_signal(signal.SIGKILL)  # the driver alone: Ray's processes and the trial are not in its group
+        driver.wait()
+        assert gone_within(pid, 20), "the trial outlived its driver"
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_sweep_stops_its_trial_keeps_the_rest_and_says_so(tmp_path, signum, status):
+    driver = start_driver(tmp_path, *LONG_TRIAL)
+    try:
+        pid = trial_pid(tmp_path)
+        driver.send_signal(signum)
+        assert driver.wait(timeout=60) == status
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    log = (tmp_path / "driver.log").read_text()
+    assert "interrupted (" in log and "0 finished, 1 stopped; rerun the same command to resume" in log, log[-2000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert gone_within(pid, 20), "the interrupted sweep left its trial running"
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("tokengen")
+    parents = [r for r in client.search_runs([experiment.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
+    assert [r.info.status for r in parents] == ["KILLED"]
+    assert child_runs(uri) == []
