@@ -238,6 +238,8 @@ def test_run_names_add_what_the_sweep_varies_and_a_key_piece_for_twins():
     assert names[trials[3].key] == "kv_cache b2 p1 L8 float32 cpu H100"
     seeds = [planned("baseline", 32, 100, seed=1), planned("baseline", 32, 100, seed=2)]
     assert sorted(run_names(seeds).values()) == sorted(f"baseline b32 p1 L100 {t.key[:6]}" for t in seeds)
+    served = planned("static_cache_continuous", 4, 100, requests=64)
+    assert run_names([served]) == {served.key: "static_cache_continuous r64 b4 p1 L100"}
     assert run_name({"variant": "kv_cache", "batch_size": 2, "prompt_len": 1, "max_seqlen": 8, "key": "abcdef99"}) \
         == "kv_cache b2 p1 L8 abcdef"
 

@@ -1,5 +1,5 @@
 """Run names that read in the MLflow UI: `static_compiled b32 p1 L100` (variant, batch size, prompt
-length, max_seqlen), then the model, dtype, device and GPU type where the sweep varies them, and a
+length, max_seqlen; `r64` after the variant for a workload of 64 requests), then the model, dtype, device and GPU type where the sweep varies them, and a
 short piece of the trial key where two of the sweep's trials would still share a name."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ KEY_CHARS = 6
 
 
 def _base(fields: dict) -> list[str]:
-    return [str(fields.get("variant") or "trial"), f"b{fields.get('batch_size')}", f"p{fields.get('prompt_len')}",
-            f"L{fields.get('max_seqlen')}"]
+    requests = [f"r{fields['requests']}"] if (fields.get("requests") or 0) > 0 else []  # a request workload
+    return [str(fields.get("variant") or "trial"), *requests, f"b{fields.get('batch_size')}",
+            f"p{fields.get('prompt_len')}", f"L{fields.get('max_seqlen')}"]
 
 
 def run_names(trials) -> dict[str, str]:
