@@ -11,6 +11,7 @@ every finished result, marks the sweep's run KILLED and exits 130 (SIGINT) or 14
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -23,12 +24,14 @@ from sweeps.config import register
 from sweeps.fingerprints import cluster_fingerprints, local_fingerprints
 from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
 from sweeps.journal import Journal, JournalError, Outbox
+from sweeps.logs import quiet_terminal
 from sweeps.progress import Progress
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from sweeps.settings import check_settings, local_gpus
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import SpecError
+from tracking.run_names import run_names
 
 FAILED_TRIALS, BAD_INPUT, UNRECORDED = 1, 2, 3  # exit statuses; an interrupt exits 128 + its signal
 
@@ -142,7 +145,8 @@ def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[Planne
     running = {t.key for t in trials}
     planned = [t.key for t in plan.trials]
     outbox.recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"],
-                                planned=planned, reused=[k for k in planned if k not in running])
+                                planned=planned, reused=[k for k in planned if k not in running],
+                                names=run_names(plan.trials))
     outbox.flush()
 
 
@@ -168,6 +172,8 @@ def publish_report(config: dict, records: list[dict]) -> None:
         attach(uri, report)
         print(report.main)
         _say(f"report: {report.directory / 'report.md'}, attached to the sweep's run")
+        for line in report.warnings + report.ui:  # how to open the comparison in the MLflow UI
+            _say(line)
     except Exception as exc:  # noqa: BLE001 - every trial is already recorded; the report can be rebuilt
         first = first_line(exc, 300)
         if not records:
@@ -238,6 +244,7 @@ def run_sweep(config: DictConfig | dict) -> int:
 
     sweep = config["sweep"]
     started = time.perf_counter()  # the sweep's wall: the store, Ray, every trial and MLflow write
+    log = quiet_terminal(config["tracking"]["experiment"], str(sweep["name"]))  # Ray's and MLflow's routine lines
     try:
         plan, outbox = prepare(config)
     except (SpecError, TrackingError, JournalError, ClusterError) as exc:
@@ -272,6 +279,8 @@ def run_sweep(config: DictConfig | dict) -> int:
     _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed, in {wall:.1f} s")
     for record in failed:
         _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
+    if log.exists():
+        _say(f"log: Ray's and MLflow's own lines are in {os.path.relpath(log)}")
     if outbox.unrecorded:
         _say(f"error: {outbox.unrecorded} result(s) not yet recorded in {config['tracking']['uri']} "
              f"({outbox.last_error}); they wait in {outbox.journal.path}, and rerunning the same command records "

@@ -9,6 +9,7 @@ back as a failed record and is never retried.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | No
             address=address or "local",  # None means a new local Ray, even where RAY_ADDRESS is set
             runtime_env={"py_modules": [tokengen, sweeps], "env_vars": {"HF_HUB_OFFLINE": "1"}},
             log_to_driver=False,
+            logging_level=logging.INFO,  # into the sweep's log file (sweeps/logs.py), not the terminal
             **kwargs,
         )
     except ConnectionError as exc:

@@ -24,6 +24,7 @@ from mlflow.utils.uri import is_local_uri
 from tokengen.contract.names import FAILED, FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE
 from tokengen.contract.record import first_line, typed
 from tokengen.contract.spec import TrialSpec
+from tracking.derived import is_derived
 from tracking.recorder import TrackingError, check_reachable
 
 PAGE = 5000
@@ -50,15 +51,17 @@ _SPEC_DEFAULTS = TrialSpec().to_dict()
 
 
 def flatten(run) -> dict:
-    """One run as a flat record: tags, then metrics, then params (params win a shared name)."""
+    """One run as a flat record: tags, then metrics, then params (params win a shared name); the report's
+    derived figures left out."""
     tags = run.data.tags
     row = {
         "run_id": run.info.run_id, "run_name": tags.get("mlflow.runName"), "run_status": run.info.status,
         "start_time": run.info.start_time, "artifact_uri": run.info.artifact_uri,
         "parent_run_id": tags.get("mlflow.parentRunId"),
     }
-    row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.")})
-    row.update({k: typed(k, v) for k, v in run.data.metrics.items()})
+    # the report's own figures, written back on the run (tracking/derived.py), are never read back as data
+    row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.") and not is_derived(k)})
+    row.update({k: typed(k, v) for k, v in run.data.metrics.items() if not is_derived(k)})
     row.update({k: typed(k, v) for k, v in run.data.params.items()})
     for name, default in _SPEC_DEFAULTS.items():  # a field added since the run was recorded: its default
         row.setdefault(name, default)

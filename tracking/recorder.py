@@ -32,6 +32,7 @@ from mlflow.entities import Metric, Param
 from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_LOG
 from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, first_line, with_role
 from tokengen.contract.spec import LABELS
+from tracking.run_names import run_name
 
 PARAMS, METRICS, SERIES_FIELDS = with_role(PARAM), with_role(METRIC), with_role(SERIES)
 TAGS = with_role(TAG) + LABELS  # the label is a param and, for filtering, a tag
@@ -253,6 +254,7 @@ class Recorder:
         self._check_writable(experiment)
         self.parent_id: str | None = None
         self.sweep = ""
+        self.names: dict[str, str] = {}  # run name per trial key (tracking.run_names), set by start_sweep
 
     def _check_writable(self, experiment: str) -> None:
         """A write the sweep would make anyway (the experiment's last-sweep tag), so a user who may read
@@ -312,10 +314,12 @@ class Recorder:
 
     @failing_fast
     def start_sweep(self, name: str, config: dict, resume: bool, planned: list[str] = (),
-                    reused: list[str] = ()) -> str:
+                    reused: list[str] = (), names: dict[str, str] | None = None) -> str:
         """The sweep's parent run (the latest one of this name when resuming, else a new one), with its
-        plan: every key it covers, and those finished by earlier runs that this one reuses."""
+        plan: every key it covers, and those finished by earlier runs that this one reuses; `names`:
+        each trial's run name (tracking.run_names.run_names of the plan)."""
         self.sweep = name
+        self.names = dict(names or {})
         self.parent_id = self._parent(name, config, resume)
         plan = {"planned": list(planned), "reused": list(reused)}
         self.client.log_text(self.parent_id, json.dumps(plan), PLAN_FILE)
@@ -350,10 +354,10 @@ class Recorder:
     @failing_fast
     def record_trial(self, record: dict) -> str:
         """One child run with the trial's params, metrics, tags and artifacts; FAILED if it failed."""
-        name = f"{record.get('variant', 'trial')}-b{record.get('batch_size')}-n{record.get('max_seqlen')}"
         tags = tags_of(record, self.sweep)
         status = tags.pop("status")  # set last: a run cut short never counts as finished
-        run = self.client.create_run(self.experiment_id, run_name=name, tags={"mlflow.parentRunId": self.parent_id, **tags})
+        run = self.client.create_run(self.experiment_id, run_name=run_name(record, self.names),
+                                     tags={"mlflow.parentRunId": self.parent_id, **tags})
         run_id = run.info.run_id
         metrics = metrics_of(record, int(time.time() * 1000))
         self.client.log_batch(run_id, metrics=metrics, params=params_of(record), synchronous=True)

@@ -3,7 +3,10 @@
 Reads the sweep's runs (the latest sweep by default) from any tracking store or server, writes
 `reports/<sweep>/report.md` (one table per article question), `results.csv` (every trial, MLflow's
 names) and PNG plots, attaches them to the sweep's parent run under `report/`, and prints the main
-tables. The sweep driver calls `build_report` at the end of every sweep.
+tables. The comparison goes into MLflow too: each trial's run gets the report's figures (speedup,
+its interval, vs_generate, the token verdict: tracking/derived.py), the sweep's run gets the overview
+as its description, and the experiment gets a saved view of the sweep whose URL is printed last
+(tracking/ui.py). The sweep driver calls `build_report` at the end of every sweep.
 
     python -m tracking.report [--uri sqlite:///mlflow.db] [--experiment tokengen] [--sweep NAME] [--out reports]
 """
@@ -19,13 +22,16 @@ from pathlib import Path
 import pandas as pd
 
 from tokengen.contract.names import FINISHED
+from tokengen.contract.record import first_line
 from tokengen.contract.spec import TrialSpec
 from tracking import report_tables as tables
 from tracking.baselines import key_part
+from tracking.derived import DERIVED_METRICS, write_back
 from tracking.markdown import to_markdown
 from tracking.reader import ReportError, add_outside_baselines, fill_error_messages, load_sweep
 from tracking.serving_table import serving_table
 from tracking.token_verdicts import HOW
+from tracking.ui import how_to_open, publish_view
 
 SYSTEM = ["env_gpu_name", "env_driver", "env_cuda", "env_torch", "env_transformers", "env_python", "env_host",
           "env_cpu", "env_cpu_count", "env_torch_threads", "env_fingerprint"]
@@ -43,6 +49,10 @@ class Report:
     failed: int
     downloads: int
     files: list[Path] = field(default_factory=list)
+    experiment_id: str = ""
+    view_key: str = ""  # the sweep's saved view in the MLflow UI ("" when not published)
+    ui: list[str] = field(default_factory=list)  # how to open it: the server command and the URL
+    warnings: list[str] = field(default_factory=list)
 
 
 def system_facts(rows: pd.DataFrame) -> pd.DataFrame:
@@ -147,9 +157,34 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     return "\n".join(header + main + body + pictures), "\n".join(main)
 
 
+MAX_NOTE_CHARS = 8000  # MLflow's limit on a tag's value
+
+
+def description(runs, frame: pd.DataFrame) -> str:
+    """The sweep run's description in the MLflow UI (its `mlflow.note.content`): the overview table."""
+    mine = frame[frame["in_sweep"].astype(bool)]
+    done = int((mine["status"] == FINISHED).sum())
+    table = tables.overview_table(frame)
+    text = "\n".join([
+        f"Sweep `{runs.sweep}`: {done} finished, {len(mine) - done} failed trial(s). The full report is this "
+        "run's artifact report/report.md; each trial's run carries the report's figures (metrics "
+        f"{', '.join(DERIVED_METRICS)}; tags tokens_verdict, compared, baseline_run_id).", "",
+        "## Overview per variant", "", NOTES["overview"], "", to_markdown(table) if table is not None else "", ""])
+    return text if len(text) <= MAX_NOTE_CHARS else text[:MAX_NOTE_CHARS - 20] + "\n\n(cut short)"
+
+
+def publish(runs, frame: pd.DataFrame) -> str:
+    """The comparison in MLflow itself: the derived figures on each trial's run, the overview as the
+    sweep run's description, the sweep's view in the experiment. Returns the view's key."""
+    write_back(runs.client, runs.uri, runs.experiment_id, runs.sweep, runs.parent_id, frame, tables.REPORT_MATCH)
+    runs.client.set_tag(runs.parent_id, "mlflow.note.content", description(runs, frame))
+    return publish_view(runs.client, runs.experiment_id, runs.sweep, runs.parent_id)
+
+
 def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = None,
-                 out: str | Path = "reports") -> Report:
-    """Load the sweep from MLflow, compare, and write report.md, results.csv and the plots."""
+                 out: str | Path = "reports", write: bool = True) -> Report:
+    """Load the sweep from MLflow, compare, and write report.md, results.csv and the plots; `write`:
+    publish the comparison in MLflow too (figures on the runs, description, view)."""
     from tracking.plots import PLOTS
 
     runs = load_sweep(uri, experiment, sweep)
@@ -171,7 +206,16 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
     mine = frame[frame["in_sweep"].astype(bool)]
     failed = int((mine["status"] != FINISHED).sum())
     files = [directory / "report.md", directory / "results.csv", *plots.values()]
-    return Report(runs.sweep, runs.parent_id, directory, main, len(mine), failed, downloads, files)
+    report = Report(runs.sweep, runs.parent_id, directory, main, len(mine), failed, downloads, files,
+                    experiment_id=runs.experiment_id)
+    if write:
+        try:
+            report.view_key = publish(runs, frame)
+            report.ui = how_to_open(uri, runs.experiment_id, report.view_key, runs.sweep)
+        except Exception as exc:  # noqa: BLE001 - the report's files stand; MLflow lacks the comparison
+            report.warnings.append(f"mlflow: the comparison was not written to the runs ({first_line(exc)}): "
+                                   f"rebuild with python -m tracking.report --uri {uri} --sweep {runs.sweep}")
+    return report
 
 
 def attach(uri: str, report: Report) -> None:
@@ -189,10 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", default="tokengen", help="default: %(default)s")
     parser.add_argument("--sweep", help="sweep name (default: the latest sweep in the experiment)")
     parser.add_argument("--out", default="reports", help="reports go to OUT/<sweep>/ (default: %(default)s)")
-    parser.add_argument("--no-attach", action="store_true", help="do not log the report to the sweep's parent run")
+    parser.add_argument("--no-attach", action="store_true",
+                        help="write nothing to the store: no report files on the sweep's run, no figures on the "
+                             "trials' runs, no view")
     args = parser.parse_args(argv)
     try:
-        report = build_report(args.uri, args.experiment, args.sweep, args.out)
+        report = build_report(args.uri, args.experiment, args.sweep, args.out, write=not args.no_attach)
         if not args.no_attach:
             attach(args.uri, report)
     except ReportError as exc:
@@ -202,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     where = "" if args.no_attach else f", attached to run {report.parent_id} under report/"
     print(f"report: {report.directory / 'report.md'} ({report.trials} trials, {report.failed} failed){where}",
           file=sys.stderr)
+    for line in report.warnings + report.ui:
+        print(line, file=sys.stderr)
     return 0
 
 

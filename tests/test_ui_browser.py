@@ -1,0 +1,124 @@
+"""The way in, for real: a small sweep run as a real driver process (local Ray, SQLite store) ends with
+the project's own lines only, the light server's command and the URL of its comparison; `python -m
+tracking.ui` serves that store with a real `mlflow server`, and headless chromium, given the URL,
+renders the sweep's runs in the Model-training runs table with the `speedup` column, not the GenAI
+overview. One sweep for the whole module."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from mlflow import MlflowClient
+
+from servers import free_port
+from sweep_helpers import child_runs, driver_command, driver_environment
+
+pytestmark = pytest.mark.slow  # starts Ray, an MLflow server and a browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+URL = re.compile(r"^ui: this sweep's comparison: (http://127\.0\.0\.1:5000/#/experiments/(\d+)/runs\?"
+                 r"viewStateShareKey=tokengen-([0-9a-f]{32})&compareRunsMode=TABLE&workflowType=machine_learning)$")
+OWN = ("resume:", "sweep t:", "report:", "ui:", "log:", "trials:", "journal:")
+"""How every line the sweep itself writes to stderr begins (trials: is its progress bar)."""
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ui-sweep")
+    proc = subprocess.run(driver_command(tmp), cwd=tmp, env=driver_environment(), capture_output=True, text=True,
+                          timeout=900)
+    uri = f"sqlite:///{tmp}/mlflow.db"
+    return SimpleNamespace(tmp=tmp, uri=uri, status=proc.returncode, out=proc.stdout, err=proc.stderr)
+
+
+def lines(text: str) -> list[str]:
+    return [line for line in re.split(r"[\r\n]+", text) if line.strip()]
+
+
+def test_the_terminal_shows_the_projects_own_lines_only(swept):
+    assert swept.status == 0, swept.err[-3000:]
+    foreign = [line for line in lines(swept.err) if not line.startswith(OWN)]
+    assert foreign == []  # no Ray INFO/WARNING lines, no MLflow database set-up
+    assert lines(swept.err)[-1] == "log: Ray's and MLflow's own lines are in .sweeps/logs/tokengen/t.log"
+    log = (swept.tmp / ".sweeps" / "logs" / "tokengen" / "t.log").read_text()
+    for routine in ("Started a local Ray instance", "Token authentication is enabled", "Pushing file package",
+                    "Creating initial MLflow database tables", "Running upgrade"):
+        assert routine in log, routine
+
+
+def test_the_sweep_ends_with_the_light_server_and_the_url(swept):
+    ui = [line for line in lines(swept.err) if line.startswith("ui:")]
+    assert ui[0] == (f"ui: serve the MLflow UI on this store: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow server "
+                     f"--backend-store-uri {swept.uri} --host 127.0.0.1 --port 5000 --workers 1")
+    found = URL.match(ui[-1])
+    assert found, ui[-1]
+    parent = child_runs(swept.uri)[0].data.tags["mlflow.parentRunId"]
+    assert found.group(3) == parent
+
+
+def test_trial_runs_are_named_and_carry_the_comparison(swept):
+    runs = {run.info.run_name: run for run in child_runs(swept.uri)}
+    assert set(runs) == {"baseline b2 p8 L6", "kv_cache b2 p8 L6"}
+    kv, base = runs["kv_cache b2 p8 L6"].data, runs["baseline b2 p8 L6"].data
+    assert kv.metrics["speedup"] == pytest.approx(base.metrics["runtime_mean_s"] / kv.metrics["runtime_mean_s"])
+    assert kv.tags["tokens_verdict"] == "ok" and kv.tags["compared"] == "run"
+    assert kv.tags["baseline_run_id"] == runs["baseline b2 p8 L6"].info.run_id
+    note = MlflowClient(tracking_uri=swept.uri).get_run(kv.tags["mlflow.parentRunId"]).data.tags["mlflow.note.content"]
+    assert "| kv_cache | 1 | 0 |" in note
+
+
+def first_line(stream, timeout_s: float) -> str:
+    """The first line a process prints, or "" if none comes in time."""
+    got = []
+    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    return got[0].strip() if got else ""
+
+
+def answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(f"{url}/health", timeout=2)
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (Debian package chromium; .ci/run installs it)")
+def test_the_printed_url_opens_the_sweeps_runs_in_a_browser(swept):
+    printed = URL.match([line for line in lines(swept.err) if line.startswith("ui:")][-1]).group(1)
+    port = free_port()
+    ui = subprocess.Popen([sys.executable, "-m", "tracking.ui", "--uri", swept.uri, "--sweep", "t", "--port", str(port)],
+                          cwd=swept.tmp, env=driver_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True)
+    try:
+        url = first_line(ui.stdout, 300)
+        assert url == printed.replace(":5000/", f":{port}/"), ui.stderr.read() if ui.poll() is not None else url
+        browser = subprocess.run(
+            [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={swept.tmp / 'chromium'}", "--virtual-time-budget=15000", "--dump-dom", url],
+            capture_output=True, text=True, timeout=240)
+        dom = browser.stdout
+        assert 'data-testid="sort-header-speedup"' in dom, dom[-2000:]  # the comparison's column
+        assert "baseline b2 p8 L6" in dom and "kv_cache b2 p8 L6" in dom  # the sweep's runs, by name
+        assert ">Model registry<" in dom  # the Model-training sidebar
+        assert ">Overview<" not in dom and ">Training runs<" not in dom  # not the GenAI pages
+        assert "viewing a shared view" in dom
+    finally:
+        if ui.poll() is None:
+            ui.send_signal(signal.SIGINT)  # Ctrl-C: tracking.ui stops its server and exits
+        status = ui.wait(timeout=60)
+    assert status == 0
+    assert not answers(f"http://127.0.0.1:{port}")  # the server went with it
+    assert os.path.isfile(swept.tmp / ".sweeps" / "logs" / f"mlflow-ui-{port}.log")

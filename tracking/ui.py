@@ -1,0 +1,233 @@
+"""`python -m tracking.ui`: open a sweep's comparison in the MLflow UI.
+
+Every report (tracking/report.py) saves a view of its sweep in the experiment, the way the UI's own
+"Save and share view" does (MLflow 3.17): the experiment tag `mlflow.sharedViewState.<KEY>`, KEY
+derived from the sweep's parent run id, so a rebuilt report updates the same view. The URL
+
+    <server>/#/experiments/<id>/runs?viewStateShareKey=<KEY>&compareRunsMode=TABLE&workflowType=machine_learning
+
+lands on the experiment's runs table in Model-training mode (without `workflowType` MLflow 3 opens
+its GenAI overview), showing the runs the report used, sorted by speedup, with the comparison's
+columns. The URL must carry no search parameter (searchFilter, orderByKey, ...): the UI would
+drop the view for it.
+
+This command starts a light `mlflow server` on a database store (one worker, no job runner: about
+480 MiB and 2 processes instead of 1.8 GiB and 15), waits until it answers, prints the URL and
+serves until Ctrl-C; on a tracking server's URI it only prints the URL.
+
+    python -m tracking.ui [--uri sqlite:///mlflow.db] [--experiment tokengen] [--sweep NAME] [--port 5000] [--print-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from pathlib import Path
+
+from tracking.derived import view_filter
+from tracking.recorder import is_server
+
+VIEW_PREFIX = "mlflow.sharedViewState."  # the UI's tag prefix for saved views
+MAX_VIEW_CHARS = 20000  # MLflow's limit on an experiment tag's value, which the UI checks too
+PARAMS = ("variant", "batch_size", "max_seqlen", "prompt_len", "model")
+METRICS = ("speedup", "speedup_low", "speedup_high", "vs_generate", "runtime_mean_s", "tokens_per_s")
+TAGS = ("tokens_verdict", "measurement", "compared")
+DEFAULT_PORT = 5000
+LIGHT_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no GenAI job runner and its consumers
+
+
+def column(kind: str, name: str) -> str:
+    """A runs-table column as the UI names it: params.`variant`, metrics.`speedup`, tags.`compared`."""
+    return f"{kind}.`{name}`"
+
+
+COLUMNS = ([column("metrics", m) for m in METRICS] + [column("tags", t) for t in TAGS]
+           + [column("params", p) for p in PARAMS])
+"""Shown in this order after the run's name (which already reads `variant bB pP LN`): the comparison
+first, so a narrow window still shows the speedup."""
+
+
+def compress(text: str) -> str:
+    """The UI's compressed form: "deflate;" + base64 of a zlib stream (pako.deflate's, level 6)."""
+    return "deflate;" + base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")
+
+
+def decompress(value: str) -> str:
+    return zlib.decompress(base64.b64decode(value.removeprefix("deflate;"))).decode()
+
+
+def view_key(parent_id: str) -> str:
+    """One key per sweep run: a rebuilt report replaces its view instead of adding one."""
+    return f"tokengen-{parent_id}"
+
+
+def view_state(search_filter: str) -> dict:
+    """The runs page's state as the UI saves it: search facets (filter, sort) and table settings."""
+    return {
+        "searchFilter": search_filter, "orderByKey": column("metrics", "speedup"), "orderByAsc": False,
+        "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
+        "selectedColumns": COLUMNS, "columnOrder": COLUMNS,
+        "columnWidths": {c: 110 for c in COLUMNS if c.startswith("metrics.")},
+        "runsHiddenMode": "SHOW_ALL", "groupBy": None, "viewMaximized": False, "runListHidden": False,
+    }
+
+
+def envelope(name: str, state: dict, created_ms: int, updated_ms: int) -> str:
+    """The tag's value: the saved-view record the UI lists by name, its state compressed."""
+    payload = compress(json.dumps(state, separators=(",", ":")))
+    value = json.dumps({"name": name, "createdAt": created_ms, "updatedAt": updated_ms, "state": payload},
+                       separators=(",", ":"))
+    if len(value) > MAX_VIEW_CHARS:
+        raise ValueError(f"the view is {len(value)} characters, over MLflow's {MAX_VIEW_CHARS}")
+    return value
+
+
+def read_view(value: str) -> dict:
+    """A saved view's state (the test's and a curious user's way back from the tag)."""
+    return json.loads(decompress(json.loads(value)["state"]))
+
+
+def publish_view(client, experiment_id: str, sweep: str, parent_id: str) -> str:
+    """Save the sweep's view in its experiment (created once, updated by each rebuild); returns its key."""
+    key = view_key(parent_id)
+    now = int(time.time() * 1000)
+    old = client.get_experiment(experiment_id).tags.get(VIEW_PREFIX + key)
+    created = json.loads(old).get("createdAt", now) if old else now
+    value = envelope(f"sweep {sweep} ({parent_id[:8]})", view_state(view_filter(parent_id, sweep)), created, now)
+    client.set_experiment_tag(experiment_id, VIEW_PREFIX + key, value)
+    return key
+
+
+def store_uri(uri: str) -> str:
+    """A SQLite URI with an absolute path, so the printed command works from any directory."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
+    return uri
+
+
+def base_url(uri: str, port: int = DEFAULT_PORT) -> str:
+    return uri.rstrip("/") if is_server(uri) else f"http://127.0.0.1:{port}"
+
+
+def view_url(base: str, experiment_id: str, key: str) -> str:
+    query = urllib.parse.urlencode({"viewStateShareKey": key, "compareRunsMode": "TABLE",
+                                    "workflowType": "machine_learning"})
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
+
+
+def server_argv(uri: str, port: int = DEFAULT_PORT) -> list[str]:
+    return ["mlflow", "server", "--backend-store-uri", store_uri(uri), "--host", "127.0.0.1", "--port", str(port),
+            "--workers", "1"]
+
+
+def server_command(uri: str, port: int = DEFAULT_PORT) -> str:
+    """The light server's command line, for a user to paste."""
+    env = " ".join(f"{k}={v}" for k, v in LIGHT_ENV.items())
+    return f"{env} {shlex.join(server_argv(uri, port))}"
+
+
+def how_to_open(uri: str, experiment_id: str, key: str, sweep: str = "", port: int = DEFAULT_PORT) -> list[str]:
+    """The lines a sweep and a report end with: how to serve the UI on this store, and the view's URL."""
+    url = view_url(base_url(uri, port), experiment_id, key)
+    if is_server(uri):
+        return [f"ui: the tracking server serves the MLflow UI; this sweep's comparison: {url}"]
+    helper = shlex.join(["python", "-m", "tracking.ui", "--uri", uri] + (["--sweep", sweep] if sweep else []))
+    return [f"ui: serve the MLflow UI on this store: {server_command(uri, port)}",
+            f"ui:   (or {helper}, which starts it and waits until it answers)",
+            f"ui: this sweep's comparison: {url}"]
+
+
+def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Whether the server answers /health before it exits or the time is up."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.5)
+    return False
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
+def serve(uri: str, port: int, url: str, log: Path, timeout_s: float = 300) -> int:
+    """Run the light server until Ctrl-C (or SIGTERM), its output in `log`; 1 if it does not come up."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", *server_argv(uri, port)]  # python -m mlflow server ...
+    print(f"ui: starting `{server_command(uri, port)}` (its output: {log})", file=sys.stderr, flush=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **LIGHT_ENV},
+                                start_new_session=True)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C or a `kill` stops the server too (even started with &)
+        signal.signal(sig, _interrupt)
+    try:
+        if not wait_until_up(base_url(uri, port), proc, timeout_s):
+            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+            print(f"error: the MLflow server did not answer on port {port}: " + " / ".join(tail), file=sys.stderr)
+            return 1
+        print(url, flush=True)
+        print("ui: serving until Ctrl-C", file=sys.stderr, flush=True)
+        proc.wait()
+        return 1  # it stopped on its own
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tracking.reader import ReportError, open_experiment, parent_run
+
+    parser = argparse.ArgumentParser(prog="python -m tracking.ui", description=__doc__.splitlines()[0])
+    parser.add_argument("--uri", default="sqlite:///mlflow.db", help="tracking store or server (default: %(default)s)")
+    parser.add_argument("--experiment", default="tokengen", help="default: %(default)s")
+    parser.add_argument("--sweep", help="sweep name (default: the latest sweep in the experiment)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the UI's port on 127.0.0.1 (default: %(default)s)")
+    parser.add_argument("--print-only", action="store_true", help="print the URL and the server command, start nothing")
+    args = parser.parse_args(argv)
+    try:
+        client, experiment_id = open_experiment(args.uri, args.experiment)
+        if args.sweep and "'" in args.sweep:
+            raise ReportError(f"sweep name {args.sweep!r} has a quote: pass the name without it")
+        parent = parent_run(client, experiment_id, args.sweep)
+        if parent is None:
+            raise ReportError(f"no sweep{' named ' + repr(args.sweep) if args.sweep else ''} in {args.uri} "
+                              f"experiment '{args.experiment}': run python -m sweeps.run +grid=smoke first")
+        sweep, key = parent.data.tags["sweep_parent"], view_key(parent.info.run_id)
+        if VIEW_PREFIX + key not in client.get_experiment(experiment_id).tags:
+            raise ReportError(f"sweep '{sweep}' has no comparison view yet: build its report with python -m "
+                              f"tracking.report --uri {args.uri} --experiment {args.experiment} --sweep {sweep}")
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    url = view_url(base_url(args.uri, args.port), experiment_id, key)
+    if args.print_only or is_server(args.uri):
+        for line in how_to_open(args.uri, experiment_id, key, sweep, args.port):
+            print(line, file=sys.stderr)
+        print(url)
+        return 0
+    return serve(args.uri, args.port, url, Path(".sweeps") / "logs" / f"mlflow-ui-{args.port}.log")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
