@@ -16,6 +16,7 @@ import time
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from sweeps import pricing
 from sweeps.config import register
 from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
 from sweeps.journal import Journal, JournalError, Outbox
@@ -45,7 +46,7 @@ def plan_sweep(config: dict) -> GridPlan:
     return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])
 
 
-def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan) -> list[dict]:
+def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan, priced=None) -> list[dict]:
     """Run the trials on Ray, journaling each result the moment it arrives and recording it in MLflow
     while the store answers; ClusterError if the cluster cannot run them."""
     sweep = config["sweep"]
@@ -55,7 +56,7 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
         cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
     )
     node_cpus = check_cluster(trials, settings)
-    open_sweep(outbox, config, plan, trials)
+    open_sweep(outbox, config, plan, trials, priced)
     records: list[dict] = []
     progress = Progress(len(trials))
 
@@ -75,13 +76,15 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
     return records
 
 
-def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[PlannedTrial]) -> None:
-    """The sweep's parent run with its plan (the keys it covers, those it reuses), then the results an
-    earlier run left in the journal, recorded before any new one."""
+def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[PlannedTrial], priced=None) -> None:
+    """The sweep's parent run with its plan (the keys it covers, those it reuses, the estimate), then the
+    results an earlier run left in the journal, recorded before any new one."""
     running = {t.key for t in trials}
     planned = [t.key for t in plan.trials]
     outbox.recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"],
                                 planned=planned, reused=[k for k in planned if k not in running])
+    if priced is not None:
+        pricing.record_estimate(outbox.recorder, priced, config, _say)
     outbox.flush()
 
 
@@ -123,12 +126,12 @@ def print_summary(records: list[dict]) -> None:
         print(summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
-def prepare(config: dict) -> tuple[GridPlan, Outbox]:
+def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbox]:
     """Everything that can be wrong before Ray starts, in the order a user fixes it: the grid, the
     tracking URI, the journal's directory, then the store itself (reachable, credentials, writable)."""
     from tracking.recorder import Recorder, check_uri
 
-    plan = plan_sweep(config)
+    plan = plan or plan_sweep(config)
     tracking = config["tracking"]
     check_uri(tracking["uri"])
     journal = Journal.open(tracking["experiment"], config["sweep"]["name"])
@@ -157,10 +160,15 @@ def run_sweep(config: DictConfig | dict) -> int:
     from tracking.recorder import TrackingError, sqlite_sharing_problem
 
     sweep = config["sweep"]
+    if sweep.get("dry_run"):
+        from sweeps.dry_run import dry_run
+
+        return dry_run(config)
     started = time.perf_counter()  # the sweep's wall: the store, Ray, every trial and MLflow write
     try:
-        plan, outbox = prepare(config)
-    except (SpecError, TrackingError, JournalError) as exc:
+        priced = pricing.price_for_run(config, _say)  # the store read only: a refused sweep leaves no trace
+        plan, outbox = prepare(config, priced.plan if priced else None)
+    except (SpecError, TrackingError, JournalError, pricing.StoreReadError, pricing.Refused) as exc:
         _say(f"error: {exc}")
         return BAD_INPUT
     caveat = sqlite_sharing_problem(config["tracking"]["uri"])
@@ -168,14 +176,18 @@ def run_sweep(config: DictConfig | dict) -> int:
         _say(line)
     trials = trials_to_run(plan, outbox, sweep["resume"])
     _say(f"sweep {sweep['name']}: {len(trials)} trial(s) to run")
+    if priced is not None:  # longest first, and the estimate said before the first trial
+        priced = priced.running(trials)
+        trials = priced.submission_order(trials)
+        _say(pricing.summary_line(priced))
 
     try:
-        records = execute(trials, config, outbox, plan) if trials else []
+        records = execute(trials, config, outbox, plan, priced) if trials else []
     except ClusterError as exc:
         _say(f"error: {exc}")
         return BAD_INPUT
     if not trials:  # every trial reused: the sweep still gets its parent run and its report
-        open_sweep(outbox, config, plan, trials)
+        open_sweep(outbox, config, plan, trials, priced)
     failed = [r for r in records if r["status"] != FINISHED]
     close_sweep(outbox, len(failed))
     wall = time.perf_counter() - started

@@ -19,6 +19,8 @@ NSYS_REPORT = "profile"  # nsys adds .nsys-rep
 NSYS_REP_FILE = f"{NSYS_REPORT}.nsys-rep"
 PLAN_FILE = "plan.json"  # on a sweep's parent run: every planned key, and those reused from earlier runs
 SWEEP_CONFIG_FILE = "sweep_config.json"
+PLAN_ESTIMATE_FILE = "plan.csv"  # on a sweep's parent run (and reports/<sweep>/): each planned trial's estimate
+PLAN_TEXT_FILE = "plan.md"  # the same plan as the dry run prints it
 ARTIFACT_FILES = (TOKENS_FILE, TORCH_TRACE, NSYS_REP_FILE)
 """The trial's files that travel back to the driver (the record and log travel as text)."""
 TRANSPORT = ("files", "log")
