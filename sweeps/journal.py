@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokengen.contract.names import TRANSPORT, TRIAL_LOG
-from sweeps.settings import path_component
+from tokengen.contract.names import path_component
 from tokengen.contract.record import first_line
 
 JOURNAL_ROOT = Path(".sweeps") / "journal"

@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from sweeps.settings import path_component
+from tokengen.contract.names import path_component
 
 LOG_ROOT = Path(".sweeps") / "logs"
 ROUTINE = ("ray", "mlflow.store.db.utils", "alembic")

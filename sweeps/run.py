@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from sweeps import pricing
 from sweeps.config import register
 from sweeps.fingerprints import cluster_fingerprints, local_fingerprints
 from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
@@ -93,7 +94,7 @@ def plan_sweep(config: dict) -> GridPlan:
 
 
 def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan, records: list[dict],
-            stop: StopRequest) -> None:
+            stop: StopRequest, priced=None) -> None:
     """Run the trials on Ray, journaling each result the moment it arrives (into `records` too) and
     recording it in MLflow while the store answers; ClusterError if the cluster cannot run them."""
     sweep = config["sweep"]
@@ -104,7 +105,7 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
         cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
     )
     node_cpus = check_cluster(trials, settings)
-    open_sweep(outbox, config, plan, trials)
+    open_sweep(outbox, config, plan, trials, priced)
     progress = Progress(len(trials))
 
     def on_result(trial: PlannedTrial, record: dict) -> None:
@@ -139,14 +140,16 @@ def check_local_devices(plan: GridPlan, config: dict) -> None:
                            "trial.device=cpu, or ray.address=auto on a GPU cluster")
 
 
-def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[PlannedTrial]) -> None:
-    """The sweep's parent run with its plan (the keys it covers, those it reuses), then the results an
-    earlier run left in the journal, recorded before any new one."""
+def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[PlannedTrial], priced=None) -> None:
+    """The sweep's parent run with its plan (the keys it covers, those it reuses, the estimate), then the
+    results an earlier run left in the journal, recorded before any new one."""
     running = {t.key for t in trials}
     planned = [t.key for t in plan.trials]
     outbox.recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"],
                                 planned=planned, reused=[k for k in planned if k not in running],
                                 names=run_names(plan.trials))
+    if priced is not None:
+        pricing.record_estimate(outbox.recorder, priced, config, _say)
     outbox.flush()
 
 
@@ -190,13 +193,13 @@ def print_summary(records: list[dict]) -> None:
         print(summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
-def prepare(config: dict) -> tuple[GridPlan, Outbox]:
+def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbox]:
     """Everything that can be wrong before Ray starts, in the order a user fixes it: the settings and the
-    grid, this machine's GPUs for a local Ray, the tracking URI, the journal's directory, then the
-    store itself (reachable, credentials, writable)."""
+    grid (unless the pricing planned it already), this machine's GPUs for a local Ray, the tracking URI,
+    the journal's directory, then the store itself (reachable, credentials, writable)."""
     from tracking.recorder import Recorder, check_uri
 
-    plan = plan_sweep(config)
+    plan = plan or plan_sweep(config)
     check_local_devices(plan, config)
     tracking = config["tracking"]
     check_uri(tracking["uri"])
@@ -243,11 +246,16 @@ def run_sweep(config: DictConfig | dict) -> int:
     from tracking.recorder import TrackingError, sqlite_sharing_problem
 
     sweep = config["sweep"]
+    if sweep.get("dry_run"):
+        from sweeps.dry_run import dry_run
+
+        return dry_run(config)
     started = time.perf_counter()  # the sweep's wall: the store, Ray, every trial and MLflow write
     log = quiet_terminal(config["tracking"]["experiment"], str(sweep["name"]))  # Ray's and MLflow's routine lines
     try:
-        plan, outbox = prepare(config)
-    except (SpecError, TrackingError, JournalError, ClusterError) as exc:
+        priced = pricing.price_for_run(config, _say)  # the store read only: a refused sweep leaves no trace
+        plan, outbox = prepare(config, priced.plan if priced else None)
+    except (SpecError, TrackingError, JournalError, ClusterError, pricing.StoreReadError, pricing.Refused) as exc:
         _say(f"error: {exc}")
         return BAD_INPUT
     caveat = sqlite_sharing_problem(config["tracking"]["uri"])
@@ -259,11 +267,15 @@ def run_sweep(config: DictConfig | dict) -> int:
         with interruptible() as stop:
             trials = trials_to_run(plan, outbox, sweep["resume"], expected_fingerprints(plan, config))
             _say(f"sweep {sweep['name']}: {len(trials)} trial(s) to run")
+            if priced is not None:  # longest first, and the estimate said before the first trial
+                priced = priced.running(trials)
+                trials = priced.submission_order(trials)
+                _say(pricing.summary_line(priced))
             stop.check()
             if trials:
-                execute(trials, config, outbox, plan, records, stop)
+                execute(trials, config, outbox, plan, records, stop, priced)
             else:  # every trial reused: the sweep still gets its parent run and its report
-                open_sweep(outbox, config, plan, trials)
+                open_sweep(outbox, config, plan, trials, priced)
     except ClusterError as exc:
         _say(f"error: {exc}")
         return BAD_INPUT

@@ -2,7 +2,8 @@
 
 Names become folders (`reports/<sweep>/`, the journal's `<experiment>/<sweep>.jsonl`, the trials'
 `<workdir>/<sweep>/<key>`), so a sweep name is a plain name or nothing; an experiment name (MLflow
-allows `/`) is turned into one path component wherever it names a folder (`path_component`).
+allows `/`) is turned into one path component wherever it names a folder
+(tokengen.contract.names.path_component).
 """
 
 from __future__ import annotations
@@ -15,12 +16,6 @@ from tokengen.contract.spec import SpecError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 INDUCTOR_CACHES = ("per_trial", "per_sweep")
-
-
-def path_component(name: str) -> str:
-    """A name as one safe path component: only letters, digits, `_`, `-`, `.`, never `.` or `..`."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-    return safe if safe.strip(".") else "_" + safe
 
 
 def check_settings(sweep: dict) -> None:

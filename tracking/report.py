@@ -21,13 +21,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokengen.contract.names import FINISHED
+from tokengen.contract.names import FINISHED, path_component
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import TrialSpec
 from tracking import report_tables as tables
 from tracking.baselines import key_part
 from tracking.derived import DERIVED_METRICS, write_back
 from tracking.markdown import to_markdown
+from tracking.plan_report import plan_against_actual
 from tracking.reader import ReportError, add_outside_baselines, fill_error_messages, load_sweep
 from tracking.serving_table import serving_table
 from tracking.token_verdicts import HOW
@@ -195,17 +196,20 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
         add_outside_baselines(runs)
     prices = (runs.config.get("sweep") or {}).get("prices") or {}
     frame, downloads = tables.prepare(runs.trials, runs.outside_baselines, runs.client, prices)
-    directory = Path(out) / runs.sweep.replace("/", "_")
+    directory = Path(out) / path_component(runs.sweep)  # a folder of its own, whatever the name
     directory.mkdir(parents=True, exist_ok=True)
     for name in OWN_FILES:
         (directory / name).unlink(missing_ok=True)
     plots = {title: path for title, draw in PLOTS.items() if (path := draw(frame, directory))}
     text, main = render(runs, frame, plots)
+    planned, plan_files = plan_against_actual(runs, directory)  # the estimate the sweep recorded, beside what it took
+    if planned:
+        text += "\n" + planned
     (directory / "report.md").write_text(text)
     results_frame(frame).to_csv(directory / "results.csv", index=False)
     mine = frame[frame["in_sweep"].astype(bool)]
     failed = int((mine["status"] != FINISHED).sum())
-    files = [directory / "report.md", directory / "results.csv", *plots.values()]
+    files = [directory / "report.md", directory / "results.csv", *plots.values(), *plan_files]
     report = Report(runs.sweep, runs.parent_id, directory, main, len(mine), failed, downloads, files,
                     experiment_id=runs.experiment_id)
     if write:

@@ -15,7 +15,7 @@ from typing import Mapping
 import pandas as pd
 
 from sweeps.estimate.hardware import CpuSpeed
-from sweeps.estimate.history import OUTSIDE_CHILD_S, identical
+from sweeps.estimate.history import OUTSIDE_CHILD_S
 from sweeps.estimate.model import CostModel, spread
 from sweeps.estimate.span import Span
 from sweeps.estimate.trials import INSTRUMENTED_RUNS, number, profile_runs, text
@@ -47,7 +47,9 @@ def _total(trial: Mapping, model: CostModel, run: Span, compile_: Span, build: S
 
 def _from_history(trial: Mapping, model: CostModel) -> Estimate | None:
     """This trial's measured total, or its spec's measured parts with this trial's run counts."""
-    same, exact = identical(trial, model.frame)
+    if model.frame.empty:
+        return None
+    same, exact = model.identical(trial)
     totals = exact["child_wall_s"].dropna() if len(exact) else pd.Series(dtype=float)
     if len(totals):
         total = totals + OUTSIDE_CHILD_S

@@ -11,7 +11,7 @@ the neighbours as much as the trial. Derived columns:
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Hashable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -136,3 +136,78 @@ def identical(trial: Mapping, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.Dat
         if name in trial:
             exact &= rows[name].map(lambda v, value=trial[name]: _same(v, value))
     return rows, rows[exact]
+
+
+def _normal(value) -> Hashable:
+    """A value as `_same` compares it: missing, a number, or text (a bool is the number it converts to)."""
+    if missing(value):
+        return None
+    try:
+        return ("n", float(value))
+    except (TypeError, ValueError):
+        return ("s", str(value))
+
+
+class IdentityIndex:
+    """`identical` for many trials against one frame: the frame is grouped once per set of fields the
+    trials give (a sweep's trials all give the same), so each trial is a dictionary look-up instead of
+    a pass over every row per field. Agrees with `identical` wherever `_same` is an equivalence (values
+    compare alike as numbers or as text; not a bool against the text 'True')."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+        self.empty = frame.iloc[0:0]
+        self._keys: dict[str, dict] = {}
+        self._groups: dict[tuple, dict] = {}
+        if frame.empty:
+            return
+        for column in KEY_COLUMNS:
+            if column in frame:
+                positions: dict = {}
+                for position, key in enumerate(frame[column].astype(str)):
+                    positions.setdefault(key, []).append(position)
+                self._keys[column] = positions
+
+    def _grouped(self, names: tuple, pinned: bool) -> dict:
+        signature = (names, pinned)
+        if signature not in self._groups:
+            columns = [self.frame[n].map(_normal).tolist() for n in names]
+            if pinned:
+                columns.append(self.frame["device_kind"].tolist())
+            groups: dict = {}
+            for position, values in enumerate(zip(*columns)):
+                groups.setdefault(values, []).append(position)
+            self._groups[signature] = groups
+        return self._groups[signature]
+
+    def __call__(self, trial: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
+        if self.frame.empty:
+            return self.empty, self.empty
+        key = trial.get("key") or trial.get("trial_key")
+        for column in KEY_COLUMNS:
+            if key and column in self._keys:
+                positions = self._keys[column].get(str(key))
+                if positions:
+                    rows = self.frame.iloc[positions]
+                    return rows, rows
+        names, values = [], []
+        for name, value in trial.items():
+            if name in IDENTITY_IGNORED:
+                continue
+            if name in self.frame:
+                names.append(name)
+                values.append(_normal(value))
+            elif not (name in DEFAULTS and _same(value, DEFAULTS[name])):
+                return self.empty, self.empty
+        pinned = gpu_kind(trial.get("accelerator_type")) if text(trial, "device") == "cuda" else None
+        if pinned:
+            values.append(pinned)
+        positions = self._grouped(tuple(names), bool(pinned)).get(tuple(values))
+        if not positions:
+            return self.empty, self.empty
+        rows = self.frame.iloc[positions]
+        exact = pd.Series(True, index=rows.index)
+        for name in MEASUREMENT_FIELDS:
+            if name in trial:
+                exact &= rows[name].map(lambda v, value=trial[name]: _same(v, value))
+        return rows, rows[exact]

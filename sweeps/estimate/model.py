@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -19,7 +19,7 @@ import pandas as pd
 from sweeps.estimate import priors
 from sweeps.estimate.laws import fit_families
 from sweeps.estimate.hardware import CpuSpeed, gpu_kind
-from sweeps.estimate.history import OUTSIDE_CHILD_S, prepare
+from sweeps.estimate.history import OUTSIDE_CHILD_S, IdentityIndex, prepare
 from sweeps.estimate.span import Span
 from sweeps.estimate.trials import AUTO, batches, expected_steps, family, fixed_runs, law, number, text
 
@@ -52,6 +52,8 @@ class CostModel:
     frame: pd.DataFrame  # history.prepare()'s rows, with prior ratios
     laws: dict  # family -> StepLaw | None
     cpu: CpuSpeed | None = None  # None: calibrate this host when a CPU trial needs the prior
+    # look-ups of the frame, kept for the next trial: a sweep prices thousands against one fit
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def fit(cls, history: pd.DataFrame | None, cpu: CpuSpeed | None = None) -> "CostModel":
@@ -83,33 +85,49 @@ class CostModel:
                 return Counter(rows["device_kind"]).most_common(1)[0][0]
         return "cuda"
 
+    def identical(self, trial: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """history.identical against this model's frame, through an index built once."""
+        index = self._memo.get("identical")
+        if index is None:
+            index = self._memo["identical"] = IdentityIndex(self.frame)
+        return index(trial)
+
     def _rows(self, column: str, **match) -> pd.Series:
-        """`column` of the rows matching every field given, nulls dropped."""
+        """`column` of the rows matching every field given, nulls dropped (the same Series for the same
+        question: callers read it, never change it)."""
+        memo = ("rows", column, tuple(sorted((k, str(v)) for k, v in match.items())))
+        if memo in self._memo:
+            return self._memo[memo]
         if self.frame.empty or column not in self.frame:
-            return pd.Series(dtype=float)
-        keep = pd.Series(True, index=self.frame.index)
-        for name, value in match.items():
-            keep &= self.frame[name].astype(str) == str(value)
-        return self.frame.loc[keep, column].dropna()
+            found = pd.Series(dtype=float)
+        else:
+            keep = pd.Series(True, index=self.frame.index)
+            for name, value in match.items():
+                keep &= self.frame[name].astype(str) == str(value)
+            found = self.frame.loc[keep, column].dropna()
+        self._memo[memo] = found
+        return found
 
     def _first(self, column: str, chain: list[dict]) -> pd.Series:
         for match in chain:
             values = self._rows(column, **match)
             if len(values):
                 return values
-        return pd.Series(dtype=float)
+        return self._memo.setdefault("empty", pd.Series(dtype=float))
 
     # -- the parts ----------------------------------------------------------------------------
     def steps(self, trial: Mapping) -> float:
         """Steps of one run: max_seqlen per batch, times how early this family's rows ended before."""
-        kind = self.device_kind(trial)
-        fam = family(trial, kind)
-        if not self.frame.empty:
-            ratio = self.frame["steps"] / self.frame["expected_steps"]
-            keep = (self.frame["family"] == fam) & (self.frame["stop"].astype(str) == text(trial, "stop"))
-            if keep.any():
-                return expected_steps(trial) * float(ratio[keep].median())
-        return float(expected_steps(trial))
+        memo = ("steps", family(trial, self.device_kind(trial)), text(trial, "stop"))
+        if memo not in self._memo:
+            self._memo[memo] = None
+            if not self.frame.empty:
+                ratio = self.frame["steps"] / self.frame["expected_steps"]
+                keep = (self.frame["family"] == memo[1]) & (self.frame["stop"].astype(str) == memo[2])
+                if keep.any():
+                    self._memo[memo] = float(ratio[keep].median())
+        ratio = self._memo[memo]
+        return float(expected_steps(trial)) if ratio is None else expected_steps(trial) * ratio
 
     def run(self, trial: Mapping) -> tuple[Span, str]:
         """One plain run's seconds and the basis: the family's law, its prior ratio, or the prior."""
@@ -134,8 +152,18 @@ class CostModel:
             return _ratio_span(per_step, ratios), "prior"
         return Span(per_step, raw.low * per_step / raw.mid, raw.high * per_step / raw.mid), "prior"
 
+    def _memoized(self, part: str, trial: Mapping, fields: tuple, compute) -> Span:
+        """A part that depends on a few of the trial's fields only: computed once per their values."""
+        memo = (part, self.device_kind(trial), *(text(trial, f) for f in fields))
+        if memo not in self._memo:
+            self._memo[memo] = compute(trial)
+        return self._memo[memo]
+
     def compile(self, trial: Mapping) -> Span:
         """The first run's extra seconds (compilation, or start-up with compile=off)."""
+        return self._memoized("compile", trial, ("device", "compile", "model", "cache", "engine"), self._compile)
+
+    def _compile(self, trial: Mapping) -> Span:
         kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
         measured = self._first("compile_s", [
             dict(model=model, device_kind=kind, compile=mode, cache=text(trial, "cache"), engine=text(trial, "engine")),
@@ -150,6 +178,9 @@ class CostModel:
 
     def build(self, trial: Mapping) -> Span:
         """Building the model inside the trial process."""
+        return self._memoized("build", trial, ("device", "model", "dtype"), self._build)
+
+    def _build(self, trial: Mapping) -> Span:
         kind, model = self.device_kind(trial), text(trial, "model")
         measured = self._first("build_s", [dict(model=model, device_kind=kind, dtype=text(trial, "dtype")),
                                            dict(model=model, device_kind=kind)])
@@ -163,6 +194,9 @@ class CostModel:
     def harness(self, trial: Mapping) -> Span:
         """The sweep's per-trial cost around the trial: the process's start-up as measured
         (child_wall_s - trial_wall_s), plus Ray and MLflow outside it."""
+        return self._memoized("harness", trial, (), self._harness)
+
+    def _harness(self, trial: Mapping) -> Span:
         measured = self._first("in_child_s", [dict(device_kind=self.device_kind(trial)), {}])
         if len(measured):
             return spread(measured) + Span.factor(OUTSIDE_CHILD_S, 1.5)

@@ -6,6 +6,8 @@ spelling without paying for torch. A renamed constant here renames it everywhere
 
 from __future__ import annotations
 
+import re
+
 # a trial's status, in its record and as the MLflow tag `status`
 FINISHED, FAILED = "finished", "failed"
 
@@ -19,6 +21,8 @@ NSYS_REPORT = "profile"  # nsys adds .nsys-rep
 NSYS_REP_FILE = f"{NSYS_REPORT}.nsys-rep"
 PLAN_FILE = "plan.json"  # on a sweep's parent run: every planned key, and those reused from earlier runs
 SWEEP_CONFIG_FILE = "sweep_config.json"
+PLAN_ESTIMATE_FILE = "plan.csv"  # on a sweep's parent run (and reports/<sweep>/): each planned trial's estimate
+PLAN_TEXT_FILE = "plan.md"  # the same plan as the dry run prints it
 ARTIFACT_FILES = (TOKENS_FILE, TORCH_TRACE, NSYS_REP_FILE)
 """The trial's files that travel back to the driver (the record and log travel as text)."""
 TRANSPORT = ("files", "log")
@@ -28,3 +32,10 @@ TRANSPORT = ("files", "log")
 STEP_RANGE = "step {}"
 FORWARD_RANGE = "forward"
 CHECK_RANGE = "stop check"
+
+
+def path_component(name: str) -> str:
+    """A name (a sweep's, an experiment's: MLflow allows `/`) as one safe path component: letters,
+    digits, `_`, `-` and `.` only, never `.` or `..`, so no folder it names leads out of its parent."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    return safe if safe.strip(".") else "_" + safe

@@ -1,0 +1,171 @@
+"""`python -m sweeps.run +grid=NAME sweep.dry_run=true`: what the sweep would run and what it would cost.
+
+Plans exactly as a real run (the grid, its drops with their reasons, resume against the store and the
+driver's journal), runs no trial, starts no Ray, writes nothing to the store (sweeps/finished_runs.py
+reads it read-only; a missing SQLite file stays missing). Prints, per variant and in total, the trials
+to run and those reused, the estimated device-seconds, the device-hours and cost per accelerator type
+and the wall on the workers; writes reports/<sweep>/plan.csv (one row per planned trial, in submission
+order) and plan.md (what it printed). Reuse is by key only: "reused (unverified)".
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from sweeps.pricing import PLAN_COLUMNS, Priced, money, price_sweep
+from tokengen.contract.names import PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
+from tracking.markdown import to_markdown
+
+PLAN_CSV, PLAN_MD = PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
+ESTIMATE_NOTE = ("estimated_s: seconds a trial holds its worker: model build, warmup, timed, instrumented and "
+                 "profiled runs, the compile, the harness around the trial process (and remeasure rounds where "
+                 "sweep.remeasure is set); low..high: the model's range; basis: history (this trial, or its spec, "
+                 "ran before), fit (its family's law) or prior (first principles, rescaled by the nearest runs).")
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:,.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
+def _figure(value, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "n/a"
+    if isinstance(value, (int,)) or (isinstance(value, float) and value.is_integer() and abs(value) >= 100):
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+
+
+def shown(frame: pd.DataFrame, digits: dict | None = None) -> pd.DataFrame:
+    """Numbers as text with thousands separators (a full grid's seconds run into the hundred thousands)."""
+    digits = digits or {}
+    out = frame.copy().astype(object)
+    for column in frame.columns:
+        if pd.api.types.is_numeric_dtype(frame[column]) or frame[column].map(lambda v: isinstance(v, float)).any():
+            out[column] = [v if isinstance(v, str) else _figure(v, digits.get(column, 1)) for v in frame[column]]
+    return out
+
+
+def render(priced: Priced, config: dict) -> str:
+    """The plan as Markdown: what the dry run prints and plan.md holds."""
+    sweep, tracking = config["sweep"], config["tracking"]
+    runs = priced.runs
+    reused = len(priced.table) - len(runs)
+    wall, bound = priced.wall
+    cost = priced.cost
+    lines = [
+        f"# Plan of sweep `{sweep['name']}` (dry run: nothing ran)", "",
+        f"{len(priced.table)} planned trial(s): {len(runs)} to run, {reused} reused (unverified: a key finished in "
+        f"the store, its environment not checked)" + ("" if priced.resume else "; sweep.resume=false runs them all")
+        + ".",
+        f"History: {len(priced.history.frame)} finished run(s) in {priced.history.source}, experiment "
+        f"`{tracking['experiment']}`; {len(priced.history.trusted())} measured ok fit the cost model.",
+    ]
+    if priced.journaled:
+        lines.append(f"Journal: {priced.journaled} result(s) of an earlier driver wait to be recorded (a real run "
+                     "records them first, without running their trials).")
+    lines += [""] + [f"- {line}" for line in priced.plan.describe()] + ([""] if priced.plan.describe() else [])
+    lines += ["## Per variant", "", ESTIMATE_NOTE, "", to_markdown(shown(priced.by_variant().rename(
+        columns={"reused_unverified": "reused (unverified)"}), {"device_hours": 3})), ""]
+    devices = priced.by_device()
+    if not devices.empty:
+        lines += ["## Device-hours and cost per accelerator type", "",
+                  "Prices from sweep.prices (USD per device-hour; `cpu`: one CPU trial's node).", "",
+                  to_markdown(shown(devices, {"device_hours": 3, "low_hours": 3, "high_hours": 3, "usd_per_hour": 2,
+                                              "cost_usd": 2})), ""]
+    walls = priced.walls()
+    lines += ["## Wall on the workers", "",
+              f"Workers: {priced.workers.source}. Trials are submitted longest first (LPT); no schedule beats "
+              "max(total / workers, longest trial).", ""]
+    if not walls.empty:
+        lines += [to_markdown(shown(walls)), ""]
+    lines += [f"**Total**: {len(runs)} trial(s), {priced.device_hours:,.3f} device-hours "
+              f"({runs['low_s'].sum() / 3600:,.3f}-{runs['high_s'].sum() / 3600:,.3f}), "
+              + (money(cost) if cost is not None else f"cost n/a (no price for {', '.join(priced.unpriced)})")
+              + f", wall about {duration(wall)} (no schedule beats {duration(bound)}).", ""]
+    refusal = priced.refusal()
+    limits = {k: v for k, v in priced.limits.items() if v is not None}
+    if refusal:
+        lines += [f"A real run would be refused: {refusal}.", ""]
+    elif limits:
+        lines += ["Within " + ", ".join(f"sweep.{k}={v:g}" for k, v in limits.items()) + ".", ""]
+    if priced.notes:
+        lines += ["Assumptions:", ""] + [f"- {note}" for note in priced.notes] + [""]
+    lines.append(f"Planned in {priced.seconds:.2f} s (plan, read the store, fit once, estimate each trial).")
+    return "\n".join(lines) + "\n"
+
+
+def write_plan(priced: Priced, config: dict, out: str | Path = "reports") -> tuple[Path, Path, str]:
+    directory = Path(out) / str(config["sweep"]["name"]).replace("/", "_")
+    directory.mkdir(parents=True, exist_ok=True)
+    text = render(priced, config)
+    csv, md = directory / PLAN_CSV, directory / PLAN_MD
+    priced.table[list(PLAN_COLUMNS)].to_csv(csv, index=False)
+    md.write_text(text)
+    return csv, md, text
+
+
+def dry_run(config: dict) -> int:
+    """The dry run's command: 0 with the plan printed and written, 2 for bad input (one line)."""
+    from sweeps.finished_runs import StoreReadError
+    from tokengen.contract.spec import SpecError
+
+    started = time.perf_counter()
+    try:
+        priced = price_sweep(config)
+    except (SpecError, StoreReadError) as exc:
+        _say(f"error: {exc}")
+        return 2
+    for line in priced.plan.describe():
+        _say(line)
+    csv, md, text = write_plan(priced, config)
+    print(text, end="")
+    _say(f"dry run: plan in {md} and {csv} ({len(priced.table)} trial(s), planned in {priced.seconds:.2f} s, "
+         f"{time.perf_counter() - started:.2f} s with the files); nothing ran, nothing was written to "
+         f"{config['tracking']['uri']}")
+    return 0
+
+
+def plan_metrics(priced: Priced) -> dict[str, float]:
+    """The estimate's totals as the parent run's metrics (the trials this run will run)."""
+    runs = priced.runs
+    wall, bound = priced.wall
+    metrics = {"estimated_s": runs["estimated_s"].sum(), "estimated_low_s": runs["low_s"].sum(),
+               "estimated_high_s": runs["high_s"].sum(), "estimated_in_trial_s": runs["in_trial_s"].sum(),
+               "estimated_wall_s": wall, "estimated_wall_lower_bound_s": bound,
+               "estimated_device_hours": priced.device_hours, "estimated_trials": len(runs)}
+    if priced.cost is not None:
+        metrics["estimated_cost_usd"] = priced.cost
+    return {k: float(v) for k, v in metrics.items()}
+
+
+def record_plan(recorder, priced: Priced, config: dict) -> None:
+    """The estimate on the sweep's parent run before any trial starts: plan.csv and plan.md as artifacts,
+    the totals as metrics, each pool's workers as the tag planned_workers."""
+    from mlflow.entities import Metric
+
+    from tracking.recorder import failing_fast
+
+    @failing_fast
+    def send() -> None:
+        client, run_id, now = recorder.client, recorder.parent_id, int(time.time() * 1000)
+        client.log_text(run_id, priced.table[list(PLAN_COLUMNS)].to_csv(index=False), PLAN_CSV)
+        client.log_text(run_id, render(priced, config), PLAN_MD)
+        metrics = [Metric(name, value, now, 0) for name, value in plan_metrics(priced).items()]
+        client.log_batch(run_id, metrics=metrics, synchronous=True)
+        pools = priced.walls()
+        client.set_tag(run_id, "planned_workers",
+                       ", ".join(f"{p}:{w}" for p, w in zip(pools["pool"], pools["workers"])) or "none")
+
+    send()

@@ -1,0 +1,152 @@
+"""The store's finished trials, read without writing a byte: the history a sweep is priced from.
+
+A SQLite store is opened by sqlite3 in read-only mode (`mode=ro`): a missing file is an empty history
+and stays missing, nothing MLflow would do on opening (create tables, a default experiment, an
+artifact folder) happens, and MLflow itself is not imported (seconds on a busy host). Any other store
+(a tracking server, another database) is read through `MlflowClient.search_runs` alone.
+
+Both give tracking.reader's flat frame (tags, then metrics, then params, typed; the spec's defaults
+filled in): one row per finished child run of the experiment, whichever sweep ran it. Resume skips
+every such key; the cost model (sweeps.estimate.fit) drops runs whose `measurement` is not ok.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tokengen.contract.names import FINISHED
+from tokengen.contract.record import typed
+from tokengen.contract.spec import TrialSpec
+
+PARENT_TAG = "mlflow.parentRunId"
+TRUSTED_MEASUREMENT = ("ok",)  # the `measurement` tag, where a run has one
+_SPEC_DEFAULTS = TrialSpec().to_dict()
+
+
+class StoreReadError(RuntimeError):
+    """The store cannot be read: one line that names the fix."""
+
+
+@dataclass
+class History:
+    frame: pd.DataFrame  # finished child runs, flat
+    source: str  # how it was read, for the plan's header
+    missing: bool = False  # a SQLite file that does not exist (left uncreated)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def finished_keys(self) -> set[str]:
+        if self.frame.empty or "trial_key" not in self.frame:
+            return set()
+        return {k for k in self.frame["trial_key"] if isinstance(k, str)}
+
+    def trusted(self) -> pd.DataFrame:
+        """The runs a fit may learn from: measured ok where a run carries a `measurement` tag."""
+        if self.frame.empty or "measurement" not in self.frame:
+            return self.frame
+        tag = self.frame["measurement"]
+        return self.frame[tag.isna() | tag.astype(str).str.lower().isin(TRUSTED_MEASUREMENT)]
+
+
+def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, metrics: dict, params: dict) -> dict:
+    """One run as tracking.reader.flatten makes it (a finished child run: it has its status tag)."""
+    row = {"run_id": run_id, "run_name": tags.get("mlflow.runName"), "run_status": status, "start_time": start_time,
+           "artifact_uri": artifact_uri, "parent_run_id": tags.get(PARENT_TAG)}
+    row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.")})
+    row.update({k: typed(k, v) for k, v in metrics.items()})
+    row.update({k: typed(k, v) for k, v in params.items()})
+    for name, default in _SPEC_DEFAULTS.items():
+        row.setdefault(name, default)
+    gpu = row.get("accelerator_type") or row.get("env_gpu_name")
+    row["gpu_type"] = gpu if isinstance(gpu, str) and gpu else None
+    return row
+
+
+def sqlite_path(uri: str) -> str | None:
+    """The file of a sqlite:/// URI (relative to the current directory, as MLflow reads it), else None."""
+    scheme = urllib.parse.urlparse(uri).scheme
+    if scheme.split("+", 1)[0] != "sqlite" or ":///" not in uri:
+        return None
+    return uri.split(":///", 1)[1].split("?", 1)[0]
+
+
+def _read_sqlite(path: str, experiment: str) -> pd.DataFrame:
+    quoted = urllib.parse.quote(os.path.abspath(path))
+    connection = sqlite3.connect(f"file:{quoted}?mode=ro", uri=True)
+    try:
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(experiments)")}
+        if not columns:  # a SQLite file MLflow never opened: no runs in it
+            return pd.DataFrame()
+        where, args = "name = ? AND lifecycle_stage = 'active'", [experiment]
+        if "workspace" in columns:
+            where += " AND workspace = ?"
+            args.append(os.environ.get("MLFLOW_WORKSPACE", "default"))
+        found = connection.execute(f"SELECT experiment_id FROM experiments WHERE {where}", args).fetchone()
+        if found is None:
+            return pd.DataFrame()
+        chosen = ("SELECT r.run_uuid FROM runs r WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active' "
+                  "AND EXISTS (SELECT 1 FROM tags s WHERE s.run_uuid = r.run_uuid AND s.key = 'status' "
+                  "AND s.value = ?) "
+                  f"AND EXISTS (SELECT 1 FROM tags p WHERE p.run_uuid = r.run_uuid AND p.key = '{PARENT_TAG}')")
+        args = (found[0], FINISHED)
+        runs = {run: (status, start, uri) for run, status, start, uri in connection.execute(
+            f"SELECT run_uuid, status, start_time, artifact_uri FROM runs WHERE run_uuid IN ({chosen}) "
+            "ORDER BY start_time", args)}
+        parts: dict[str, dict] = {name: {run: {} for run in runs} for name in ("tags", "metrics", "params")}
+        for table, part in (("tags", "tags"), ("params", "params")):
+            for run, key, value in connection.execute(
+                    f"SELECT run_uuid, key, value FROM {table} WHERE run_uuid IN ({chosen})", args):
+                parts[part][run][key] = value
+        for run, key, value, is_nan in connection.execute(
+                f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({chosen})", args):
+            parts["metrics"][run][key] = float("nan") if is_nan else value
+    finally:
+        connection.close()
+    return pd.DataFrame([flat_row(run, *info, parts["tags"][run], parts["metrics"][run], parts["params"][run])
+                         for run, info in runs.items()])
+
+
+def _read_mlflow(uri: str, experiment: str) -> pd.DataFrame:
+    from mlflow import MlflowClient
+
+    from tracking.reader import search
+
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return pd.DataFrame()
+    runs = [r for r in search(client, found.experiment_id, f"tags.status = '{FINISHED}'") if PARENT_TAG in r.data.tags]
+    return pd.DataFrame([flat_row(r.info.run_id, r.info.status, r.info.start_time, r.info.artifact_uri, r.data.tags,
+                                  r.data.metrics, r.data.params) for r in runs])
+
+
+def load_history(uri: str, experiment: str) -> History:
+    """Every finished child run of the experiment, read only; StoreReadError if the store cannot be read."""
+    path = sqlite_path(uri)
+    if path is not None:
+        if not Path(path).is_file():
+            return History(pd.DataFrame(), f"{uri} (no such file: an empty history, the file left uncreated)", True)
+        try:
+            frame = _read_sqlite(path, experiment)
+        except sqlite3.Error as exc:
+            raise StoreReadError(f"cannot read tracking store {uri} ({exc}): fix tracking.uri") from None
+        return History(frame, f"{uri}, read only")
+    from tracking.recorder import TrackingError, check_reachable, check_uri
+
+    try:
+        check_uri(uri)
+        check_reachable(uri)
+        frame = _read_mlflow(uri, experiment)
+    except TrackingError as exc:
+        raise StoreReadError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
+        from tokengen.contract.record import first_line
+
+        raise StoreReadError(f"cannot read tracking store {uri} ({first_line(exc)}): fix tracking.uri") from None
+    return History(frame, f"{uri}, searched (read only)")

@@ -1,0 +1,376 @@
+"""A sweep's price before it runs: every planned trial's estimated seconds on a worker, the device-hours
+and cost per accelerator type, the wall on the workers, the budget guard and the order of submission.
+
+    priced = price_sweep(config)            # plans as a real run, reads the store read-only, fits once
+    priced.refusal()                        # one line when the estimate passes sweep.max_* (else None)
+    priced.submission_order(trials)         # longest first
+
+A trial's estimate is sweeps.estimate's (warmup, timed runs, the instrumented run, the compile, the
+profiled run, the model's build, the harness around the trial process) plus, where the configuration
+has `sweep.remeasure`, its remeasure rounds. Nothing here starts Ray or writes to the store.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sweeps.estimate import Estimate, estimate, fit, makespan
+from sweeps.estimate.hardware import DEFAULT_GPU
+from sweeps.estimate.trials import fixed_runs, number
+from sweeps.finished_runs import History, StoreReadError, load_history
+from sweeps.grid import GridPlan, PlannedTrial
+from sweeps.journal import JOURNAL_ROOT, Journal, _component
+from sweeps.workers import CPU, Workers, find_workers, pool_of
+from tokengen.contract.names import FINISHED
+from tokengen.contract.spec import SPEC_FIELDS
+
+RUN, REUSED = "run", "reused (unverified)"
+LIMITS = ("max_device_hours", "max_cost")
+REMEASURE_SHARE_ASSUMED = 0.25  # trials remeasured, where no run of the history carries a `measurement` verdict
+TRUSTED = "ok"
+PLAN_COLUMNS = ("order", "key", *SPEC_FIELDS, "accelerator_type", "action", "device_type", "pool", "estimated_s",
+                "low_s", "high_s", "basis", "in_trial_s", "remeasure_s")
+
+
+def price_for(prices: dict, device: str) -> float | None:
+    """USD per hour for a device type: its own key, else the longest key its name contains (H100 in
+    'H100 PCIe'), as the report's cost column reads sweep.prices; None if none."""
+    if device in prices:
+        return float(prices[device])
+    for name in sorted(prices, key=len, reverse=True):
+        if name != CPU and name.lower() in device.lower():
+            return float(prices[name])
+    return None
+
+
+def trial_fields(trial: PlannedTrial) -> dict:
+    return {**trial.spec.to_dict(), "key": trial.key, "accelerator_type": trial.accelerator_type}
+
+
+def remeasure_rounds(sweep: dict) -> int:
+    """Rounds `sweep.remeasure` allows a trial (absent, false or 0: none; true: one; a number; a
+    mapping's rounds / max_rounds)."""
+    value = sweep.get("remeasure")
+    if isinstance(value, dict):
+        value = value.get("rounds", value.get("max_rounds", 1 if value else 0))
+    if isinstance(value, bool) or value is None:
+        return int(bool(value))
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 1 if str(value).lower() in ("true", "on", "yes") else 0
+
+
+def remeasured_share(history: History) -> tuple[float, str]:
+    """The share of the history's trials that a verdict other than ok would have sent back to measure."""
+    frame = history.frame
+    if frame.empty or "measurement" not in frame or frame["measurement"].isna().all():
+        return REMEASURE_SHARE_ASSUMED, f"assumed {REMEASURE_SHARE_ASSUMED:.0%} (no run in the store carries a verdict)"
+    verdicts = frame["measurement"].dropna().astype(str).str.lower()
+    share = float((verdicts != TRUSTED).mean())
+    return share, f"{share:.0%} of the {len(verdicts)} run(s) with a verdict were not ok"
+
+
+def journal_path(experiment: str, sweep: str) -> Path:
+    """Where Journal.open keeps this sweep's journal (the current directory's), here only read."""
+    return Path.cwd() / JOURNAL_ROOT / _component(experiment) / f"{_component(sweep)}.jsonl"
+
+
+def journaled_results(experiment: str, sweep: str) -> list[dict]:
+    """Results an earlier driver of this sweep journaled but did not record, read without writing."""
+    path = journal_path(experiment, sweep)
+    try:
+        return Journal(path).unrecorded() if path.is_file() else []
+    except (OSError, KeyError, TypeError):
+        return []
+
+
+@dataclass
+class Priced:
+    """Every planned trial with its estimate; the pools' workers and walls; totals."""
+
+    plan: GridPlan
+    table: pd.DataFrame  # one row per planned trial: PLAN_COLUMNS
+    workers: Workers
+    history: History
+    prices: dict
+    resume: bool
+    limits: dict  # max_device_hours, max_cost (None: no limit)
+    notes: list = field(default_factory=list)  # assumptions the plan rests on
+    journaled: int = 0  # results an earlier driver journaled and did not record: recorded, not run
+    seconds: float = 0.0  # planning wall: plan, history, fit, every estimate
+
+    # -- the trials that run ----------------------------------------------------------------------
+    @property
+    def runs(self) -> pd.DataFrame:
+        return self.table[self.table["action"] == RUN]
+
+    def submission_order(self, trials: list[PlannedTrial]) -> list[PlannedTrial]:
+        """`trials` longest estimate first (ties in the plan's order); a trial the plan does not price last."""
+        seconds = dict(zip(self.table["key"], self.table["estimated_s"]))
+        position = {t.key: i for i, t in enumerate(trials)}
+        return sorted(trials, key=lambda t: (-seconds.get(t.key, -math.inf), position[t.key]))
+
+    def running(self, trials: list[PlannedTrial]) -> "Priced":
+        """The same plan with exactly `trials` to run (the driver's own resume), reordered longest first."""
+        keys = {t.key for t in trials}
+        table = self.table.assign(action=np.where(self.table["key"].isin(keys), RUN, REUSED))
+        return _ordered(Priced(**{**vars(self), "table": table}))
+
+    # -- totals -----------------------------------------------------------------------------------
+    def by_variant(self) -> pd.DataFrame:
+        rows = []
+        for variant, group in self.table.groupby("variant", sort=False):
+            runs = group[group["action"] == RUN]
+            rows.append(_summary(variant, runs, int((group["action"] != RUN).sum())))
+        frame = pd.DataFrame(rows)
+        total = _summary("total", self.runs, int((self.table["action"] != RUN).sum()))
+        return pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
+
+    def by_device(self) -> pd.DataFrame:
+        rows = []
+        for device, group in self.runs.groupby("device_type", sort=True):
+            price = price_for(self.prices, device)
+            hours = group[["estimated_s", "low_s", "high_s"]].sum() / 3600
+            rows.append({"device": device, "trials": len(group), "device_hours": hours["estimated_s"],
+                         "low_hours": hours["low_s"], "high_hours": hours["high_s"],
+                         "usd_per_hour": price, "cost_usd": None if price is None else hours["estimated_s"] * price,
+                         "cost_range_usd": None if price is None else
+                         f"{money(hours['low_s'] * price)}-{money(hours['high_s'] * price)}"})
+        return pd.DataFrame(rows, columns=["device", "trials", "device_hours", "low_hours", "high_hours",
+                                           "usd_per_hour", "cost_usd", "cost_range_usd"])
+
+    @property
+    def device_hours(self) -> float:
+        return float(self.runs["estimated_s"].sum()) / 3600
+
+    @property
+    def unpriced(self) -> list[str]:
+        return sorted(d for d in set(self.runs["device_type"]) if price_for(self.prices, d) is None)
+
+    @property
+    def cost(self) -> float | None:
+        """USD for the trials that run; None when a device type they use has no price."""
+        if self.unpriced:
+            return None
+        hours = self.runs.groupby("device_type")["estimated_s"].sum() / 3600
+        return float(sum(h * price_for(self.prices, d) for d, h in hours.items()))
+
+    def walls(self) -> pd.DataFrame:
+        """Per pool: workers, LPT's wall on them and the bound no schedule beats."""
+        rows = []
+        for pool, group in self.runs.groupby("pool", sort=True):
+            workers = self.workers.of(pool)
+            schedule = makespan(group["estimated_s"].tolist(), workers)
+            rows.append({"pool": pool, "trials": len(group), "workers": workers, "wall_s": schedule.seconds,
+                         "lower_bound_s": schedule.lower_bound,
+                         "longest_s": float(group["estimated_s"].max())})
+        return pd.DataFrame(rows, columns=["pool", "trials", "workers", "wall_s", "lower_bound_s", "longest_s"])
+
+    @property
+    def wall(self) -> tuple[float, float]:
+        """(LPT wall, lower bound) of the whole sweep: its pools run side by side."""
+        walls = self.walls()
+        if walls.empty:
+            return 0.0, 0.0
+        return float(walls["wall_s"].max()), float(walls["lower_bound_s"].max())
+
+    # -- the guard --------------------------------------------------------------------------------
+    def refusal(self) -> str | None:
+        """One line when the estimate passes sweep.max_device_hours or sweep.max_cost, else None."""
+        hours_limit, cost_limit = self.limits.get("max_device_hours"), self.limits.get("max_cost")
+        hours = self.device_hours
+        cost = self.cost
+        told = (f"the sweep's estimate is {hours:,.2f} device-hours "
+                f"({self.runs['low_s'].sum() / 3600:,.2f}-{self.runs['high_s'].sum() / 3600:,.2f})"
+                + (f", {money(cost)}" if cost is not None else "") + f" for {len(self.runs)} trial(s)")
+        see = ("see it trial by trial with sweep.dry_run=true (reports/<sweep>/plan.md), then narrow the grid or "
+               "raise the limit")
+        if hours_limit is not None and hours > float(hours_limit):
+            return f"{told}, over sweep.max_device_hours={hours_limit:g}: {see}"
+        if cost_limit is not None and cost is None:
+            return (f"{told}, and sweep.max_cost={cost_limit:g} cannot be checked: no price for "
+                    f"{', '.join(self.unpriced)} (set sweep.prices.{self.unpriced[0]}=USD_PER_HOUR); {see}")
+        if cost_limit is not None and cost > float(cost_limit):
+            return f"{told}, over sweep.max_cost={cost_limit:g} (USD): {see}"
+        return None
+
+
+def money(usd: float) -> str:
+    """Dollars with cents, or three significant figures below a dollar (a smoke sweep costs fractions of a cent)."""
+    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.3g}"
+
+
+def _summary(label: str, runs: pd.DataFrame, reused: int) -> dict:
+    bases = runs["basis"].value_counts()
+    return {"variant": label, "to_run": len(runs), "reused_unverified": reused,
+            "estimated_s": float(runs["estimated_s"].sum()), "low_s": float(runs["low_s"].sum()),
+            "high_s": float(runs["high_s"].sum()), "device_hours": float(runs["estimated_s"].sum()) / 3600,
+            "basis": ", ".join(f"{b} {n}" for b, n in bases.items()) or "-"}
+
+
+def _ordered(priced: Priced) -> Priced:
+    """The table in submission order: trials to run longest first (numbered), then the reused ones."""
+    table = priced.table.assign(_run=priced.table["action"] == RUN, _pos=range(len(priced.table)))
+    table = table.sort_values(["_run", "estimated_s", "_pos"], ascending=[False, False, True], kind="stable")
+    runs = int(table["_run"].sum())
+    table["order"] = list(range(1, runs + 1)) + [None] * (len(table) - runs)
+    priced.table = table.drop(columns=["_run", "_pos"]).reset_index(drop=True)
+    return priced
+
+
+def device_type(fields: dict, model, cluster_types: list[str]) -> tuple[str, bool]:
+    """What a trial's hours are priced as, and whether that is assumed: cpu, its pinned accelerator type,
+    or for an unpinned CUDA trial the GPU the history ran it on, the cluster's only type, else DEFAULT_GPU."""
+    if fields.get("device") != "cuda":
+        return CPU, False
+    if fields.get("accelerator_type"):
+        return str(fields["accelerator_type"]), False
+    kind = model.device_kind(fields)
+    if kind not in ("cpu", "cuda"):
+        return kind, False
+    if len(cluster_types) == 1:
+        return cluster_types[0], False
+    return DEFAULT_GPU, True
+
+
+def _identical_rows(model, fields: dict, column: str) -> float | None:
+    if model.frame.empty:
+        return None
+    _, exact = model.identical(fields)
+    values = exact[column].dropna() if len(exact) and column in exact else []
+    return float(np.median(values)) if len(values) else None
+
+
+def run_seconds(model, fields: dict, found: Estimate) -> float:
+    """One plain run's seconds: the estimate's own, this trial's measured steady run, else the model's."""
+    if "run" in found.parts:
+        return float(found.parts["run"])
+    measured = _identical_rows(model, fields, "steady_run_s")
+    return measured if measured is not None else model.run(fields)[0].mid
+
+
+def in_trial_seconds(model, fields: dict, found: Estimate) -> float:
+    """The estimate's share inside the trial process's own clock (trial_wall_s): build, compile, runs."""
+    if "harness" in found.parts:
+        return float(found.seconds - found.parts["harness"])
+    measured = _identical_rows(model, fields, "trial_wall_s")
+    return measured if measured is not None else float(found.seconds)
+
+
+def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, cluster_types: list[str],
+               finished: set[str], resume: bool) -> tuple[pd.DataFrame, int]:
+    """One row per planned trial; also how many device types were assumed."""
+    rows, assumed = [], 0
+    for trial in trials:
+        fields = trial_fields(trial)
+        found = estimate(fields, model)
+        seconds, low, high, inside = found.seconds, found.low, found.high, in_trial_seconds(model, fields, found)
+        extra = 0.0
+        if rounds:
+            timed = fixed_runs(fields)
+            one_round = (number(fields, "warmup") + (timed if timed is not None else number(fields, "max_runs"))) \
+                * run_seconds(model, fields, found)
+            extra = rounds * share * one_round
+            seconds, inside, high = seconds + extra, inside + extra, high + rounds * one_round
+        device, guessed = device_type(fields, model, cluster_types)
+        assumed += guessed
+        rows.append({**fields, "action": REUSED if resume and trial.key in finished else RUN, "device_type": device,
+                     "pool": pool_of(fields["device"], trial.accelerator_type), "estimated_s": seconds,
+                     "low_s": low, "high_s": high, "basis": found.basis, "in_trial_s": inside, "remeasure_s": extra,
+                     "order": None})
+    return pd.DataFrame(rows, columns=list(PLAN_COLUMNS)), assumed
+
+
+def price_sweep(config: dict, plan: GridPlan | None = None, history: History | None = None,
+                reader=None) -> Priced:
+    """Plan the sweep as a real run would (grid, drops, resume against the store and the journal), read
+    the store read-only, fit the cost model once and estimate every planned trial. SpecError for a bad
+    grid, finished_runs.StoreReadError for a store that cannot be read."""
+    from sweeps.run import plan_sweep
+
+    started = time.perf_counter()
+    sweep, tracking = config["sweep"], config["tracking"]
+    plan = plan or plan_sweep(config)
+    history = history or load_history(tracking["uri"], tracking["experiment"])
+    waiting = journaled_results(tracking["experiment"], sweep["name"])
+    finished = history.finished_keys | {r["key"] for r in waiting if r.get("status") == FINISHED}
+    pools = {pool_of(t.spec.device, t.accelerator_type) for t in plan.trials}
+    workers = find_workers(config, pools, **({"reader": reader} if reader else {}))
+    model = fit(history.trusted())
+    rounds = remeasure_rounds(sweep)
+    share, share_note = remeasured_share(history) if rounds else (0.0, "")
+    cluster_types = list(workers.types)
+    table, assumed = price_rows(plan.trials, model, rounds, share, cluster_types, finished, bool(sweep["resume"]))
+    notes = []
+    if assumed:
+        notes.append(f"{assumed} unpinned CUDA trial(s) priced as {DEFAULT_GPU}: the store has not run them on a "
+                     "GPU and sweep.accelerator_types pins none")
+    if rounds:
+        notes.append(f"sweep.remeasure: {rounds} round(s) of warmup + timed runs, priced at {share_note}; "
+                     "the high end counts every round for every trial")
+    if workers.assumed:
+        notes.append(f"workers: {workers.source}")
+    limits = {name: sweep.get(name) for name in LIMITS}
+    priced = Priced(plan, table, workers, history, dict(sweep.get("prices") or {}), bool(sweep["resume"]), limits,
+                    notes, journaled=len(waiting))
+    priced = _ordered(priced)
+    priced.seconds = time.perf_counter() - started
+    return priced
+
+
+class Refused(RuntimeError):
+    """The sweep's estimate is over a limit: one line, before anything starts."""
+
+
+def price_for_run(config: dict, say) -> Priced | None:
+    """price_sweep for a real run. Bad input (SpecError, StoreReadError) and an estimate over a limit
+    (Refused) raise; a failure of the cost model itself is said in one line and the sweep goes on in
+    the grid's order (None), unless a limit is set, which cannot then be checked (Refused)."""
+    from tokengen.contract.record import first_line
+    from tokengen.contract.spec import SpecError
+
+    try:
+        priced = price_sweep(config)
+    except (SpecError, StoreReadError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the estimate is an aid: a sweep without one still runs
+        limits = [f"sweep.{n}" for n in LIMITS if config["sweep"].get(n) is not None]
+        if limits:
+            raise Refused(f"the sweep cannot be priced ({first_line(exc)}), so {' and '.join(limits)} cannot be "
+                          "checked: drop the limit, or report the error") from None
+        say(f"estimate: none ({type(exc).__name__}: {first_line(exc)}): trials go in the grid's order")
+        return None
+    refusal = priced.refusal()
+    if refusal:
+        raise Refused(refusal)
+    return priced
+
+
+def summary_line(priced: Priced) -> str:
+    runs = priced.runs
+    wall, bound = priced.wall
+    cost = priced.cost
+    pools = priced.walls()
+    workers = ", ".join(f"{p} {w}" for p, w in zip(pools["pool"], pools["workers"]))
+    return (f"estimate: {runs['estimated_s'].sum():,.0f} s of trials ({runs['low_s'].sum():,.0f}-"
+            f"{runs['high_s'].sum():,.0f}), {priced.device_hours:,.3f} device-hours"
+            + (f", {money(cost)}" if cost is not None else "")
+            + f"; wall about {wall:,.0f} s on {workers or 'no'} worker(s) (bound {bound:,.0f} s); longest first")
+
+
+def record_estimate(recorder, priced: Priced, config: dict, say) -> None:
+    """The estimate on the parent run before the first trial; a store that fails it only loses the estimate."""
+    from sweeps.dry_run import record_plan
+    from tokengen.contract.record import first_line
+
+    try:
+        record_plan(recorder, priced, config)
+    except Exception as exc:  # noqa: BLE001 - the trials matter more than their estimate
+        say(f"tracking: the sweep's estimate is not recorded ({first_line(exc)})")

@@ -1,0 +1,147 @@
+"""How many trials of each kind run at once, found without starting Ray: the wall a plan predicts.
+
+A sweep's trials fall into pools that do not share a worker: CPU trials (a node's CPUs split by
+sweep.cpus_per_trial), CUDA trials pinned to an accelerator type (the GPUs of the nodes that have
+it) and unpinned CUDA trials (every GPU). `sweep.workers` sets every pool's size. Otherwise:
+  ray.address set   the cluster it points at, read from its GCS (node resources) with Ray's own
+                    client, no driver started; a cluster that cannot be read is assumed 1 worker
+  local Ray         ray.num_cpus (else this host's cores) // sweep.cpus_per_trial (else all: one
+                    CPU trial at a time); ray.num_gpus (else the GPUs NVML sees, else 1 assumed)
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+CPU, GPU = "cpu", "gpu"  # pool names; a pinned pool is named by its accelerator type
+READ_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Node:
+    cpus: float
+    gpus: float
+    accelerator_types: tuple = ()
+
+
+@dataclass
+class Workers:
+    sizes: dict = field(default_factory=dict)  # pool -> trials at once
+    source: str = ""  # where the sizes come from, said in the plan
+    assumed: bool = False  # a size was assumed (the cluster could not be read)
+    types: tuple = ()  # the cluster's accelerator types, where it was read
+
+    def of(self, pool: str) -> int:
+        return max(1, int(self.sizes.get(pool, 1)))
+
+
+def pool_of(device: str, accelerator_type: str | None) -> str:
+    if device != "cuda":
+        return CPU
+    return accelerator_type or GPU
+
+
+class ClusterUnread(RuntimeError):
+    """Why the cluster's nodes could not be read."""
+
+
+def read_cluster(address: str, timeout_s: float = READ_TIMEOUT_S) -> list[Node]:
+    """The alive nodes of the Ray cluster at `address` ("auto" or host:port), from its GCS with Ray's
+    own client: no driver connects, nothing starts. ClusterUnread says why it cannot be read (a
+    cluster with token authentication answers a client that has RAY_AUTH_MODE=token, as a driver must)."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+        from ray._raylet import GcsClient
+        from ray.core.generated.gcs_pb2 import GcsNodeInfo
+
+        bootstrap = canonicalize_bootstrap_address(address)
+        if not bootstrap:
+            raise ClusterUnread("no cluster found")
+        host, port = bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass  # nothing listens: say so now, not after the client's 40 s of retries
+        infos = GcsClient(address=bootstrap).get_all_node_info(timeout=timeout_s).values()
+    except ClusterUnread:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an internal API, a cluster that does not answer or refuses us
+        text = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise ClusterUnread(text) from None
+    nodes = []
+    for info in infos:
+        if info.state != GcsNodeInfo.GcsNodeState.ALIVE:
+            continue
+        resources = dict(info.resources_total)
+        types = tuple(sorted(k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")))
+        nodes.append(Node(resources.get("CPU", 0.0), resources.get("GPU", 0.0), types))
+    if not nodes:
+        raise ClusterUnread("no alive node")
+    return nodes
+
+
+def local_gpus() -> int | None:
+    """GPUs a local Ray would see: CUDA_VISIBLE_DEVICES, else NVML's count (optional), else None."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML, no driver: unknown
+        return None
+
+
+def cluster_sizes(nodes: list[Node], pools: set[str], cpus_per_trial: int | None) -> dict:
+    """Pool sizes on these nodes, as sweeps.schedule places trials: a CPU trial takes cpus_per_trial,
+    else the largest node's CPUs; a CUDA trial one GPU of a node with its accelerator type."""
+    largest = max((n.cpus for n in nodes), default=0.0)
+    need = cpus_per_trial or largest
+    sizes = {}
+    for pool in pools:
+        if pool == CPU:
+            sizes[pool] = int(sum(n.cpus // need for n in nodes)) if need else 0
+        elif pool == GPU:
+            sizes[pool] = int(sum(n.gpus for n in nodes))
+        else:
+            sizes[pool] = int(sum(n.gpus for n in nodes if pool in n.accelerator_types))
+    return sizes
+
+
+def find_workers(config: dict, pools: set[str], reader=read_cluster) -> Workers:
+    """Each pool's size for this configuration (see the module's docstring)."""
+    sweep, ray_settings = config["sweep"], config["ray"]
+    if sweep.get("workers"):
+        return Workers({p: int(sweep["workers"]) for p in pools}, f"sweep.workers={sweep['workers']}")
+    address = ray_settings.get("address")
+    if address:
+        try:
+            nodes = reader(address)
+        except ClusterUnread as exc:
+            why = f"cannot read the cluster at ray.address={address} without starting Ray ({exc}; set sweep.workers)"
+            return Workers({p: 1 for p in pools}, f"assumes 1 per pool: {why}", assumed=True)
+        sizes = cluster_sizes(nodes, pools, sweep.get("cpus_per_trial"))
+        gpus = int(sum(n.gpus for n in nodes))
+        types = tuple(sorted({t for n in nodes for t in n.accelerator_types}))
+        return Workers(sizes, f"the cluster at ray.address={address}: {len(nodes)} node(s), {gpus} GPU(s)"
+                       + (f" ({', '.join(types)})" if types else ""), types=types)
+    cpus = ray_settings.get("num_cpus") or os.cpu_count() or 1
+    sizes, notes, assumed = {}, [], False
+    for pool in pools:
+        if pool == CPU:
+            per_trial = sweep.get("cpus_per_trial") or cpus
+            sizes[pool] = max(1, int(cpus // per_trial))
+            notes.append(f"cpu: {cpus} CPU(s) // {per_trial} per trial")
+        else:
+            gpus = ray_settings.get("num_gpus")
+            found = gpus if gpus is not None else local_gpus()
+            if not found:
+                assumed = True
+            sizes[pool] = max(1, int(found or 1))
+            notes.append(f"{pool}: {found} GPU(s)" if found else f"{pool}: assumes 1 GPU (none found here)")
+    return Workers(sizes, "local Ray, " + "; ".join(sorted(notes)), assumed)
