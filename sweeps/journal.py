@@ -39,7 +39,7 @@ class Journal:
         """The sweep's journal under `root` (the current directory), its folder made and proven writable;
         the file itself is created by the first result, so a sweep refused before it runs leaves none."""
         root = Path.cwd() if root is None else root
-        path = root / JOURNAL_ROOT / path_component(experiment) / f"{path_component(sweep)}.jsonl"
+        path = cls.path_for(experiment, sweep, root)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             probe = path.parent / f".probe-{os.getpid()}"
@@ -49,6 +49,12 @@ class Journal:
             raise JournalError(f"cannot write the sweep's journal under {root} ({exc.strerror or exc}): "
                                "run the sweep from a writable directory") from None
         return cls(path)
+
+    @staticmethod
+    def path_for(experiment: str, sweep: str, root: Path | None = None) -> Path:
+        """Where the sweep's journal lives under `root` (the current directory), found without writing."""
+        root = Path.cwd() if root is None else root
+        return root / JOURNAL_ROOT / path_component(experiment) / f"{path_component(sweep)}.jsonl"
 
     @property
     def files_dir(self) -> Path:

@@ -25,7 +25,7 @@ from sweeps.estimate.hardware import DEFAULT_GPU
 from sweeps.estimate.trials import fixed_runs, number
 from sweeps.finished_runs import History, StoreReadError, load_history
 from sweeps.grid import GridPlan, PlannedTrial
-from sweeps.journal import JOURNAL_ROOT, Journal, _component
+from sweeps.journal import Journal
 from sweeps.workers import CPU, Workers, find_workers, pool_of
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import SPEC_FIELDS
@@ -77,14 +77,9 @@ def remeasured_share(history: History) -> tuple[float, str]:
     return share, f"{share:.0%} of the {len(verdicts)} run(s) with a verdict were not ok"
 
 
-def journal_path(experiment: str, sweep: str) -> Path:
-    """Where Journal.open keeps this sweep's journal (the current directory's), here only read."""
-    return Path.cwd() / JOURNAL_ROOT / _component(experiment) / f"{_component(sweep)}.jsonl"
-
-
 def journaled_results(experiment: str, sweep: str) -> list[dict]:
     """Results an earlier driver of this sweep journaled but did not record, read without writing."""
-    path = journal_path(experiment, sweep)
+    path = Journal.path_for(experiment, sweep)
     try:
         return Journal(path).unrecorded() if path.is_file() else []
     except (OSError, KeyError, TypeError):
