@@ -4,7 +4,8 @@ store that is down, or a driver that dies, loses nothing that finished.
 `.sweeps/journal/<experiment>/<sweep>.jsonl` under the directory the sweep runs from (not Hydra's
 per-run folder, so the same command finds it again) holds one line per result (the record without
 its file bytes and log) and one line per result MLflow has taken; the trial's files and log lie
-beside it in `<sweep>/<key>/`. `Outbox` sends what the journal holds: a store that stops answering
+beside it in `<sweep>/<key>/` (a remeasure's in `<sweep>/<key>@<attempt>/`: each attempt is a result
+of its own, sweeps/remeasure.py). `Outbox` sends what the journal holds: a store that stops answering
 is noticed once, results wait while trials go on at their pace, and it is asked again every few
 seconds; a rerun of the same command sends what is left, without running those trials again.
 """
@@ -25,6 +26,12 @@ JOURNAL_ROOT = Path(".sweeps") / "journal"
 
 class JournalError(RuntimeError):
     """The journal cannot be written where the sweep runs: said in one line before Ray starts."""
+
+
+def result_id(record: dict) -> str:
+    """What names a result in the journal: its key, and for a remeasure (attempt 2..) `key@attempt`."""
+    attempt = record.get("attempt")
+    return record["key"] if attempt in (None, 1) else f"{record['key']}@{attempt}"
 
 
 def _component(name: str) -> str:
@@ -56,7 +63,7 @@ class Journal:
 
     def append(self, record: dict) -> None:
         """The record's files and log first, then its line, flushed to disk: a line is never without its files."""
-        folder = self.files_dir / record["key"]
+        folder = self.files_dir / result_id(record)
         folder.mkdir(parents=True, exist_ok=True)
         files = dict(record.get("files") or {})
         for name, blob in files.items():
@@ -65,8 +72,9 @@ class Journal:
         result = {k: v for k, v in record.items() if k not in TRANSPORT}
         self._write({"result": result, "files": sorted(files)})
 
-    def mark_recorded(self, key: str, run_id: str) -> None:
-        self._write({"recorded": key, "run_id": run_id})
+    def mark_recorded(self, record_id: str, run_id: str) -> None:
+        """`record_id`: result_id(record), the key itself for a first attempt."""
+        self._write({"recorded": record_id, "run_id": run_id})
 
     def _write(self, entry: dict) -> None:
         with open(self.path, "a") as handle:
@@ -76,12 +84,13 @@ class Journal:
 
     def unrecorded(self) -> list[dict]:
         """Every result MLflow has not taken yet, in the order they came, with files and log read back.
-        A key journaled again (a trial rerun with resume=false) waits as its latest result."""
+        A key journaled again (a trial rerun with resume=false) waits as its latest result; each attempt
+        of a remeasured key waits as its own."""
         waiting: dict[str, dict] = {}
         for entry in self._entries():
             if "result" in entry:
-                waiting.pop(entry["result"]["key"], None)
-                waiting[entry["result"]["key"]] = entry
+                waiting.pop(result_id(entry["result"]), None)
+                waiting[result_id(entry["result"])] = entry
             elif "recorded" in entry:
                 waiting.pop(entry["recorded"], None)
         return [self._record(entry) for entry in waiting.values()]
@@ -97,7 +106,7 @@ class Journal:
 
     def _record(self, entry: dict) -> dict:
         result = entry["result"]
-        folder = self.files_dir / result["key"]
+        folder = self.files_dir / result_id(result)
         files = {name: (folder / name).read_bytes() for name in entry["files"] if (folder / name).is_file()}
         log = (folder / TRIAL_LOG).read_text(errors="replace") if (folder / TRIAL_LOG).is_file() else ""
         return {**result, "files": files, "log": log}
@@ -120,8 +129,8 @@ class Outbox:
         A key already finished in MLflow made it there (the driver died before noting it): noted now."""
         earlier = []
         for record in self.journal.unrecorded():
-            if record["key"] in finished:
-                self.journal.mark_recorded(record["key"], "")
+            if result_id(record) in finished:  # Recorder.finished_keys: keys, and key@attempt of remeasures
+                self.journal.mark_recorded(result_id(record), "")
             else:
                 earlier.append(record)
         self.waiting.extend(earlier)
@@ -148,7 +157,7 @@ class Outbox:
             except Exception as exc:  # noqa: BLE001 - any failed write: the result waits in the journal
                 self._went_down(first_line(exc))
                 return
-            self.journal.mark_recorded(record["key"], run_id)
+            self.journal.mark_recorded(result_id(record), run_id)
             self.waiting.pop(0)
 
     def _store_answers(self, now: bool = False) -> bool:

@@ -20,6 +20,7 @@ from sweeps.config import register
 from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
 from sweeps.journal import Journal, JournalError, Outbox
 from sweeps.progress import Progress
+from sweeps.remeasure import remeasure, stamp
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
@@ -45,9 +46,10 @@ def plan_sweep(config: dict) -> GridPlan:
     return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])
 
 
-def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan) -> list[dict]:
+def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan, opened: bool = False) -> list[dict]:
     """Run the trials on Ray, journaling each result the moment it arrives and recording it in MLflow
-    while the store answers; ClusterError if the cluster cannot run them."""
+    while the store answers; ClusterError if the cluster cannot run them. `opened`: the sweep's run is
+    open already (a remeasure round)."""
     sweep = config["sweep"]
     connect(config["ray"]["address"], config["ray"].get("num_cpus"), config["ray"].get("num_gpus"))
     settings = ScheduleSettings(
@@ -55,11 +57,13 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
         cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
     )
     node_cpus = check_cluster(trials, settings)
-    open_sweep(outbox, config, plan, trials)
+    if not opened:
+        open_sweep(outbox, config, plan, trials)
     records: list[dict] = []
     progress = Progress(len(trials))
 
     def on_result(trial: PlannedTrial, record: dict) -> None:
+        stamp(record, trial.attempt)
         outbox.put(record)
         records.append(record)
         progress.advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
@@ -117,10 +121,10 @@ def publish_report(config: dict, records: list[dict]) -> None:
 
 
 def print_summary(records: list[dict]) -> None:
-    from tracking.summary import summary_table
+    from tracking.summary import summary_text
 
     if records:
-        print(summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(summary_text(records))
 
 
 def prepare(config: dict) -> tuple[GridPlan, Outbox]:
@@ -176,14 +180,20 @@ def run_sweep(config: DictConfig | dict) -> int:
         return BAD_INPUT
     if not trials:  # every trial reused: the sweep still gets its parent run and its report
         open_sweep(outbox, config, plan, trials)
+    try:  # finished trials judged noisy or contended run again (sweep.remeasure rounds)
+        again = remeasure(config, plan, outbox, lambda t: execute(t, config, outbox, plan, opened=True))
+    except ClusterError as exc:
+        _say(f"error: {exc}")
+        return BAD_INPUT
     failed = [r for r in records if r["status"] != FINISHED]
     close_sweep(outbox, len(failed))
     wall = time.perf_counter() - started
     if outbox.unrecorded:
-        print_summary(records)  # the store is down: no report from it, the table of the records in hand
+        print_summary(records + again.records)  # the store is down: no report from it, the records in hand
     else:
-        publish_report(config, records)
-    _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed, in {wall:.1f} s")
+        publish_report(config, records + again.records)
+    _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed{again.said}, "
+         f"in {wall:.1f} s")
     for record in failed:
         _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
     if outbox.unrecorded:

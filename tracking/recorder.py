@@ -219,11 +219,28 @@ def params_of(record: dict) -> list[Param]:
 
 
 def tags_of(record: dict, sweep: str) -> dict[str, str]:
+    """The record's tags, and each series whole as a JSON list (a search returns tags, not metric history:
+    the report reads every timed run from there)."""
     tags = {"sweep": sweep, "trial_key": record["key"]}
     for name in TAGS:
         if record.get(name) is not None:
             tags[name] = str(record[name])[:MAX_PARAM_CHARS]
+    for name in SERIES_FIELDS:
+        values = [v for v in record.get(name) or [] if _metric_value(v) is not None]
+        text = _series_text(values)
+        if text:
+            tags[name] = text
     return tags
+
+
+def _series_text(values: list[float]) -> str | None:
+    """A JSON list within the tag limit: 9 significant digits, fewer if it must; None if even 4 do not fit
+    (the metric history still holds every value)."""
+    for digits in (9, 6, 4):
+        text = json.dumps([float(f"{v:.{digits}g}") for v in values], separators=(",", ":"))
+        if len(text) <= MAX_PARAM_CHARS:
+            return text if values else None
+    return None
 
 
 class Recorder:
@@ -260,13 +277,16 @@ class Recorder:
 
     @failing_fast
     def finished_keys(self) -> set[str]:
-        """Keys of trials that already have a finished child run anywhere in the experiment."""
+        """Keys of trials that already have a finished child run anywhere in the experiment, and `key@N` for
+        each finished remeasure (attempt N >= 2; the journal's name for it, sweeps.journal.result_id)."""
         keys, token = set(), None
         while True:
             page = self.client.search_runs(
                 [self.experiment_id], filter_string=f"tags.status = '{FINISHED}'", max_results=5000, page_token=token
             )
             keys.update(run.data.tags.get("trial_key") for run in page)
+            keys.update(f"{run.data.tags.get('trial_key')}@{run.data.tags['attempt']}" for run in page
+                        if run.data.tags.get("attempt") not in (None, "1"))
             token = page.token
             if not token:
                 return keys - {None}
