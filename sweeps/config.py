@@ -14,11 +14,12 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from tokengen.contract.spec import FIELD_TYPES, TrialSpec
+from tokengen.contract.spec import FIELD_TYPES, SPELLINGS, TrialSpec
 
 TrialSchema = dataclasses.make_dataclass(
-    "TrialSchema",
-    [(f.name, FIELD_TYPES[f.name], field(default=f.default)) for f in dataclasses.fields(TrialSpec)],
+    "TrialSchema",  # a field that also takes words (runs: 5 or auto) is typed when the grid expands (parse_field)
+    [(f.name, Any if f.name in SPELLINGS else FIELD_TYPES[f.name], field(default=f.default))
+     for f in dataclasses.fields(TrialSpec)],
 )
 
 
@@ -32,6 +33,7 @@ class SweepSettings:
     cpus_per_trial: Optional[int] = None  # CPU trials; None = all of a node's CPUs, one trial at a time
     inductor_cache: str = "per_trial"  # per_trial (cold compiles, honest first_run_s) or per_sweep (shared, faster)
     workdir: str = "/tmp/tokengen-sweeps"  # on each node: <workdir>/<sweep name>/<key>: JSON, logs, compile caches
+    remeasure: int = 1  # rounds: a finished trial judged noisy or contended runs again, up to this many more times
     max_trials: int = 100_000  # a grid with more points is refused before it is expanded: raise this to run it
     # USD for one device for one hour, per accelerator type (`cpu`: one CPU trial's node), for the report's cost
     # column: example on-demand list prices (2026), not quotes; set yours with sweep.prices.<TYPE>=...

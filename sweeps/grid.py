@@ -26,10 +26,12 @@ GRID_KEYS = {"blocks", "exclude"}
 
 @dataclass(frozen=True)
 class PlannedTrial:
-    """A spec plus, in GPU-type studies, the accelerator type it is pinned to."""
+    """A spec plus, in GPU-type studies, the accelerator type it is pinned to; `attempt` counts its
+    measurements (2.. when sweeps/remeasure.py runs a noisy or contended trial again; not in the key)."""
 
     spec: TrialSpec
     accelerator_type: str | None = None
+    attempt: int = 1
 
     @property
     def key(self) -> str:

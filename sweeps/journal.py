@@ -4,7 +4,8 @@ store that is down, or a driver that dies, loses nothing that finished.
 `.sweeps/journal/<experiment>/<sweep>.jsonl` under the directory the sweep runs from (not Hydra's
 per-run folder, so the same command finds it again) holds one line per result (the record without
 its file bytes and log) and one line per result MLflow has taken; the trial's files and log lie
-beside it in `<sweep>/<key>/`. `Outbox` sends what the journal holds: a store that stops answering
+beside it in `<sweep>/<key>/` (a remeasure's in `<sweep>/<key>@<attempt>/`: each attempt is a result
+of its own, sweeps/remeasure.py). `Outbox` sends what the journal holds: a store that stops answering
 is noticed once, results wait while trials go on at their pace, and it is asked again every few
 seconds; a rerun of the same command sends what is left, without running those trials again.
 """
@@ -28,6 +29,12 @@ JOURNAL_ROOT = Path(".sweeps") / "journal"
 
 class JournalError(RuntimeError):
     """The journal cannot be written where the sweep runs: said in one line before Ray starts."""
+
+
+def result_id(record: dict) -> str:
+    """What names a result in the journal: its key, and for a remeasure (attempt 2..) `key@attempt`."""
+    attempt = record.get("attempt")
+    return record["key"] if attempt in (None, 1) else f"{record['key']}@{attempt}"
 
 
 @dataclass
@@ -62,7 +69,7 @@ class Journal:
 
     def append(self, record: dict) -> None:
         """The record's files and log first, then its line, flushed to disk: a line is never without its files."""
-        folder = self.files_dir / record["key"]
+        folder = self.files_dir / result_id(record)
         folder.mkdir(parents=True, exist_ok=True)
         files = dict(record.get("files") or {})
         for name, blob in files.items():
@@ -112,7 +119,7 @@ class Journal:
 
     def _record(self, entry: dict) -> dict:
         result = entry["result"]
-        folder = self.files_dir / result["key"]
+        folder = self.files_dir / result_id(result)
         files = {name: (folder / name).read_bytes() for name in entry["files"] if (folder / name).is_file()}
         log = (folder / TRIAL_LOG).read_text(errors="replace") if (folder / TRIAL_LOG).is_file() else ""
         return {**result, "files": files, "log": log}

@@ -27,6 +27,7 @@ from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
 from sweeps.journal import Journal, JournalError, Outbox
 from sweeps.logs import quiet_terminal
 from sweeps.progress import Progress
+from sweeps.remeasure import Remeasured, remeasure, stamp
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from sweeps.settings import check_settings, local_gpus
 from tokengen.contract.names import FINISHED
@@ -94,9 +95,10 @@ def plan_sweep(config: dict) -> GridPlan:
 
 
 def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan, records: list[dict],
-            stop: StopRequest, priced=None) -> None:
-    """Run the trials on Ray, journaling each result the moment it arrives (into `records` too) and
-    recording it in MLflow while the store answers; ClusterError if the cluster cannot run them."""
+            stop: StopRequest, priced=None, opened: bool = False) -> list[dict]:
+    """Run the trials on Ray, journaling each result the moment it arrives (into `records` too, which
+    it returns) and recording it in MLflow while the store answers; ClusterError if the cluster cannot
+    run them. `opened`: the sweep's run is open already (a remeasure round)."""
     sweep = config["sweep"]
     connect_ray(config)
     stop.arm()
@@ -105,10 +107,12 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
         cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
     )
     node_cpus = check_cluster(trials, settings)
-    open_sweep(outbox, config, plan, trials, priced)
+    if not opened:
+        open_sweep(outbox, config, plan, trials, priced)
     progress = Progress(len(trials))
 
     def on_result(trial: PlannedTrial, record: dict) -> None:
+        stamp(record, trial.attempt)
         outbox.put(record)
         records.append(record)
         progress.advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
@@ -122,6 +126,7 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
         schedule(trials, settings, node_cpus, on_result, on_tick)
     finally:
         progress.close()
+    return records
 
 
 def connect_ray(config: dict) -> None:
@@ -187,10 +192,10 @@ def publish_report(config: dict, records: list[dict]) -> None:
 
 
 def print_summary(records: list[dict]) -> None:
-    from tracking.summary import summary_table
+    from tracking.summary import summary_text
 
     if records:
-        print(summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(summary_text(records))
 
 
 def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbox]:
@@ -263,6 +268,7 @@ def run_sweep(config: DictConfig | dict) -> int:
         _say(line)
     records: list[dict] = []
     trials: list[PlannedTrial] = []
+    again = Remeasured()
     try:
         with interruptible() as stop:
             trials = trials_to_run(plan, outbox, sweep["resume"], expected_fingerprints(plan, config))
@@ -276,19 +282,22 @@ def run_sweep(config: DictConfig | dict) -> int:
                 execute(trials, config, outbox, plan, records, stop, priced)
             else:  # every trial reused: the sweep still gets its parent run and its report
                 open_sweep(outbox, config, plan, trials, priced)
+            # finished trials judged noisy or contended run again (sweep.remeasure rounds)
+            again = remeasure(config, plan, outbox, lambda t: execute(t, config, outbox, plan, [], stop, opened=True))
     except ClusterError as exc:
         _say(f"error: {exc}")
         return BAD_INPUT
     except Interrupted as stop:
-        return interrupted(outbox, records, len(trials), stop)
+        return interrupted(outbox, records + again.records, len(trials), stop)
     failed = [r for r in records if r["status"] != FINISHED]
     close_sweep(outbox, len(failed))
     wall = time.perf_counter() - started
     if outbox.unrecorded:
-        print_summary(records)  # the store is down: no report from it, the table of the records in hand
+        print_summary(records + again.records)  # the store is down: no report from it, the records in hand
     else:
-        publish_report(config, records)
-    _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed, in {wall:.1f} s")
+        publish_report(config, records + again.records)
+    _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed{again.said}, "
+         f"in {wall:.1f} s")
     for record in failed:
         _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
     if log.exists():

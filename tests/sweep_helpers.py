@@ -18,10 +18,12 @@ register()
 
 
 def small_overrides(tmp_path: Path, name: str = "t") -> list[str]:
-    """+grid=smoke cut down to a few fast trials, tracked in a SQLite store under tmp_path."""
+    """+grid=smoke cut down to a few fast trials, tracked in a SQLite store under tmp_path. Two fixed runs and no
+    remeasure round: a busy test machine must not change how many runs a test counts (tests/test_remeasure_sweep.py
+    turns remeasuring on)."""
     return [
         "+grid=smoke", f"sweep.name={name}", "grid.variant=[baseline,kv_cache]", "grid.batch_size=[2]",
-        "grid.max_seqlen=[6]", "trial.runs=2", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+        "grid.max_seqlen=[6]", "trial.runs=2", "sweep.remeasure=0", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
         f"sweep.workdir={tmp_path}/work", "ray.num_cpus=2",
     ]
 

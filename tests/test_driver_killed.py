@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_killed_driver_loses_nothing_finished(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    overrides = ["grid.batch_size=[1,2,3]", "sweep.cpus_per_trial=2"]  # 6 trials, one at a time
+    overrides = ["grid.batch_size=[1,2,3]", "sweep.cpus_per_trial=2", "sweep.remeasure=0"]  # 6 trials, one at a time
     config = small_sweep(tmp_path, *overrides)
     uri = config["tracking"]["uri"]
     argv = [sys.executable, "-m", "sweeps.run", "+grid=smoke", f"sweep.name={config['sweep']['name']}",

@@ -50,7 +50,7 @@ def test_recorded_fields_read_back_equal_and_typed(tmp_path):
     for name in with_role(PARAM) + with_role(METRIC) + with_role(TAG):
         got = row[name]
         assert type(got) is type(record[name]) and got == record[name], (name, ROLES[name], got, record[name])
-    assert row["runtime_s"] == 0.25  # a series: MLflow's latest value, the whole history per step
+    assert row["runtime_s"] == [0.3, 0.2, 0.25]  # a series: the whole list from its tag, and the history per step
     history = recorder.client.get_metric_history(row["run_id"], "runtime_s")
     assert [m.value for m in sorted(history, key=lambda m: m.step)] == [0.3, 0.2, 0.25]
 

@@ -29,7 +29,8 @@ def render(record: dict) -> str:
         f"  Std:    {r['runtime_std_s']:.4f}s",
         f"  Min:    {r['runtime_min_s']:.4f}s",
         f"  Max:    {r['runtime_max_s']:.4f}s",
-        f"  Median: {r['runtime_median_s']:.4f}s   (first run {r['first_run_s']:.3f}s, {r['runs']} timed runs)",
+        f"  Median: {r['runtime_median_s']:.4f}s   (first run {r['first_run_s']:.3f}s, {runs_text(r)})",
+        measurement_line(r),
         "Throughput:",
         f"  Steps: {r['steps']}   Tokens/s: {r['tokens_per_s']:.1f}   Useful tokens/s: {r['useful_tokens_per_s']:.1f}",
         f"  Time to first token: {_ms(r['ttft_s'])}   Time per output token: {_ms(r['tpot_s'])}",
@@ -45,6 +46,25 @@ def render(record: dict) -> str:
         rule,
     ]
     return "\n".join(lines)
+
+
+def runs_text(r: dict) -> str:
+    """'10 timed runs', or for runs=auto '7 timed runs (auto: 95% CI +-1.4% of the mean)'."""
+    done = r.get("runs_done") or r["runs"]
+    text = f"{done} timed run{'s' * (done != 1)}"
+    if r["runs"] == 0:
+        ci = r.get("runtime_ci_rel")
+        text += " (auto" + (f": 95% CI +-{100 * ci:.1f}% of the mean, target {100 * r['target_ci']:.1f}%" if ci is not None else "") + ")"
+    return text
+
+
+def measurement_line(r: dict) -> str:
+    """'Measurement: ok', or what the machine did: 'Measurement: CONTENDED: others used 1.6 of 2 cores'."""
+    verdict = r.get("measurement")
+    if not verdict:
+        return "Measurement: not judged"
+    reasons = r.get("measurement_reasons")
+    return f"Measurement: {verdict if verdict == 'ok' else verdict.upper()}" + (f": {reasons}" if reasons else "")
 
 
 def profile_lines(r: dict) -> list[str]:

@@ -91,8 +91,14 @@ def _positive(value) -> bool:
     return as_float(value) > 0
 
 
+def timed_runs(row) -> float:
+    """The timed runs a trial made: `runs_done` (runs=auto decides it), else its `runs` (older records)."""
+    done = as_float(row.get("runs_done"))
+    return done if done > 0 else as_float(row.get("runs"))
+
+
 def _stats(row) -> tuple[float, float, int]:
     """(mean, std, runs) of a trial's timed runs; a missing std counts as exact."""
     std = as_float(row["runtime_std_s"])
-    runs = as_float(row["runs"])
+    runs = timed_runs(row)
     return float(row["runtime_mean_s"]), 0.0 if math.isnan(std) else std, 0 if math.isnan(runs) else int(runs)

@@ -43,3 +43,12 @@ def significant(low: float, high: float) -> bool | None:
     if math.isnan(low) or math.isnan(high):
         return None
     return not (low <= 1.0 <= high)
+
+
+def mean_interval(mean: float, std: float, runs: int, level: float = LEVEL) -> tuple[float, float]:
+    """(low, high) of a mean runtime's interval, Student t with runs - 1 degrees of freedom; NaNs below
+    two runs (the plots' error bars)."""
+    if not runs or runs < 2 or not mean > 0 or math.isnan(std):
+        return math.nan, math.nan
+    half = stats.t.ppf(0.5 + level / 2, runs - 1) * std / math.sqrt(runs)
+    return mean - half, mean + half

@@ -1,15 +1,20 @@
-"""The report's pictures, where a shape reads faster than a table: runtime against max_seqlen (the
-O(N^2) baseline against O(N) caches), speedup against batch size, allocated against reserved memory.
+"""The report's pictures, where a shape reads faster than a table: runtime and speedup against the
+decode steps (the O(N^2) baseline against O(N) caches), speedup against batch size, allocated
+against reserved memory.
 
-Each function writes one PNG (matplotlib's Agg backend: no display needed) and returns its path,
-or None when the sweep lacks the data for it. A sweep over several models, dtypes or GPU types is
-drawn for one of them, the one with the most trials (named in the title): the tables hold the rest,
-and a line per variant per context would be unreadable.
+Each function writes one PNG (matplotlib's Agg backend: no display needed) at least WIDTH_PX wide
+and returns its path, or None when the sweep lacks the data for it. Every point carries its 95%
+interval as an error bar (tracking/intervals.py: the mean runtime's Student t interval, the
+speedup's delta-method interval); a point whose trial or baseline was judged noisy or contended is
+drawn hollow, as the tables mark it. Colours are Okabe and Ito's colour-blind-safe palette, one per
+variant of the sweep (in preset order), with a marker of its own, the same in every plot of a
+report. A sweep over several models, dtypes or GPU types is drawn for one of them, the one with
+the most trials (named in the title): the tables hold the rest.
 """
 
 from __future__ import annotations
 
-import zlib
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -18,13 +23,20 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
-from tokengen.contract.variants import VARIANTS  # noqa: E402
-from tracking.baselines import match_keys  # noqa: E402
+from tracking.baselines import match_keys, timed_runs  # noqa: E402
+from tracking.intervals import mean_interval  # noqa: E402
 from tracking.report_tables import finished, varying  # noqa: E402
 
 MAX_PANELS = 6
+DPI = 100
+WIDTH_PX = 1200  # every figure: people read these on a screen, not as thumbnails
+PANEL_HEIGHT_IN = 4.2
 MARKERS = "os^vD<>p*h"
+LINESTYLES = ("-", "--", ":", "-.")
+OKABE_ITO = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442")
+"""Okabe & Ito (2008), "Color Universal Design": told apart with any colour vision; yellow last (faint on white)."""
 
 
 def primary(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -38,17 +50,13 @@ def primary(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return rows, ", ".join(f"{c}={rows[c].iloc[0]}" for c in context)
 
 
-def style_of(variant: str) -> dict:
-    """One colour and marker per variant, fixed by its place among the presets, so a variant looks the
-    same in every plot of every report; other names (custom knob settings) hash to a stable slot."""
-    names = list(VARIANTS)
-    index = names.index(variant) if variant in names else len(names) + zlib.crc32(variant.encode()) % 20
-    return {"color": plt.get_cmap("tab20")(index % 20), "marker": MARKERS[index % len(MARKERS)]}
-
-
-def _style(rows: pd.DataFrame) -> dict[str, dict]:
-    variants = rows.sort_values(["variant_rank", "variant"])["variant"].unique()
-    return {v: style_of(v) for v in variants}
+def palette(frame: pd.DataFrame) -> dict[str, dict]:
+    """One style per variant of the sweep, in preset order: an Okabe-Ito colour, a marker, and past eight
+    variants another line style, so no two variants of a report look alike."""
+    rows = frame[frame["in_sweep"].astype(bool)] if "in_sweep" in frame else frame
+    variants = rows.sort_values(["variant_rank", "variant"])["variant"].dropna().unique()
+    return {v: {"color": OKABE_ITO[i % len(OKABE_ITO)], "marker": MARKERS[i % len(MARKERS)],
+                "linestyle": LINESTYLES[(i // len(OKABE_ITO)) % len(LINESTYLES)]} for i, v in enumerate(variants)}
 
 
 def _drawable(rows: pd.DataFrame, x: str, y: str) -> dict[str, pd.DataFrame]:
@@ -57,49 +65,101 @@ def _drawable(rows: pd.DataFrame, x: str, y: str) -> dict[str, pd.DataFrame]:
     return {v: p for v, p in points.items() if len(p) >= 2}
 
 
-def _panels(rows: pd.DataFrame, by: str, x: str, y: str, ylabel: str, title: str, path: Path,
-            logy: bool = False) -> Path | None:
-    """One panel per value of `by` that has a line, one line per variant, log-scaled x at the data's values."""
-    panels = [(v, lines) for v in sorted(rows[by].dropna().unique())
-              if (lines := _drawable(rows[rows[by] == v], x, y))][:MAX_PANELS]
-    if not panels:
-        return None
-    style, handles = _style(rows), {}
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False, sharey=True)
-    for ax, (value, lines) in zip(axes[0], panels):
-        for variant, points in lines.items():
-            handles[variant] = ax.plot(points[x], points[y], **style[variant])[0]
-        ticks = sorted({int(t) for p in lines.values() for t in p[x]})
-        ax.set_xscale("log")
-        if logy:
-            ax.set_yscale("log")
-        ax.set_xticks(ticks, [str(t) for t in ticks])
-        ax.minorticks_off()
-        ax.set_title(f"{by} = {value}")
-        ax.set_xlabel(x)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(ylabel)
-    fig.suptitle(title)
-    ordered = [v for v in style if v in handles]
-    fig.legend([handles[v] for v in ordered], ordered, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80, bbox_inches="tight")
+def runtime_bars(points: pd.DataFrame) -> tuple[list[float], list[float]]:
+    """Each point's mean runtime interval as (below, above) error bar lengths."""
+    below, above = [], []
+    for _, row in points.iterrows():
+        mean = float(row["runtime_mean_s"])
+        std, runs = pd.to_numeric(row.get("runtime_std_s"), errors="coerce"), timed_runs(row)
+        low, high = mean_interval(mean, float(std), 0 if math.isnan(runs) else int(runs))
+        below.append(0.0 if math.isnan(low) else mean - max(low, mean * 1e-3))  # a log axis: stay above zero
+        above.append(0.0 if math.isnan(high) else high - mean)
+    return below, above
+
+
+def speedup_bars(points: pd.DataFrame) -> tuple[list[float], list[float]]:
+    below, above = [], []
+    for s, low, high in zip(points["speedup"], points["speedup_low"], points["speedup_high"]):
+        below.append(0.0 if pd.isna(low) else max(0.0, s - low))
+        above.append(0.0 if pd.isna(high) else max(0.0, high - s))
+    return below, above
+
+
+def _line(ax, points: pd.DataFrame, x: str, y: str, style: dict, bars) -> object:
+    """A variant's line with its error bars; points marked unsure (speedup_marked) hollow."""
+    marked = points["speedup_marked"].astype(bool) if "speedup_marked" in points else pd.Series(False, index=points.index)
+    ax.errorbar(points[x], points[y], yerr=bars(points), color=style["color"], linestyle=style["linestyle"], capsize=3,
+                linewidth=1.5)
+    sure, unsure = points[~marked.to_numpy()], points[marked.to_numpy()]
+    ax.plot(sure[x], sure[y], linestyle="none", marker=style["marker"], markersize=7, color=style["color"], zorder=3)
+    ax.plot(unsure[x], unsure[y], linestyle="none", marker=style["marker"], markersize=9, markerfacecolor="white",
+            markeredgecolor=style["color"], markeredgewidth=1.8, zorder=3)
+    return Line2D([], [], color=style["color"], marker=style["marker"], linestyle=style["linestyle"], markersize=7)
+
+
+def _axis(ax, lines: dict, x: str, title: str, ylabel: str, logy: bool = False) -> None:
+    ticks = sorted({int(t) for p in lines.values() for t in p[x]})
+    ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
+    ax.set_title(title)
+    ax.set_xlabel(x)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+
+
+def _figure(rows: int, columns: int):
+    width = max(WIDTH_PX / DPI, 5.5 * columns + 2.5)  # room for the legend on the right
+    return plt.subplots(rows, columns, figsize=(width, PANEL_HEIGHT_IN * rows), squeeze=False, layout="constrained")
+
+
+def _finish(fig, handles: dict, styles: dict, title: str, path: Path, note: str = "") -> Path:
+    ordered = [v for v in styles if v in handles]
+    fig.legend([handles[v] for v in ordered], ordered, loc="outside right upper", fontsize=9)
+    fig.suptitle(title + (f"\n{note}" if note else ""))
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
 
 
-def _titled(what: str, context: str) -> str:
-    return f"{what} ({context})" if context else what
+HOLLOW_NOTE = "error bars: 95% intervals; hollow: the trial or its baseline was noisy or contended"
 
 
 def runtime_vs_seqlen(frame: pd.DataFrame, out: Path) -> Path | None:
-    """Log-log against the decode steps each trial actually ran (under a length distribution a checked
-    variant stops with its batch), so the full recompute's O(N^2) and a cache's O(N) read as slopes 2 and 1."""
+    """Per batch size, two panels side by side: runtime against the decode steps each trial ran (log-log,
+    so the full recompute's O(N^2) and a cache's O(N) read as slopes 2 and 1) and each variant's speedup
+    over the baseline against the same steps (a cache's grows with them)."""
     rows, context = primary(frame)
     if rows.empty or rows["max_seqlen"].nunique() < 2:
         return None
-    return _panels(rows, "batch_size", "steps", "runtime_mean_s", "runtime_mean_s (s, log)",
-                   _titled("Runtime against decode steps run", context), out / "runtime_vs_seqlen.png", logy=True)
+    styles = palette(frame)
+    panels = []
+    for batch in sorted(rows["batch_size"].dropna().unique()):
+        at = rows[rows["batch_size"] == batch]
+        runtime = _drawable(at, "steps", "runtime_mean_s")
+        speedup = _drawable(at[(at["variant"] != "baseline") & at["speedup"].notna()], "steps", "speedup")
+        if runtime:
+            panels.append((batch, runtime, speedup))
+    panels = panels[:MAX_PANELS]
+    if not panels:
+        return None
+    fig, axes = _figure(len(panels), 2)
+    handles = {}
+    for (batch, runtime, speedup), (left, right) in zip(panels, axes):
+        for variant, points in runtime.items():
+            handles[variant] = _line(left, points, "steps", "runtime_mean_s", styles[variant], runtime_bars)
+        _axis(left, runtime, "steps", f"runtime, batch_size = {batch}", "runtime_mean_s (s, log)", logy=True)
+        for variant, points in speedup.items():
+            handles[variant] = _line(right, points, "steps", "speedup", styles[variant], speedup_bars)
+        if speedup:
+            right.axhline(1.0, color="grey", linewidth=1, linestyle=":")
+            _axis(right, speedup, "steps", f"speedup over baseline, batch_size = {batch}", "speedup (x)")
+        else:
+            right.set_axis_off()
+    title = "Runtime and speedup against decode steps run" + (f" ({context})" if context else "")
+    return _finish(fig, handles, styles, title, out / "runtime_vs_seqlen.png", HOLLOW_NOTE)
 
 
 def speedup_vs_batch(frame: pd.DataFrame, out: Path) -> Path | None:
@@ -107,8 +167,20 @@ def speedup_vs_batch(frame: pd.DataFrame, out: Path) -> Path | None:
     rows = rows[(rows["variant"] != "baseline") & rows["speedup"].notna()]
     if rows.empty or rows["batch_size"].nunique() < 2:
         return None
-    return _panels(rows, "max_seqlen", "batch_size", "speedup", "speedup over baseline (x)",
-                   _titled("Speedup against batch size", context), out / "speedup_vs_batch.png")
+    styles = palette(frame)
+    panels = [(v, lines) for v in sorted(rows["max_seqlen"].dropna().unique())
+              if (lines := _drawable(rows[rows["max_seqlen"] == v], "batch_size", "speedup"))][:MAX_PANELS]
+    if not panels:
+        return None
+    fig, axes = _figure(1, len(panels))
+    handles = {}
+    for ax, (value, lines) in zip(axes[0], panels):
+        for variant, points in lines.items():
+            handles[variant] = _line(ax, points, "batch_size", "speedup", styles[variant], speedup_bars)
+        ax.axhline(1.0, color="grey", linewidth=1, linestyle=":")
+        _axis(ax, lines, "batch_size", f"max_seqlen = {value}", "speedup over baseline (x)")
+    title = "Speedup against batch size" + (f" ({context})" if context else "")
+    return _finish(fig, handles, styles, title, out / "speedup_vs_batch.png", HOLLOW_NOTE)
 
 
 def memory(frame: pd.DataFrame, out: Path) -> Path | None:
@@ -122,23 +194,22 @@ def memory(frame: pd.DataFrame, out: Path) -> Path | None:
     rows = rows.groupby(["variant_rank", "variant"], sort=True).agg(
         allocated=("mem_allocated_peak_bytes", "max"), reserved=("mem_reserved_peak_bytes", "max")).reset_index()
     unit, scale = ("GiB", 2**30) if rows["reserved"].max() >= 2**30 else ("MiB", 2**20)
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(rows)), 4))
+    fig, ax = plt.subplots(figsize=(max(WIDTH_PX / DPI, 0.7 * len(rows) + 3), 5), layout="constrained")
     x = range(len(rows))
-    ax.bar([i - 0.2 for i in x], rows["allocated"] / scale, width=0.4, label="allocated peak")
-    ax.bar([i + 0.2 for i in x], rows["reserved"] / scale, width=0.4, label="reserved peak")
+    ax.bar([i - 0.2 for i in x], rows["allocated"] / scale, width=0.4, label="allocated peak", color=OKABE_ITO[5])
+    ax.bar([i + 0.2 for i in x], rows["reserved"] / scale, width=0.4, label="reserved peak", color=OKABE_ITO[1])
     ax.set_xticks(list(x), rows["variant"], rotation=45, ha="right")
     ax.set_ylabel(unit)
     ax.set_title(f"CUDA memory at batch x max_seqlen = {int(size.max())}" + (f"\n{context}" if context else ""))
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    fig.tight_layout()
+    ax.legend(loc="upper left", fontsize=9)
     path = out / "memory.png"
-    fig.savefig(path, dpi=80, bbox_inches="tight")
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
 
 
 PLOTS = {
-    "runtime against max_seqlen": runtime_vs_seqlen,
+    "runtime and speedup against decode steps": runtime_vs_seqlen,
     "speedup against batch size": speedup_vs_batch,
     "memory: allocated vs reserved peak": memory,
 }

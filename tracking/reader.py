@@ -22,9 +22,10 @@ from mlflow.utils.file_utils import local_file_uri_to_path
 from mlflow.utils.uri import is_local_uri
 
 from tokengen.contract.names import FAILED, FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE
-from tokengen.contract.record import first_line, typed
+from tokengen.contract.record import SERIES, first_line, typed, with_role
 from tokengen.contract.spec import TrialSpec
 from tracking.derived import is_derived
+from tracking.measurement import attempt_of, best, latest_series
 from tracking.recorder import TrackingError, check_reachable
 
 PAGE = 5000
@@ -41,18 +42,20 @@ class SweepRuns:
     experiment_id: str
     sweep: str
     parent_id: str
-    trials: pd.DataFrame  # one row per trial key: its latest finished run, else its latest run
+    trials: pd.DataFrame  # one row per trial key: its best attempt (tracking.measurement.best), `attempts` made
     client: MlflowClient
     outside_baselines: pd.DataFrame = field(default_factory=pd.DataFrame)  # finished baselines of other sweeps
     config: dict = field(default_factory=dict)  # the sweep's configuration as its parent run saved it
 
 
 _SPEC_DEFAULTS = TrialSpec().to_dict()
+SERIES_FIELDS = with_role(SERIES)
 
 
 def flatten(run) -> dict:
-    """One run as a flat record: tags, then metrics, then params (params win a shared name); the report's
-    derived figures left out."""
+    """One run as a flat record: tags, then metrics, then params (params win a shared name); a series
+    (runtime_s) is the whole list its tag holds, None for a run recorded before series had one; the
+    report's derived figures left out."""
     tags = run.data.tags
     row = {
         "run_id": run.info.run_id, "run_name": tags.get("mlflow.runName"), "run_status": run.info.status,
@@ -63,6 +66,9 @@ def flatten(run) -> dict:
     row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.") and not is_derived(k)})
     row.update({k: typed(k, v) for k, v in run.data.metrics.items() if not is_derived(k)})
     row.update({k: typed(k, v) for k, v in run.data.params.items()})
+    for name in SERIES_FIELDS:
+        row[name] = _series(tags.get(name))
+    row["attempt"] = attempt_of(row.get("attempt"))
     for name, default in _SPEC_DEFAULTS.items():  # a field added since the run was recorded: its default
         row.setdefault(name, default)
     if "status" not in row:  # the driver tags a trial's status last: without it, the run was cut short
@@ -71,6 +77,14 @@ def flatten(run) -> dict:
     gpu = row.get("accelerator_type") or row.get("env_gpu_name")
     row["gpu_type"] = gpu if isinstance(gpu, str) and gpu else None
     return row
+
+
+def _series(text) -> list | None:
+    try:
+        values = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return values if isinstance(values, list) else None
 
 
 def search(client: MlflowClient, experiment_id: str, filter_string: str) -> list:
@@ -87,15 +101,24 @@ def frame_of(runs: list) -> pd.DataFrame:
     return pd.DataFrame([flatten(run) for run in runs])
 
 
-def latest_per_trial(frame: pd.DataFrame) -> pd.DataFrame:
-    """A trial key retried or rerun keeps one row: its latest finished run, else its latest run."""
+def best_per_trial(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per trial key: its best attempt (tracking.measurement.best: among the attempts since its
+    latest first one, a finished ok one, else the finished one with the lowest runtime_cv, else the
+    latest run), with `attempts`: how many that series holds."""
     if frame.empty:
         return frame
     named = frame["trial_key"] if "trial_key" in frame else frame["run_id"]
     keys = [key if isinstance(key, str) else run for key, run in zip(named, frame["run_id"])]
-    order = frame.assign(_key=keys, _done=(frame["status"] == FINISHED).astype(int))
-    order = order.sort_values(["_done", "start_time"], kind="stable")
-    kept = order.drop_duplicates("_key", keep="last").drop(columns=["_key", "_done"])
+    rows = frame.to_dict("records")
+    groups: dict[str, list[int]] = {}
+    for position, key in enumerate(keys):
+        groups.setdefault(key, []).append(position)
+    chosen, made = [], []
+    for positions in groups.values():
+        series = latest_series([{**rows[p], "_position": p} for p in positions])
+        chosen.append(best(series)["_position"])
+        made.append(len({attempt_of(r.get("attempt")) for r in series}))
+    kept = frame.iloc[chosen].assign(attempts=made)
     return kept.sort_values("start_time", kind="stable").reset_index(drop=True)
 
 
@@ -143,10 +166,11 @@ def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None)
         raise ReportError(f"no sweep in {uri} experiment '{experiment}': run python -m sweeps.run +grid=smoke first")
     name = parent.data.tags["sweep_parent"]
     runs = [r for r in search(client, experiment_id, f"tags.sweep = '{name}'") if "mlflow.parentRunId" in r.data.tags]
-    trials = latest_per_trial(frame_of(runs))
-    reused = reused_trials(client, experiment_id, parent, trials)
-    if not reused.empty:
-        trials = pd.concat([trials, reused], ignore_index=True)
+    measured = {r.data.tags.get("trial_key") for r in runs if attempt_of(r.data.tags.get("attempt")) == 1}
+    runs += reused_runs(client, experiment_id, parent, measured)
+    trials = best_per_trial(frame_of(runs))
+    if not trials.empty and (trials["sweep"] != name).any():  # the key's best attempt is another sweep's
+        trials["reused_from"] = [s if s != name else None for s in trials["sweep"]]
     config = parent_artifact(client, parent, SWEEP_CONFIG_FILE) or {}
     return SweepRuns(uri, experiment, experiment_id, name, parent.info.run_id, trials, client, config=config)
 
@@ -158,18 +182,17 @@ def parent_artifact(client: MlflowClient, parent, name: str):
                      lambda path: json.loads(Path(path).read_text()))
 
 
-def reused_trials(client: MlflowClient, experiment_id: str, parent, own: pd.DataFrame) -> pd.DataFrame:
-    """The finished trials of the sweep's plan that it reused from earlier runs (resume skips a key
-    finished anywhere in the experiment), so its report covers its whole plan; `reused_from` names
-    the sweep that ran each."""
+def reused_runs(client: MlflowClient, experiment_id: str, parent, measured: set[str]) -> list:
+    """The finished runs of other sweeps for the keys of the sweep's plan that it reused from earlier runs
+    (resume skips a key finished anywhere in the experiment) and never measured itself (`measured`: keys
+    with a first attempt of its own), so its report covers its whole plan and a reused key it remeasured
+    is judged over all its attempts; `reused_from` names the sweep whose attempt speaks for each."""
     plan = parent_artifact(client, parent, PLAN_FILE)
-    wanted = set((plan or {}).get("reused", [])) - set(own.get("trial_key", pd.Series(dtype=object)))
+    wanted = set((plan or {}).get("reused", [])) - measured
     if not wanted:
-        return pd.DataFrame()
-    found = [r for r in search(client, experiment_id, f"tags.status = '{FINISHED}'")
-             if r.data.tags.get("trial_key") in wanted and "mlflow.parentRunId" in r.data.tags]
-    frame = latest_per_trial(frame_of(found))
-    return frame.assign(reused_from=frame["sweep"]) if not frame.empty else frame
+        return []
+    return [r for r in search(client, experiment_id, f"tags.status = '{FINISHED}'")
+            if r.data.tags.get("trial_key") in wanted and "mlflow.parentRunId" in r.data.tags]
 
 
 def add_outside_baselines(runs: SweepRuns) -> None:
@@ -178,7 +201,7 @@ def add_outside_baselines(runs: SweepRuns) -> None:
     found = search(runs.client, runs.experiment_id, f"tags.variant = 'baseline' and tags.status = '{FINISHED}'")
     mine = set(runs.trials["run_id"]) if not runs.trials.empty else set()
     others = [r for r in found if r.info.run_id not in mine and "mlflow.parentRunId" in r.data.tags]
-    runs.outside_baselines = latest_per_trial(frame_of(others))
+    runs.outside_baselines = best_per_trial(frame_of(others))
 
 
 def is_missing(value) -> bool:
@@ -219,3 +242,28 @@ def fill_error_messages(client: MlflowClient, frame: pd.DataFrame) -> None:
         record = records.get(frame.at[label, "run_id"])
         if record:
             frame.at[label, "error_message"] = record.get("error_message")
+
+
+def fill_runtimes(client: MlflowClient, frame: pd.DataFrame, threads: int = 8) -> None:
+    """Every timed run of a finished trial recorded before its series was also a tag: from the metric
+    history, one call per such run (a newer run's list came with the search)."""
+    if frame.empty:
+        return
+    if "runtime_s" not in frame:
+        frame["runtime_s"] = None
+    wanted = [label for label in frame.index
+              if frame.at[label, "status"] == FINISHED and not isinstance(frame.at[label, "runtime_s"], list)]
+    if not wanted:
+        return
+
+    def history(run_id: str) -> list | None:
+        try:
+            found = client.get_metric_history(run_id, "runtime_s")
+        except Exception:  # noqa: BLE001 - a run without it keeps none
+            return None
+        return [m.value for m in sorted(found, key=lambda m: m.step)] or None
+
+    with ThreadPoolExecutor(threads) as pool:
+        found = dict(zip(wanted, pool.map(history, [frame.at[label, "run_id"] for label in wanted])))
+    frame["runtime_s"] = pd.Series([found.get(label, value) for label, value in frame["runtime_s"].items()],
+                                   index=frame.index, dtype=object)

@@ -227,10 +227,17 @@ def params_of(record: dict) -> list[Param]:
 
 
 def tags_of(record: dict, sweep: str) -> dict[str, str]:
+    """The record's tags, and each series whole as a JSON list (a search returns tags, not metric history:
+    the report reads every timed run from there)."""
     tags = {"sweep": sweep, "trial_key": record["key"]}
     for name in TAGS:
         if record.get(name) is not None:
             tags[name] = str(record[name])[:MAX_PARAM_CHARS]
+    for name in SERIES_FIELDS:
+        values = [v for v in record.get(name) or [] if _metric_value(v) is not None]
+        text = _series_text(values)
+        if text:
+            tags[name] = text
     return tags
 
 
@@ -238,6 +245,16 @@ def tags_of(record: dict, sweep: str) -> dict[str, str]:
 class StoreIndex:
     finished: dict = dataclasses.field(default_factory=dict)  # trial key -> fingerprints it finished with
     attempts: set = dataclasses.field(default_factory=set)  # attempt ids already recorded
+
+
+def _series_text(values: list[float]) -> str | None:
+    """A JSON list within the tag limit: 9 significant digits, fewer if it must; None if even 4 do not fit
+    (the metric history still holds every value)."""
+    for digits in (9, 6, 4):
+        text = json.dumps([float(f"{v:.{digits}g}") for v in values], separators=(",", ":"))
+        if len(text) <= MAX_PARAM_CHARS:
+            return text if values else None
+    return None
 
 
 class Recorder:

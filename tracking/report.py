@@ -1,11 +1,12 @@
 """`python -m tracking.report`: a sweep's article-style comparison report, built from MLflow alone.
 
 Reads the sweep's runs (the latest sweep by default) from any tracking store or server, writes
-`reports/<sweep>/report.md` (one table per article question), `results.csv` (every trial, MLflow's
-names) and PNG plots, attaches them to the sweep's parent run under `report/`, and prints the main
-tables. The comparison goes into MLflow too: each trial's run gets the report's figures (speedup,
-its interval, vs_generate, the token verdict: tracking/derived.py), the sweep's run gets the overview
-as its description, and the experiment gets a saved view of the sweep whose URL is printed last
+`reports/<sweep>/report.md` (first how sure its numbers are, then one table per article question),
+`results.csv` (every trial, one column per fact, MLflow's names), `runs.csv` (every timed run) and
+PNG plots, attaches them to the sweep's parent run under `report/`, and prints the main tables. The
+comparison goes into MLflow too: each trial's run gets the report's figures (speedup, its interval,
+vs_generate, the token verdict: tracking/derived.py), the sweep's run gets the overview as its
+description, and the experiment gets a saved view of the sweep whose URL is printed last
 (tracking/ui.py). The sweep driver calls `build_report` at the end of every sweep.
 
     python -m tracking.report [--uri sqlite:///mlflow.db] [--experiment tokengen] [--sweep NAME] [--out reports]
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,15 +31,19 @@ from tracking.baselines import key_part
 from tracking.derived import DERIVED_METRICS, write_back
 from tracking.markdown import to_markdown
 from tracking.plan_report import plan_against_actual
-from tracking.reader import ReportError, add_outside_baselines, fill_error_messages, load_sweep
+from tracking.measurement import MARK, OK, judged, summary_line
+from tracking.reader import ReportError, add_outside_baselines, fill_error_messages, fill_runtimes, load_sweep
 from tracking.serving_table import serving_table
 from tracking.token_verdicts import HOW
 from tracking.ui import how_to_open, publish_view
 
 SYSTEM = ["env_gpu_name", "env_driver", "env_cuda", "env_torch", "env_transformers", "env_python", "env_host",
           "env_cpu", "env_cpu_count", "env_torch_threads", "env_fingerprint"]
-OWN_FILES = ("report.md", "results.csv", "runtime_vs_seqlen.png", "speedup_vs_batch.png", "memory.png")
+OWN_FILES = ("report.md", "results.csv", "runs.csv", "runtime_vs_seqlen.png", "speedup_vs_batch.png", "memory.png")
 INTERNAL = ["in_sweep", "baseline_in_sweep", "variant_rank", "noisy"]
+REPEATS = ["key", "run_status", "interval"]
+"""Columns that say again what another says: key (trial_key), run_status (MLflow's word for status), interval
+(speedup_low and speedup_high as text)."""
 
 
 @dataclass
@@ -66,13 +72,41 @@ def system_facts(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def results_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every trial of the sweep, one row each, MLflow's flat names first, then the report's verdicts."""
-    rows = frame[frame["in_sweep"].astype(bool)].drop(columns=INTERNAL)
-    first = ["run_id", "run_name", "status", "trial_key", *TrialSpec.__dataclass_fields__, "accelerator_type",
-             "gpu_type", "speedup", "speedup_low", "speedup_high", "significant", "compared", "vs_generate", "tokens",
-             "agreed_steps"]
+    """Every trial of the sweep, one row each (its best attempt), one column per fact: MLflow's flat names
+    first, then the report's verdicts; runtime_s holds every timed run as a JSON list."""
+    rows = frame[frame["in_sweep"].astype(bool)].drop(columns=INTERNAL + [c for c in REPEATS if c in frame])
+    rows = rows.assign(runtime_s=[json.dumps(v) if isinstance(v, list) else None for v in rows["runtime_s"]]) \
+        if "runtime_s" in rows else rows
+    first = ["run_id", "run_name", "status", "trial_key", "attempt", "attempts", "measurement", "measurement_reasons",
+             *TrialSpec.__dataclass_fields__, "accelerator_type", "gpu_type", "speedup", "speedup_low",
+             "speedup_high", "speedup_marked", "baseline_measurement", "significant", "compared", "vs_generate",
+             "tokens", "agreed_steps"]
     first = [c for c in first if c in rows]
     return rows[first + sorted(c for c in rows.columns if c not in first)]
+
+
+def runs_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per timed run of every finished trial (its best attempt): trial_key, attempt, the point, run
+    (0-based), runtime_s."""
+    rows = frame[frame["in_sweep"].astype(bool) & (frame["status"] == FINISHED)]
+    ids = ["trial_key", "attempt", "variant", *tables.POINT, "measurement"]
+    out = [{**{c: row.get(c) for c in ids}, "run": i, "runtime_s": seconds}
+           for _, row in rows.iterrows() if isinstance(row.get("runtime_s"), list)
+           for i, seconds in enumerate(row["runtime_s"])]
+    return pd.DataFrame(out, columns=ids + ["run", "runtime_s"])
+
+
+def measurement_summary(mine: pd.DataFrame) -> str:
+    """The report's first line: how many finished trials are ok, noisy, contended, why, and what remeasuring did."""
+    done = mine[mine["status"] == FINISHED]
+    attempts = pd.to_numeric(done.get("attempts"), errors="coerce").fillna(1)
+    again = done[attempts > 1]
+    remeasured = ""
+    if len(again):
+        ok = int(again["measurement"].map(judged).eq(OK).sum())
+        remeasured = (f"{len(again)} remeasured, {ok} of them ok on a later attempt (each key speaks through its best "
+                      "attempt: ok first, then the lowest runtime_cv; column `attempt`)")
+    return summary_line(done["measurement"], done["measurement_reasons"], remeasured)
 
 
 NOTES = {
@@ -83,12 +117,19 @@ NOTES = {
          "`step` where the two ran different numbers of steps (a no-check variant under a length distribution "
          "runs every step): then time per step is compared. interval: 95% interval of the ratio of mean runtimes "
          "(delta method on the log scale, Student t with Welch's degrees of freedom, from each trial's mean, "
-         "std and runs); `~` marks one that holds 1.0, not significant. runtime_cv: run-to-run std / mean. "
+         "std and timed runs); `~` marks one that holds 1.0, not significant. runtime_cv: run-to-run std / mean. "
          "ttft_s: time to first token (prefill and first sample), tpot_s: time per output token after it. "
          "vs_generate: runtime over the fastest generate() peer at the same point. tokens: `ok` = the "
          "baseline's tokens; float32 must match exactly (else MISMATCH); in lower precision, {how}. "
          "env_vs_baseline (shown where any differ): what differs between where the trial and its baseline were "
          "measured (device, versions, threads, model files): such a speedup is not the variant's alone.",
+    "marked_overview": "Speedups marked " + MARK + " in (a) are left out of the geometric mean, min and max "
+                       "(left_out: how many).",
+    "marked_a": MARK + " marks a speedup whose trial or baseline was judged noisy (its spread stayed above target "
+                "after max_runs) or contended (the machine interfered): column `measurement`, the reasons in "
+                "results.csv (`measurement_reasons`).",
+    "attempts": "attempt: which of the key's measurements speaks for it (remeasured: ok first, then the lowest "
+                "runtime_cv).",
     "b": "CUDA caching allocator peaks; fragmentation = reserved - allocated, as the article defines it (n/a on "
          "the CPU, where peak_rss_bytes is the process's).",
     "c": "runtime_mean_s (s) per max_seqlen; steps = decode steps taken at each; exponent = slope of log runtime "
@@ -126,14 +167,21 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
         note_a += f" {borrowed} speedup(s) use a baseline recorded by another sweep (resume skipped it here)."
     reused = int(mine["reused_from"].notna().sum()) if "reused_from" in mine else 0
     noisy = mine[(mine["status"] == FINISHED) & mine["noisy"].astype(bool)]
-    if not noisy.empty:
+    if not noisy.empty:  # trials recorded before trials were judged
         note_a += (f" **Warning**: {len(noisy)} trial(s) vary by more than 5% from run to run (runtime_cv): "
                    + ", ".join(sorted(set(noisy["variant"]))) + "; their speedups deserve more runs.")
-    main = (_section("Overview per variant", NOTES["overview"], tables.overview_table(frame))
+    first = measurement_summary(mine)
+    note_overview = NOTES["overview"]
+    if mine["speedup_marked"].astype(bool).any():
+        note_a += " " + NOTES["marked_a"]
+        note_overview += " " + NOTES["marked_overview"]
+    if (pd.to_numeric(mine["attempts"], errors="coerce") > 1).any():
+        note_a += " " + NOTES["attempts"]
+    main = ([first, ""] + _section("Overview per variant", note_overview, tables.overview_table(frame))
             + _section("(a) Runtime and speedup per trial", note_a, tables.runtime_table(frame)))
     built = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     header = [
-        f"# Sweep `{runs.sweep}`", "",
+        f"# Sweep `{runs.sweep}`", "", first, "",
         f"Store `{runs.uri}`, experiment `{runs.experiment}`, parent run `{runs.parent_id}`: {done} finished, "
         f"{len(mine) - done} failed trial(s)" + (f", {reused} of them reused by key from earlier sweeps (column "
                                                   "`reused_from` of `results.csv`)" if reused else "")
@@ -155,7 +203,7 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     ]
     body = [line for section in sections for line in _section(*section)]
     pictures = ["## Plots", ""] + [f"![{title}]({path.name})" for title, path in plots.items()] + [""] if plots else []
-    return "\n".join(header + main + body + pictures), "\n".join(main)
+    return "\n".join(header + main[2:] + body + pictures), "\n".join(main)
 
 
 MAX_NOTE_CHARS = 8000  # MLflow's limit on a tag's value
@@ -192,6 +240,7 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
     if runs.trials.empty:
         raise ReportError(f"sweep '{runs.sweep}' in {uri} has no trials yet: run it with python -m sweeps.run first")
     fill_error_messages(runs.client, runs.trials)
+    fill_runtimes(runs.client, runs.trials)
     if tables.lacks_baselines(runs.trials):
         add_outside_baselines(runs)
     prices = (runs.config.get("sweep") or {}).get("prices") or {}
@@ -207,9 +256,10 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
         text += "\n" + planned
     (directory / "report.md").write_text(text)
     results_frame(frame).to_csv(directory / "results.csv", index=False)
+    runs_frame(frame).to_csv(directory / "runs.csv", index=False)
     mine = frame[frame["in_sweep"].astype(bool)]
     failed = int((mine["status"] != FINISHED).sum())
-    files = [directory / "report.md", directory / "results.csv", *plots.values(), *plan_files]
+    files = [directory / "report.md", directory / "results.csv", directory / "runs.csv", *plots.values(), *plan_files]
     report = Report(runs.sweep, runs.parent_id, directory, main, len(mine), failed, downloads, files,
                     experiment_id=runs.experiment_id)
     if write:

@@ -16,8 +16,9 @@ import pandas as pd
 from tokengen.contract.fingerprint import differences, from_text
 from tokengen.contract.names import FINISHED
 from tokengen.contract.variants import VARIANTS
-from tracking.baselines import MATCH, baseline_of, match_keys, partners, with_speedup
+from tracking.baselines import MATCH, as_float, baseline_of, match_keys, partners, with_speedup
 from tracking.intervals import NOISY_CV
+from tracking.measurement import MARK, OK, judged
 from tracking.token_verdicts import check_tokens
 
 REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
@@ -29,7 +30,8 @@ POINT = ["batch_size", "prompt_len", "max_seqlen"]
 PROFILE = ["gpu_idle_us_per_step", "gpu_busy_pct", "host_sync_us_per_step"]
 REQUIRED = REPORT_MATCH + ["variant", "status", "steps", "runtime_mean_s", "stop_check", "cache", "compile",
                            "allocator", "tokens_sha256", "run_id", "in_sweep", "useful_tokens_per_s",
-                           "energy_j_per_token", "runtime_cv", "prompt_len"]
+                           "energy_j_per_token", "runtime_cv", "prompt_len", "measurement", "measurement_reasons",
+                           "attempt", "attempts"]
 
 
 def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None, client=None,
@@ -56,7 +58,11 @@ def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None,
     frame["step_ms"] = runtime / steps * 1e3
     frame["variant_rank"] = [list(VARIANTS).index(v) if v in VARIANTS else len(VARIANTS) for v in frame["variant"]]
     frame["interval"] = [interval_text(*v) for v in zip(frame["speedup_low"], frame["speedup_high"], frame["significant"])]
-    frame["noisy"] = pd.to_numeric(frame.get("runtime_cv"), errors="coerce") > NOISY_CV
+    frame["baseline_measurement"] = [None if b is None else judged(frame.at[b, "measurement"]) for b in base]
+    frame["speedup_marked"] = [speedup_unsure(m, b) and not math.isnan(as_float(s)) for m, b, s in
+                               zip(frame["measurement"], frame["baseline_measurement"], frame["speedup"])]
+    unjudged = frame["measurement"].map(judged).isna()  # recorded before trials were judged: the old cv warning
+    frame["noisy"] = unjudged & (pd.to_numeric(frame.get("runtime_cv"), errors="coerce") > NOISY_CV)
     frame["vs_generate"] = vs_generate(frame)
     frame["price_per_hour"] = [price_of(prices or {}, g, d) for g, d in zip(frame["gpu_type"], frame["device"])]
     useful = pd.to_numeric(frame.get("useful_tokens_per_s"), errors="coerce")
@@ -75,6 +81,13 @@ def env_vs_baseline(frame: pd.DataFrame, base: pd.Series) -> list[str]:
         mine, theirs = from_text(facts.get(label)), from_text(facts.get(b)) if b is not None else {}
         named.append("; ".join(differences(mine, theirs)) if mine and theirs else "")
     return named
+
+
+def speedup_unsure(measurement, baseline_measurement) -> bool:
+    """A speedup to mark: its trial or its baseline was judged noisy or contended (not judged: not marked)."""
+    return any(judged(m) not in (None, OK) for m in (measurement, baseline_measurement))
+
+
 
 
 def price_of(prices: dict, gpu_type, device) -> float:
@@ -145,8 +158,24 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     table = table.drop(columns=[c for c in ("vs_generate",) if table[c].isna().all()])
     if not table["env_vs_baseline"].astype(bool).any():
         table = table.drop(columns=["env_vs_baseline"])
+    marked = rows["speedup_marked"].astype(bool).to_numpy()
+    if marked.any():  # on a quiet machine the table is as it always was
+        table["speedup"] = [f"{s:.2f}x {MARK}" if m else s for s, m in zip(table["speedup"], marked)]
+        table.insert(list(table.columns).index("tokens"), "measurement",
+                     [measurement_text(m, b) for m, b in zip(rows["measurement"], rows["baseline_measurement"])])
+    attempts = pd.to_numeric(rows["attempts"], errors="coerce").fillna(1).astype(int).to_numpy()
+    if (attempts > 1).any():
+        chosen = pd.to_numeric(rows["attempt"], errors="coerce").fillna(1).astype(int).to_numpy()
+        table.insert(len(table.columns) - 1, "attempt", [f"{c} of {n}" for c, n in zip(chosen, attempts)])
     table.attrs["unit"] = {"runtime_cv": "pct100", "vs_generate": "x"}
     return table
+
+
+def measurement_text(measurement, baseline_measurement) -> str:
+    """The trial's verdict, and its baseline's where only the baseline's spoils the speedup."""
+    own, base = judged(measurement), judged(baseline_measurement)
+    text = own or "not judged"
+    return f"{text} (baseline {base})" if own in (None, OK) and base not in (None, OK) else text
 
 
 def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -157,7 +186,9 @@ def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     out = []
     for variant, group in rows.sort_values(["variant_rank", "variant"]).groupby("variant", sort=False):
         done = group[group["status"] == FINISHED]
-        speedups = [s for s in done["speedup"] if isinstance(s, float) and s > 0 and not math.isnan(s)]
+        measured = [s for s in done["speedup"] if isinstance(s, float) and s > 0 and not math.isnan(s)]
+        sure = done[~done["speedup_marked"].astype(bool)]
+        speedups = [s for s in sure["speedup"] if isinstance(s, float) and s > 0 and not math.isnan(s)]
         unsure = int((done["significant"] == False).sum())  # noqa: E712 - None (no interval) is not False
         verdicts = [v for v in done["tokens"] if v]
         bad = sum(v.startswith("MISMATCH") for v in verdicts)
@@ -167,10 +198,13 @@ def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
             "variant": variant, "finished": len(done), "failed": len(group) - len(done),
             "speedup_geomean": math.exp(np.mean(np.log(speedups))) if speedups else float("nan"),
             "speedup_min": min(speedups, default=float("nan")), "speedup_max": max(speedups, default=float("nan")),
-            "not_significant": unsure, "vs_generate_geomean": _geomean(done["vs_generate"]),
+            "not_significant": unsure, "left_out": len(measured) - len(speedups),
+            "vs_generate_geomean": _geomean(sure["vs_generate"]),
             "tokens": ", ".join(words) or ("ok" if verdicts else ""),
         })
     table = pd.DataFrame(out)
+    if not table["left_out"].any():  # nothing marked: the overview is as it always was
+        table = table.drop(columns="left_out")
     if table["vs_generate_geomean"].isna().all():
         table = table.drop(columns="vs_generate_geomean")
     table.attrs["unit"] = {"speedup_geomean": "x", "speedup_min": "x", "speedup_max": "x", "vs_generate_geomean": "x"}

@@ -14,7 +14,7 @@ import math
 
 import pandas as pd
 
-from tracking.baselines import as_float, match_keys
+from tracking.baselines import as_float, match_keys, timed_runs
 from tracking.intervals import ratio_interval, significant
 from tracking.report_tables import POINT, REPORT_MATCH, finished, interval_text, varying
 
@@ -29,7 +29,7 @@ def useful_ratio(base: pd.Series, row: pd.Series) -> tuple[float, float, float]:
     the ratio of useful tokens (1 when both served the same requests to the same ends)."""
     scale = as_float(row.get("useful_tokens")) / as_float(base.get("useful_tokens"))
     scale = scale if scale > 0 else 1.0  # NaN: compare runtimes alone
-    stats = [(as_float(r["runtime_mean_s"]), as_float(r.get("runtime_std_s")), as_float(r.get("runs"))) for r in (base, row)]
+    stats = [(as_float(r["runtime_mean_s"]), as_float(r.get("runtime_std_s")), timed_runs(r)) for r in (base, row)]
     (b_mean, b_std, b_runs), (mean, std, runs) = [(m, 0.0 if math.isnan(s) else s, 0 if math.isnan(n) else int(n))
                                                   for m, s, n in stats]
     if not (b_mean > 0 and mean > 0):

@@ -1,21 +1,39 @@
-"""The sweep's fallback summary: one row per trial record, when the MLflow report cannot be built."""
+"""The sweep's fallback summary: one row per trial key (its best attempt), when the MLflow report cannot
+be built, led by the same measurement line as the report."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from tracking.baselines import with_speedup
+from tracking.measurement import best, summary_line
 
 SUMMARY_COLUMNS = [
     "variant", "model", "dtype", "device", "batch_size", "max_seqlen", "prompt_len", "accelerator_type",
-    "runtime_mean_s", "tokens_per_s", "speedup", "status", "error_type",
+    "runtime_mean_s", "tokens_per_s", "speedup", "measurement", "attempt", "status", "error_type",
 ]
 
 
+def best_records(records: list[dict]) -> list[dict]:
+    """One record per key: its best attempt (tracking.measurement.best), in the order keys first came."""
+    by_key: dict[str, list[dict]] = {}
+    for order, record in enumerate(records):
+        by_key.setdefault(record.get("key"), []).append({"start_time": order, **record})
+    return [best(rows) for rows in by_key.values()]
+
+
 def summary_table(records: list[dict]) -> pd.DataFrame:
-    frame = with_speedup(pd.DataFrame(records))
+    frame = with_speedup(pd.DataFrame(best_records(records)))
     for column in SUMMARY_COLUMNS:
         if column not in frame:
             frame[column] = None
     table = frame[SUMMARY_COLUMNS].sort_values(["model", "device", "batch_size", "max_seqlen", "variant"], kind="stable")
     return table.dropna(axis=1, how="all").reset_index(drop=True)
+
+
+def summary_text(records: list[dict]) -> str:
+    """The measurement line, then the table."""
+    chosen = [r for r in best_records(records) if r.get("status") == "finished"]
+    line = summary_line([r.get("measurement") for r in chosen], [r.get("measurement_reasons") for r in chosen])
+    table = summary_table(records).to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    return line + "\n" + table

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from sweeps.estimate.hardware import gpu_kind
-from sweeps.estimate.trials import DEFAULTS, INSTRUMENTED_RUNS, PROFILE_SLOWDOWN, family, law, missing, text
+from sweeps.estimate.trials import AUTO, DEFAULTS, INSTRUMENTED_RUNS, PROFILE_SLOWDOWN, family, is_auto, law, missing, text
 
 REQUIRED = ("model", "device", "dtype", "batch_size", "max_seqlen", "steps", "runtime_mean_s")
 METRICS = ("steps", "runtime_mean_s", "runtime_median_s", "first_run_s", "trial_wall_s", "child_wall_s")
@@ -79,8 +79,11 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     frame["device_kind"] = [device_kind(r) for r in records]
     frame["family"] = [family(r, k) for r, k in zip(records, frame["device_kind"])]
     frame["law"] = [law(r) for r in records]
+    frame["runs"] = [AUTO if is_auto(r) else r for r in frame["runs"]]  # one spelling for the rows' filters
     runs = _timed_runs_done(frame)
     warmup = pd.to_numeric(frame["warmup"], errors="coerce").fillna(DEFAULTS["warmup"])
+    if "warmup_done" in frame:  # runs=auto warms on until a run settles
+        warmup = pd.to_numeric(frame["warmup_done"], errors="coerce").fillna(warmup)
     mean, first = frame["runtime_mean_s"], frame["first_run_s"]
     without_first = (runs * mean - first) / (runs - 1)  # warmup=0: the first run is among the timed ones
     first_inside = (warmup == 0) & first.notna()

@@ -15,7 +15,7 @@ DEFAULTS: dict = {
     "prompt_len": 1, "cache": "none", "compile": "off", "stop_check": "sync", "engine": "loop",
     "batching": "static", "requests": 0, "warmup": 1, "runs": 10, "profile": "off", "variant": None,
     "accelerator_type": None, "matmul_precision": "highest", "stop": "never",
-    # runs="auto" (in progress, tokengen/measure/run_count.py RunPolicy): timed runs between these
+    # runs=auto (stored as 0, tokengen/measure/run_count.py RunPolicy): timed runs between these
     "min_runs": 3, "max_runs": 20,
 }
 
@@ -47,10 +47,15 @@ def text(trial: Mapping, name: str) -> str:
     return str(get(trial, name))
 
 
+def is_auto(runs) -> bool:
+    """runs=auto, as a word or as the spec stores it (0: tokengen.contract.spec.AUTO_RUNS)."""
+    return str(runs).strip().lower() in (AUTO, "0", "0.0")
+
+
 def fixed_runs(trial: Mapping) -> int | None:
     """The timed runs, or None when runs='auto' (a stopping rule decides)."""
     runs = get(trial, "runs")
-    return None if str(runs).strip().lower() == AUTO else int(float(runs))
+    return None if is_auto(runs) else int(float(runs))
 
 
 def batches(trial: Mapping) -> int:

@@ -2,7 +2,8 @@
 
 A trial's record is its spec's fields (MLflow params, declared in tokengen.contract.spec) plus these. The
 role says where a field lives in MLflow: a `metric` (a number, comparable across runs), a `series`
-(one metric value per timed run, step = run index), a `tag` (text: statuses, checksums, machine
+(one metric value per timed run, step = run index, and the whole list as a JSON tag of the same name,
+which a search returns), a `tag` (text: statuses, checksums, machine
 facts), a `param` (set by the sweep: the pinned GPU type), or `record` (kept in the run's
 result.json only). The CLI's JSON, the recorder, the report's reader, the terminal table and the
 tests all derive from this class, so a field renamed here is renamed, or fails, everywhere.
@@ -31,6 +32,7 @@ class TrialResult:
     # identity
     key: str | None = _f(TAG)  # TrialSpec.key(), or the sweep's key of a GPU-pinned trial
     status: str = _f(TAG, FINISHED)  # finished | failed (tokengen.contract.names)
+    attempt: int | None = _f(TAG)  # 1, or 2.. for a remeasure of the same key (sweeps/remeasure.py); set by the sweep
     accelerator_type: str | None = _f(PARAM)  # the GPU type a sweep pinned the trial to
     # work done
     steps: int | None = _f(METRIC)  # decode steps of the last timed run (requests: forwards, prefills included)
@@ -44,6 +46,9 @@ class TrialResult:
     runtime_max_s: float | None = _f(METRIC)
     runtime_median_s: float | None = _f(METRIC)
     runtime_cv: float | None = _f(METRIC)  # std / mean over the timed runs
+    runtime_ci_rel: float | None = _f(METRIC)  # the mean's 95% interval half-width / mean (Student t; None for 1 run)
+    runs_done: int | None = _f(METRIC)  # timed runs made: `runs`, or what runs=auto took
+    warmup_done: int | None = _f(METRIC)  # warmup runs made (runs=auto warms on until a run settles)
     tokens_per_s: float | None = _f(METRIC)  # batch x steps / median runtime
     useful_tokens_per_s: float | None = _f(METRIC)  # useful tokens / median runtime
     request_latency_p50_s: float | None = _f(METRIC)  # requests: run start -> the host learns one ended (median run)
@@ -76,6 +81,19 @@ class TrialResult:
     weight_bandwidth_pct_of_peak: float | None = _f(METRIC)
     energy_j: float | None = _f(METRIC)  # NVML's counter over the timed runs (null without one)
     energy_j_per_token: float | None = _f(METRIC)  # per useful token
+    # interference over the timed runs (tokengen/measure/interference.py: Watch, verdict)
+    measurement: str | None = _f(TAG)  # ok | noisy (spread above target) | contended (the machine interfered)
+    measurement_reasons: str | None = _f(TAG)  # "; "-joined, "" when ok
+    interference_device: str | None = _f(TAG)  # the device the CPU-time rule judged
+    interference_wall_s: float | None = _f(METRIC)  # the Watch's span: the timed runs
+    interference_threads: int | None = _f(METRIC)  # torch threads the trial had
+    interference_cores: int | None = _f(METRIC)  # cores the process may run on
+    interference_cpu_util: float | None = _f(METRIC)  # our CPU time / (wall x min(threads, cores))
+    interference_others_cores: float | None = _f(METRIC)  # cores-worth of CPU others used on our cores (/proc/stat)
+    interference_load: float | None = _f(METRIC)  # 1-minute load average, the larger of start and end
+    interference_gpu_procs: int | None = _f(METRIC)  # other compute processes on our GPU (NVML)
+    interference_sm_clock_mhz: int | None = _f(METRIC)  # SM clock, the lower of start and end (NVML)
+    interference_throttle: str | None = _f(TAG)  # NVML clock event reasons seen, comma-joined ("" none)
     # tokens
     tokens_sha256: str | None = _f(TAG)  # the last timed run's, docs/design.md's checksum
     deterministic: bool | None = _f(METRIC)  # every timed run returned the same tokens

@@ -12,7 +12,7 @@ import shutil
 
 from tokengen.contract.forms import parse_sampling, parse_stop, parse_window
 from tokengen.contract.models import is_local_path, model_facts
-from tokengen.contract.spec import CHOICES, SpecError, TrialSpec
+from tokengen.contract.spec import CHOICES, SpecError, TrialSpec, parse_field
 from tokengen.contract.variants import CUSTOM, VARIANTS, label_for
 
 PEER = "generate_batch"  # transformers' continuous batching, the request workloads' peer
@@ -24,7 +24,8 @@ CUDA_ONLY = {
 
 
 def resolve(variant: str | None = None, **fields) -> TrialSpec:
-    """A spec from a preset name plus explicit fields (explicit wins), labelled by its knobs."""
+    """A spec from a preset name plus explicit fields (explicit wins, typed by parse_field: text from
+    Hydra or a grid axis, "auto" runs), labelled by its knobs."""
     unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrialSpec)})
     if unknown:
         raise SpecError(f"unknown trial field(s) {', '.join(unknown)}: fields are {', '.join(f.name for f in dataclasses.fields(TrialSpec))}")
@@ -33,7 +34,7 @@ def resolve(variant: str | None = None, **fields) -> TrialSpec:
         if variant not in VARIANTS:
             raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}")
         values.update(VARIANTS[variant])
-    values.update({k: v for k, v in fields.items() if v is not None and k != "variant"})
+    values.update({k: parse_field(k, v) for k, v in fields.items() if v is not None and k != "variant"})
     spec = TrialSpec(**values)
     return dataclasses.replace(spec, variant=label_for(spec.knobs))
 
@@ -112,9 +113,15 @@ def problem(spec: TrialSpec) -> str | None:
     for name, allowed in CHOICES.items():
         if getattr(spec, name) not in allowed:
             return f"{name}={getattr(spec, name)!r} is not one of {', '.join(allowed)}"
-    for name in ("batch_size", "max_seqlen", "prompt_len", "runs"):
+    for name in ("batch_size", "max_seqlen", "prompt_len", "min_runs"):
         if not isinstance(getattr(spec, name), int) or getattr(spec, name) < 1:
             return f"{name} must be an integer >= 1 (got {getattr(spec, name)!r})"
+    if not isinstance(spec.runs, int) or spec.runs < 0:
+        return f"runs must be an integer >= 1, or auto (got {spec.runs!r})"
+    if not isinstance(spec.max_runs, int) or spec.max_runs < spec.min_runs:
+        return f"max_runs must be an integer >= min_runs={spec.min_runs} (got {spec.max_runs!r})"
+    if not isinstance(spec.target_ci, float) or not spec.target_ci > 0:
+        return f"target_ci must be a fraction > 0, e.g. 0.02 for a 95% interval within 2% of the mean (got {spec.target_ci!r})"
     if not isinstance(spec.warmup, int) or spec.warmup < 0:
         return f"warmup must be an integer >= 0 (got {spec.warmup!r})"
     reason = serving_problem(spec) or incompatibility(spec)

@@ -36,6 +36,12 @@ CHOICES = {
 }
 
 
+AUTO_RUNS = 0
+"""`runs` = 0 is runs=auto: `runs` stays an int, so every key hashed before auto existed is unchanged."""
+SPELLINGS: dict[str, dict[str, object]] = {"runs": {"auto": AUTO_RUNS}}
+"""Words a field takes besides its type's values, and what they stand for (`trial.runs=auto` is runs=0)."""
+
+
 class SpecError(ValueError):
     """Bad input, said in one line that names the fix."""
 
@@ -56,7 +62,7 @@ class TrialSpec:
     sampling: str = _field("greedy", WORKLOAD)  # greedy | topk:K[,TEMPERATURE]
     seed: int = _field(0, WORKLOAD)  # weights, prompts, target lengths and sampling all derive from it
     warmup: int = _field(1, MEASUREMENT)  # untimed runs first; the first one carries compile time
-    runs: int = _field(10, MEASUREMENT)  # timed runs, as in the article
+    runs: int = _field(10, MEASUREMENT)  # timed runs, as in the article; 0 ("auto"): min_runs..max_runs until sure
     profile: str = _field("off", MEASUREMENT)  # off | torch | nsys | auto: one extra run over profile_steps
     profile_steps: str = _field("30-50", MEASUREMENT)  # the article's window (0-based steps); clipped
     # fields below came after the first release: at their default they stay out of the key
@@ -65,6 +71,11 @@ class TrialSpec:
     engine: str = _field("loop", KNOB)  # loop: this project's decode loop; generate: transformers' generate()
     requests: int = _field(0, WORKLOAD)  # 0: one batch of batch_size rows; N > 0: N requests served by batch_size slots
     batching: str = _field("static", KNOB)  # with requests: static (batch after batch) | continuous (refill slots)
+    # runs=auto (0): at least min_runs, then until the 95% interval of the mean runtime is within target_ci of the
+    # mean (half-width / mean), at most max_runs (tokengen/measure/run_count.py); a fixed count ignores them
+    min_runs: int = _field(3, MEASUREMENT)
+    max_runs: int = _field(20, MEASUREMENT)
+    target_ci: float = _field(0.02, MEASUREMENT)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -106,8 +117,11 @@ LABELS = tuple(n for n in SPEC_FIELDS if _ROLES[n] == LABEL)
 
 def parse_field(name: str, text):
     """A spec field's value from text (a CLI flag, an MLflow param), typed as the dataclass says;
-    a value already of the type passes through. SpecError names the field and the type wanted."""
+    a value already of the type passes through, a word of SPELLINGS becomes its value ("auto" runs: 0).
+    SpecError names the field and the type wanted."""
     kind = FIELD_TYPES[name]
+    if isinstance(text, str) and text.strip().lower() in SPELLINGS.get(name, {}):
+        return SPELLINGS[name][text.strip().lower()]
     if text is None or isinstance(text, kind) and not (kind is int and isinstance(text, bool)):
         return text
     try:
@@ -115,4 +129,5 @@ def parse_field(name: str, text):
             return {"true": True, "false": False}[str(text).lower()]
         return kind(text)
     except (KeyError, TypeError, ValueError):
-        raise SpecError(f"{name}={text!r} is not a valid {kind.__name__}") from None
+        words = " or ".join(repr(w) for w in SPELLINGS.get(name, {}))
+        raise SpecError(f"{name}={text!r} is not a valid {kind.__name__}" + (f" (nor {words})" if words else "")) from None

@@ -43,6 +43,14 @@ def _nvml_handle(pynvml, index: int):
     return pynvml.nvmlDeviceGetHandleByIndex(torch.cuda._get_nvml_device_index(index))  # honours CUDA_VISIBLE_DEVICES
 
 
+def nvml_device_handle():
+    """NVML's handle of the GPU this process computes on, found as the energy counter finds it (the
+    interference Watch calls it after nvmlInit, for its GPU processes, clocks and throttle reasons)."""
+    import pynvml
+
+    return _nvml_handle(pynvml, torch.cuda.current_device())
+
+
 def nvml_energy_counter(device: str) -> MillijouleCounter | None:
     """A reader of the millijoule counter of the GPU this process computes on, or None."""
     if device != "cuda" or not torch.cuda.is_available():

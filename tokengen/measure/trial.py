@@ -1,5 +1,12 @@
 """One trial, measured: warmup (compile time on its own), timed runs, one instrumented run.
 
+The timed runs are `spec.runs` of them, or with runs=auto (0) as many as make the mean sure
+(tokengen/measure/run_count.py: min_runs, then until the 95% interval is within target_ci, at most
+max_runs); with runs=auto the warmup also goes on past `spec.warmup` runs (at most AUTO_MAX_WARMUP)
+until a run is within 10% of the one before. A Watch (tokengen/measure/interference.py) spans the
+timed runs; its evidence and verdict (`measurement`: ok | noisy | contended, `measurement_reasons`)
+go into the record beside `runs_done` and `runtime_ci_rel`.
+
 Returns the result record (tokengen.contract.record) as one flat dict: spec fields, key, status,
 figures, environment. A request workload (requests > 0, tokengen.engines.request_server) counts its
 work in slot-steps (batch_size slots x forwards run) and its useful tokens from its requests, and
@@ -18,7 +25,7 @@ import torch
 
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import check_runnable
-from tokengen.contract.spec import TrialSpec
+from tokengen.contract.spec import AUTO_RUNS, TrialSpec
 from tokengen.decode import models
 from tokengen.decode.stopping import row_lengths
 from tokengen.engines import make_generator
@@ -26,9 +33,13 @@ from tokengen.engines.request_server import request_lengths, serving_figures
 from tokengen.measure import clocks, compile_counters, memory
 from tokengen.measure.allocator import live_allocator_tag, set_allocator
 from tokengen.measure.checksum import tokens_array, tokens_sha256
-from tokengen.measure.energy import EnergyMeter
+from tokengen.measure.energy import EnergyMeter, nvml_device_handle
 from tokengen.measure.environment import environment, peak_bandwidth_gbs
+from tokengen.measure.interference import Watch, record_fields
 from tokengen.measure.profiling import profile_run
+from tokengen.measure.run_count import AUTO, RunPolicy, run_until_sure, warm_until_settled
+
+AUTO_MAX_WARMUP = 5  # runs=auto: warmup runs at most, the first (compile) included
 
 
 @dataclass
@@ -42,6 +53,9 @@ class TimedRuns:
     checksums: set[str] = field(default_factory=set)
     energy_j: float | None = None
     metered: int = 0  # runs inside the energy meter's interval
+    rel_ci: float | None = None  # the 95% interval's half-width over the mean runtime
+    target_met: bool | None = None  # runs=auto: the interval reached target_ci; None for a fixed count
+    evidence: dict = field(default_factory=dict)  # the Watch's, over the timed runs
 
 
 def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str = ".") -> dict:
@@ -57,8 +71,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     memory.release_cached(spec.device)
     compile_counters.start()
     first, first_run_s = clocks.timed(generate, spec.device)
-    for _ in range(spec.warmup - 1):
-        clocks.timed(generate, spec.device)
+    warmup_done = warm(generate, spec, first_run_s)
     runs = timed_runs(generate, spec, first, first_run_s)
     compiled = compile_counters.read(spec.compile)
     held = memory.memory_stats(spec.device)
@@ -76,6 +89,9 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         **figures(spec, model, runs, step_latencies),
         first_run_s=first_run_s,
         **compiled,
+        warmup_done=warmup_done,
+        **record_fields(runs.evidence, cv=clocks.runtime_stats(runs.runtimes)["runtime_cv"],
+                        target_ci_reached=runs.target_met),
         **held,
         allocator_live=allocator_live,
         tokens_sha256=runs.checksum,  # the last timed run's
@@ -86,14 +102,39 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     )
 
 
+def warm(generate, spec: TrialSpec, first_run_s: float) -> int:
+    """Warmup runs made, the first (already run, compile included) counted: `spec.warmup` of them, or with
+    runs=auto at least that many and on until a run is within 10% of the one before (AUTO_MAX_WARMUP at most)."""
+    if spec.warmup == 0:
+        return 0
+    if spec.runs != AUTO_RUNS:
+        for _ in range(spec.warmup - 1):
+            clocks.timed(generate, spec.device)
+        return spec.warmup
+    made = []
+
+    def one_run() -> float:
+        made.append(first_run_s if not made else clocks.timed(generate, spec.device)[1])
+        return made[-1]
+
+    return len(warm_until_settled(one_run, max_warmup=max(spec.warmup, AUTO_MAX_WARMUP), min_warmup=spec.warmup))
+
+
+def policy_of(spec: TrialSpec) -> RunPolicy:
+    return RunPolicy(AUTO if spec.runs == AUTO_RUNS else spec.runs, spec.min_runs, spec.max_runs, spec.target_ci)
+
+
 def timed_runs(generate, spec: TrialSpec, first, first_run_s: float) -> TimedRuns:
-    """spec.runs timed runs (with no warmup, the first run is the first timed one), NVML's energy
-    counter around them all, memory peaks reset (nothing freed) before each."""
+    """The timed runs as policy_of(spec) says (with no warmup, the first run is the first timed one), NVML's
+    energy counter and the interference Watch around them all, memory peaks reset (nothing freed) before each."""
     runs = TimedRuns()
     meter = EnergyMeter(spec.device)  # the board's counter over all timed runs together (null without one)
+    handle = nvml_device_handle if spec.device == "cuda" else None  # the GPU the energy meter reads
+    watch = Watch(threads=torch.get_num_threads(), device=spec.device, nvml_handle=handle).start()
     meter.start()
-    for run in range(spec.runs):
-        if run == 0 and spec.warmup == 0:
+
+    def one_run() -> float:
+        if not runs.runtimes and spec.warmup == 0:
             result, seconds = first, first_run_s
         else:
             memory.reset_peaks(spec.device)
@@ -103,8 +144,13 @@ def timed_runs(generate, spec: TrialSpec, first, first_run_s: float) -> TimedRun
             runs.served.append(result)
         runs.last, runs.checksum = result, tokens_sha256(result.tokens)
         runs.checksums.add(runs.checksum)
+        return seconds
+
+    done = run_until_sure(one_run, policy_of(spec))
     runs.energy_j = meter.stop()
-    runs.metered = spec.runs - (spec.warmup == 0)  # with no warmup the first timed run ran before the meter
+    runs.evidence = watch.stop()
+    runs.metered = done.runs - (spec.warmup == 0)  # with no warmup the first timed run ran before the meter
+    runs.rel_ci, runs.target_met = done.rel_ci, done.target_met
     return runs
 
 
@@ -142,6 +188,8 @@ def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]
         step_latency_p90_s=clocks.percentile(step_latencies, 90),
         energy_j=energy_j,
         energy_j_per_token=energy_j / (useful * metered) if energy_j is not None and useful and metered else None,
+        runs_done=len(runs.runtimes),
+        runtime_ci_rel=runs.rel_ci,
         weight_bytes=weight_bytes,
         weight_bandwidth_gbs=bandwidth,
         weight_bandwidth_pct_of_peak=100.0 * bandwidth / peak if peak else None,
