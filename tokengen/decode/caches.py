@@ -24,11 +24,11 @@ from transformers.masking_utils import create_causal_mask
 
 
 MASK_CACHE_KWARG = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
-"""create_causal_mask's cache keyword: `cache` in transformers 5.24, `past_key_values` in 5.17 (the GPU image's)."""
+"""create_causal_mask's cache keyword: `cache` from transformers 5.24.0, `past_key_values` up to 5.23."""
 
 
 def cache_kwarg(model) -> str:
-    """`cache` in transformers 5.24; older 5.x releases (as on some GPU images) call it `past_key_values`."""
+    """`cache` from transformers 5.24.0; 5.x releases up to 5.23 (5.17 on the GPU image) call it `past_key_values`."""
     return "cache" if "cache" in _parameters(model) else "past_key_values"
 
 

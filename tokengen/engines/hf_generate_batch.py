@@ -19,7 +19,9 @@ from tokengen.decode.stopping import target_lengths
 from tokengen.engines.request_server import Served
 
 PAGE_KWARG = "page_size" if "page_size" in inspect.signature(ContinuousBatchingConfig).parameters else "block_size"
-"""Tokens per KV page: ContinuousBatchingConfig's `page_size` in transformers 5.24, `block_size` in 5.17."""
+"""Tokens per KV page: ContinuousBatchingConfig's `page_size` from transformers 5.18 (`block_size` a deprecated
+alias), `block_size` up to 5.17."""
+
 
 class GenerateBatchEngine:
     """transformers' continuous batching (paged attention) on the trial's requests, greedy: the
