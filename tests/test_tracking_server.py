@@ -94,6 +94,11 @@ def test_the_report_builds_from_the_server(server, swept):
     assert f"Store `{server.url}`" in text and "| kv_cache | 2 | 8 | 6 |" in text  # batch, prompt, max_seqlen
     table = text.split("## (a)")[1]
     assert "| ok |" in table  # float32: the kv_cache's tokens are the baseline's
+    # the comparison went onto the runs through the server, whose own UI opens the sweep's view
+    kv = next(r for r in child_runs(server.url) if r.data.tags["variant"] == "kv_cache").data
+    assert kv.metrics["speedup"] > 0 and kv.tags["tokens_verdict"] == "ok" and kv.tags["compared"] == "run"
+    assert (f"ui: the tracking server serves the MLflow UI; this sweep's comparison: {server.url}/#/experiments/"
+            in swept.err)
 
 
 def test_a_stopped_server_is_named_in_one_line(tmp_path, capsys):

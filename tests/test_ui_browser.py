@@ -96,7 +96,7 @@ def answers(url: str) -> bool:
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (Debian package chromium; .ci/run installs it)")
 def test_the_printed_url_opens_the_sweeps_runs_in_a_browser(swept):
-    printed = URL.match([line for line in lines(swept.err) if line.startswith("ui:")][-1]).group(1)
+    printed = re.search(r"comparison: (\S+)$", [line for line in lines(swept.err) if line.startswith("ui:")][-1])[1]
     port = free_port()
     ui = subprocess.Popen([sys.executable, "-m", "tracking.ui", "--uri", swept.uri, "--sweep", "t", "--port", str(port)],
                           cwd=swept.tmp, env=driver_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

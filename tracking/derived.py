@@ -6,9 +6,9 @@ token verdict. `write_back` puts them on the run of every trial the report used 
 per run: a few hundred runs over HTTP are a few hundred calls, not one per figure), and marks
 those runs with the tag `in_report.<parent run id>`, which the sweep's view in the UI filters on:
 the trials the report used, reused ones from other sweeps included, and not the runs a retry
-replaced. A rebuilt report writes them again (a metric's latest value is what the UI shows); a
-figure that became unknown is cleared (NaN for a metric, the tag deleted), and a run the report no
-longer uses loses its mark.
+replaced. A rebuilt report writes the figures that changed (a metric's latest value is what the UI
+shows); a figure that became unknown is cleared (NaN for a metric, the tag deleted), and a run the
+report no longer uses loses its mark.
 
 These names are the report's, never a trial's: the reader (tracking/reader.py) ignores them when
 it loads runs, so a report is always computed afresh and results.csv never carries an old copy.
@@ -78,6 +78,13 @@ def figures(frame: pd.DataFrame, match: list[str]) -> dict[str, tuple[dict[str, 
     return out
 
 
+def _same(wanted: dict, stored: dict) -> bool:
+    """Whether the run already holds every wanted value (NaN equal to NaN)."""
+    def equal(a, b) -> bool:
+        return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+    return all(name in stored and equal(value, stored[name]) for name, value in wanted.items())
+
+
 def marked_runs(client, experiment_id: str, parent_id: str) -> dict[str, object]:
     """The runs an earlier build of this sweep's report marked, by id."""
     runs, token = {}, None
@@ -93,20 +100,26 @@ def marked_runs(client, experiment_id: str, parent_id: str) -> dict[str, object]
 def write_back(client, uri: str, experiment_id: str, sweep: str, parent_id: str, frame: pd.DataFrame,
                match: list[str], threads: int = 8) -> int:
     """The derived figures and the sweep's mark on the run of every trial the report used; returns
-    how many runs were written. One log_batch per run, several at once on a tracking server."""
+    how many runs were written. One log_batch per run, several at once on a tracking server; a run
+    that already holds exactly these figures (a rebuild with nothing new) is not written again."""
     mark = mark_of(parent_id)
     before = marked_runs(client, experiment_id, parent_id)
     now = int(time.time() * 1000)
-    batches, stale_tags = [], []
+    batches, stale_tags, used = [], [], set()
     for run_id, (metrics, tags) in figures(frame, match).items():
+        used.add(run_id)
+        tags[mark] = sweep
         old = before.get(run_id)
         if old is not None:  # a figure the last build wrote and this one cannot: cleared, never left stale
             metrics.update({n: math.nan for n in DERIVED_METRICS if n in old.data.metrics and n not in metrics})
-            stale_tags += [(run_id, n) for n in DERIVED_TAGS if n in old.data.tags and n not in tags]
+            stale = [(run_id, n) for n in DERIVED_TAGS if n in old.data.tags and n not in tags]
+            stale_tags += stale
+            if not stale and _same(metrics, old.data.metrics) and _same(tags, old.data.tags):
+                continue  # a rebuild writes only what changed
         batch_metrics = [Metric(name, value, now, 0) for name, value in metrics.items()]
-        batch_tags = [RunTag(name, value) for name, value in tags.items()] + [RunTag(mark, sweep)]
+        batch_tags = [RunTag(name, value) for name, value in tags.items()]
         batches.append((run_id, batch_metrics, batch_tags))
-    stale_tags += [(run_id, mark) for run_id in before if run_id not in {b[0] for b in batches}]
+    stale_tags += [(run_id, mark) for run_id in before if run_id not in used]
 
     def send(batch) -> None:
         run_id, metrics, tags = batch
