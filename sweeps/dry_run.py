@@ -21,10 +21,12 @@ from tokengen.contract.names import PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
 from tracking.markdown import to_markdown
 
 PLAN_CSV, PLAN_MD = PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
-ESTIMATE_NOTE = ("estimated_s: seconds a trial holds its worker: model build, warmup, timed, instrumented and "
-                 "profiled runs, the compile, the harness around the trial process (and remeasure rounds where "
-                 "sweep.remeasure is set); low..high: the model's range; basis: history (this trial, or its spec, "
-                 "ran before), fit (its family's law) or prior (first principles, rescaled by the nearest runs).")
+ESTIMATE_NOTE = ("estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented "
+                 "(the per-step timer's run) and profiled runs, the compile (the first run's extra), the model's "
+                 "build, the harness around each trial process (its start-up, Ray, MLflow) and remeasure rounds "
+                 "where sweep.remeasure is set (columns left out are zero); range_s: the model's low..high; basis: "
+                 "history (the trial, or its spec, ran before), fit (its family's law) or prior (first principles, "
+                 "rescaled by the nearest runs).")
 
 
 def _say(message: str) -> None:
@@ -76,8 +78,13 @@ def render(priced: Priced, config: dict) -> str:
         lines.append(f"Journal: {priced.journaled} result(s) of an earlier driver wait to be recorded (a real run "
                      "records them first, without running their trials).")
     lines += [""] + [f"- {line}" for line in priced.plan.describe()] + ([""] if priced.plan.describe() else [])
-    lines += ["## Per variant", "", ESTIMATE_NOTE, "", to_markdown(shown(priced.by_variant().rename(
-        columns={"reused_unverified": "reused (unverified)"}), {"device_hours": 3})), ""]
+    variants = priced.by_variant()
+    ranges = [f"{_figure(lo)}-{_figure(hi)}" for lo, hi in zip(variants["low_s"], variants["high_s"])]
+    variants.insert(4, "range_s", ranges)
+    unused = [p for p in ("profiled_s", "remeasure_s") if not variants[p].any()]
+    variants = variants.drop(columns=["low_s", "high_s", *unused])
+    variants = variants.rename(columns={"reused_unverified": "reused (unverified)"})
+    lines += ["## Per variant", "", ESTIMATE_NOTE, "", to_markdown(shown(variants, {"device_hours": 3})), ""]
     devices = priced.by_device()
     if not devices.empty:
         lines += ["## Device-hours and cost per accelerator type", "",
