@@ -59,15 +59,17 @@ def shown(frame: pd.DataFrame, digits: dict | None = None) -> pd.DataFrame:
     return out
 
 
-def render(priced: Priced, config: dict) -> str:
-    """The plan as Markdown: what the dry run prints and plan.md holds."""
+def render(priced: Priced, config: dict, dry: bool = True) -> str:
+    """The plan as Markdown: what the dry run prints and plan.md holds (`dry`: from a dry run, else the
+    plan a real sweep recorded before its first trial)."""
     sweep, tracking = config["sweep"], config["tracking"]
     runs = priced.runs
     reused = len(priced.table) - len(runs)
     wall, bound = priced.wall
     cost = priced.cost
     lines = [
-        f"# Plan of sweep `{sweep['name']}` (dry run: nothing ran)", "",
+        f"# Plan of sweep `{sweep['name']}` " + ("(dry run: nothing ran)" if dry else "(made before its first trial)"),
+        "",
         f"{len(priced.table)} planned trial(s): {len(runs)} to run, {reused} reused (unverified: a key finished in "
         f"the store, its environment not checked)" + ("" if priced.resume else "; sweep.resume=false runs them all")
         + ".",
@@ -168,7 +170,7 @@ def record_plan(recorder, priced: Priced, config: dict) -> None:
     def send() -> None:
         client, run_id, now = recorder.client, recorder.parent_id, int(time.time() * 1000)
         client.log_text(run_id, priced.table[list(PLAN_COLUMNS)].to_csv(index=False), PLAN_CSV)
-        client.log_text(run_id, render(priced, config), PLAN_MD)
+        client.log_text(run_id, render(priced, config, dry=False), PLAN_MD)
         metrics = [Metric(name, value, now, 0) for name, value in plan_metrics(priced).items()]
         client.log_batch(run_id, metrics=metrics, synchronous=True)
         pools = priced.walls()

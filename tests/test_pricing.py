@@ -174,6 +174,8 @@ def test_trials_are_submitted_longest_first_and_the_estimate_is_recorded(tmp_pat
     assert (first.variant, first.max_seqlen) == ("baseline", 64)  # the grid's own order starts at 8 steps
     assert parent.data.metrics["estimated_s"] == pytest.approx(plan["estimated_s"].sum())
     assert parent.data.metrics["estimated_trials"] == 6 and parent.data.tags["planned_workers"] == "cpu:1"
+    text = Path(client.download_artifacts(parent.info.run_id, PLAN_MD, str(tmp_path))).read_text()
+    assert text.startswith("# Plan of sweep `t` (made before its first trial)") and "6 to run, 0 reused" in text
     assert "estimate: " in err and "longest first" in err
 
     report = (tmp_path / "reports" / "t" / "report.md").read_text()
