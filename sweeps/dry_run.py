@@ -21,10 +21,12 @@ from tokengen.contract.names import PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
 from tracking.markdown import to_markdown
 
 PLAN_CSV, PLAN_MD = PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
-ESTIMATE_NOTE = ("estimated_s: seconds a trial holds its worker: model build, warmup, timed, instrumented and "
-                 "profiled runs, the compile, the harness around the trial process (and remeasure rounds where "
-                 "sweep.remeasure is set); low..high: the model's range; basis: history (this trial, or its spec, "
-                 "ran before), fit (its family's law) or prior (first principles, rescaled by the nearest runs).")
+ESTIMATE_NOTE = ("estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented "
+                 "(the per-step timer's run) and profiled runs, the compile (the first run's extra), the model's "
+                 "build, the harness around each trial process (its start-up, Ray, MLflow) and remeasure rounds "
+                 "where sweep.remeasure is set (columns left out are zero); range_s: the model's low..high; basis: "
+                 "history (the trial, or its spec, ran before), fit (its family's law) or prior (first principles, "
+                 "rescaled by the nearest runs).")
 
 
 def _say(message: str) -> None:
@@ -57,15 +59,17 @@ def shown(frame: pd.DataFrame, digits: dict | None = None) -> pd.DataFrame:
     return out
 
 
-def render(priced: Priced, config: dict) -> str:
-    """The plan as Markdown: what the dry run prints and plan.md holds."""
+def render(priced: Priced, config: dict, dry: bool = True) -> str:
+    """The plan as Markdown: what the dry run prints and plan.md holds (`dry`: from a dry run, else the
+    plan a real sweep recorded before its first trial)."""
     sweep, tracking = config["sweep"], config["tracking"]
     runs = priced.runs
     reused = len(priced.table) - len(runs)
     wall, bound = priced.wall
     cost = priced.cost
     lines = [
-        f"# Plan of sweep `{sweep['name']}` (dry run: nothing ran)", "",
+        f"# Plan of sweep `{sweep['name']}` " + ("(dry run: nothing ran)" if dry else "(made before its first trial)"),
+        "",
         f"{len(priced.table)} planned trial(s): {len(runs)} to run, {reused} reused (unverified: a key finished in "
         f"the store, its environment not checked)" + ("" if priced.resume else "; sweep.resume=false runs them all")
         + ".",
@@ -76,8 +80,13 @@ def render(priced: Priced, config: dict) -> str:
         lines.append(f"Journal: {priced.journaled} result(s) of an earlier driver wait to be recorded (a real run "
                      "records them first, without running their trials).")
     lines += [""] + [f"- {line}" for line in priced.plan.describe()] + ([""] if priced.plan.describe() else [])
-    lines += ["## Per variant", "", ESTIMATE_NOTE, "", to_markdown(shown(priced.by_variant().rename(
-        columns={"reused_unverified": "reused (unverified)"}), {"device_hours": 3})), ""]
+    variants = priced.by_variant()
+    ranges = [f"{_figure(lo)}-{_figure(hi)}" for lo, hi in zip(variants["low_s"], variants["high_s"])]
+    variants.insert(4, "range_s", ranges)
+    unused = [p for p in ("profiled_s", "remeasure_s") if not variants[p].any()]
+    variants = variants.drop(columns=["low_s", "high_s", *unused])
+    variants = variants.rename(columns={"reused_unverified": "reused (unverified)"})
+    lines += ["## Per variant", "", ESTIMATE_NOTE, "", to_markdown(shown(variants, {"device_hours": 3})), ""]
     devices = priced.by_device()
     if not devices.empty:
         lines += ["## Device-hours and cost per accelerator type", "",
@@ -161,7 +170,7 @@ def record_plan(recorder, priced: Priced, config: dict) -> None:
     def send() -> None:
         client, run_id, now = recorder.client, recorder.parent_id, int(time.time() * 1000)
         client.log_text(run_id, priced.table[list(PLAN_COLUMNS)].to_csv(index=False), PLAN_CSV)
-        client.log_text(run_id, render(priced, config), PLAN_MD)
+        client.log_text(run_id, render(priced, config, dry=False), PLAN_MD)
         metrics = [Metric(name, value, now, 0) for name, value in plan_metrics(priced).items()]
         client.log_batch(run_id, metrics=metrics, synchronous=True)
         pools = priced.walls()

@@ -22,7 +22,7 @@ import pandas as pd
 
 from sweeps.estimate import Estimate, estimate, fit, makespan
 from sweeps.estimate.hardware import DEFAULT_GPU
-from sweeps.estimate.trials import fixed_runs, number
+from sweeps.estimate.trials import INSTRUMENTED_RUNS, fixed_runs, number, profile_runs
 from sweeps.finished_runs import History, StoreReadError, load_history
 from sweeps.grid import GridPlan, PlannedTrial
 from sweeps.journal import Journal
@@ -35,7 +35,8 @@ LIMITS = ("max_device_hours", "max_cost")
 REMEASURE_SHARE_ASSUMED = 0.25  # trials remeasured, where no run of the history carries a `measurement` verdict
 TRUSTED = "ok"
 PLAN_COLUMNS = ("order", "key", *SPEC_FIELDS, "accelerator_type", "action", "device_type", "pool", "estimated_s",
-                "low_s", "high_s", "basis", "in_trial_s", "remeasure_s")
+                "low_s", "high_s", "basis", "in_trial_s", "warmup_s", "timed_s", "instrumented_s", "profiled_s",
+                "compile_s", "build_s", "harness_s", "remeasure_s")
 
 
 def price_for(prices: dict, device: str) -> float | None:
@@ -49,8 +50,8 @@ def price_for(prices: dict, device: str) -> float | None:
     return None
 
 
-def trial_fields(trial: PlannedTrial) -> dict:
-    return {**trial.spec.to_dict(), "key": trial.key, "accelerator_type": trial.accelerator_type}
+def trial_fields(trial: PlannedTrial, key: str | None = None) -> dict:
+    return {**trial.spec.to_dict(), "key": key or trial.key, "accelerator_type": trial.accelerator_type}
 
 
 def remeasure_rounds(sweep: dict) -> int:
@@ -206,7 +207,8 @@ def _summary(label: str, runs: pd.DataFrame, reused: int) -> dict:
     bases = runs["basis"].value_counts()
     return {"variant": label, "to_run": len(runs), "reused_unverified": reused,
             "estimated_s": float(runs["estimated_s"].sum()), "low_s": float(runs["low_s"].sum()),
-            "high_s": float(runs["high_s"].sum()), "device_hours": float(runs["estimated_s"].sum()) / 3600,
+            "high_s": float(runs["high_s"].sum()), **{part: float(runs[part].sum()) for part in PARTS},
+            "device_hours": float(runs["estimated_s"].sum()) / 3600,
             "basis": ", ".join(f"{b} {n}" for b, n in bases.items()) or "-"}
 
 
@@ -235,28 +237,34 @@ def device_type(fields: dict, model, cluster_types: list[str]) -> tuple[str, boo
     return DEFAULT_GPU, True
 
 
-def _identical_rows(model, fields: dict, column: str) -> float | None:
-    if model.frame.empty:
-        return None
-    _, exact = model.identical(fields)
-    values = exact[column].dropna() if len(exact) and column in exact else []
+PARTS = ("warmup_s", "timed_s", "instrumented_s", "profiled_s", "compile_s", "build_s", "harness_s", "remeasure_s")
+"""Where a trial's estimated seconds go; they add up to estimated_s."""
+
+
+def _median(rows: pd.DataFrame, column: str) -> float | None:
+    values = rows[column].dropna() if len(rows) and column in rows else []
     return float(np.median(values)) if len(values) else None
 
 
-def run_seconds(model, fields: dict, found: Estimate) -> float:
-    """One plain run's seconds: the estimate's own, this trial's measured steady run, else the model's."""
-    if "run" in found.parts:
-        return float(found.parts["run"])
-    measured = _identical_rows(model, fields, "steady_run_s")
-    return measured if measured is not None else model.run(fields)[0].mid
-
-
-def in_trial_seconds(model, fields: dict, found: Estimate) -> float:
-    """The estimate's share inside the trial process's own clock (trial_wall_s): build, compile, runs."""
-    if "harness" in found.parts:
-        return float(found.seconds - found.parts["harness"])
-    measured = _identical_rows(model, fields, "trial_wall_s")
-    return measured if measured is not None else float(found.seconds)
+def breakdown(fields: dict, model, found: Estimate) -> dict:
+    """The estimate's parts: each kind of run (a run's seconds x how many), the compile (the first run's
+    extra), the model's build and the harness around the trial process. A trial measured before as it
+    is (basis history, one measured total) is split by its own runs' derived columns."""
+    counts = {"warmup_s": float(number(fields, "warmup")), "timed_s": model.timed_runs(fields).mid,
+              "instrumented_s": float(INSTRUMENTED_RUNS),
+              "profiled_s": profile_runs(fields) if str(fields.get("profile", "off")) != "off" else 0.0}
+    if "runs" in found.parts:
+        run = found.parts["run"]
+        fixed = {"compile_s": found.parts["compile"], "build_s": found.parts["build"],
+                 "harness_s": found.parts["harness"]}
+    else:
+        _, exact = model.identical(fields)
+        compile_, build = _median(exact, "compile_s") or 0.0, _median(exact, "build_s") or 0.0
+        inside = _median(exact, "trial_wall_s")
+        inside = found.seconds if inside is None else inside
+        run = max(inside - compile_ - build, 0.0) / max(sum(counts.values()), 1.0)
+        fixed = {"compile_s": compile_, "build_s": build, "harness_s": found.seconds - inside}
+    return {**{part: run * count for part, count in counts.items()}, **fixed, "run_s": run}
 
 
 def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, cluster_types: list[str],
@@ -264,22 +272,24 @@ def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, clu
     """One row per planned trial; also how many device types were assumed."""
     rows, assumed = [], 0
     for trial in trials:
-        fields = trial_fields(trial)
+        key = trial.key  # a hash of the spec: once per trial
+        fields = trial_fields(trial, key)
         found = estimate(fields, model)
-        seconds, low, high, inside = found.seconds, found.low, found.high, in_trial_seconds(model, fields, found)
+        parts = breakdown(fields, model, found)
+        seconds, low, high = found.seconds, found.low, found.high
         extra = 0.0
         if rounds:
             timed = fixed_runs(fields)
             one_round = (number(fields, "warmup") + (timed if timed is not None else number(fields, "max_runs"))) \
-                * run_seconds(model, fields, found)
+                * parts["run_s"]
             extra = rounds * share * one_round
-            seconds, inside, high = seconds + extra, inside + extra, high + rounds * one_round
+            seconds, high = seconds + extra, high + rounds * one_round
         device, guessed = device_type(fields, model, cluster_types)
         assumed += guessed
-        rows.append({**fields, "action": REUSED if resume and trial.key in finished else RUN, "device_type": device,
+        rows.append({**fields, "action": REUSED if resume and key in finished else RUN, "device_type": device,
                      "pool": pool_of(fields["device"], trial.accelerator_type), "estimated_s": seconds,
-                     "low_s": low, "high_s": high, "basis": found.basis, "in_trial_s": inside, "remeasure_s": extra,
-                     "order": None})
+                     "low_s": low, "high_s": high, "basis": found.basis,
+                     "in_trial_s": seconds - parts["harness_s"], **parts, "remeasure_s": extra, "order": None})
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS)), assumed
 
 

@@ -30,8 +30,10 @@ from sweeps.grid import PlannedTrial
 from sweeps.pricing import PLAN_COLUMNS, REUSED, RUN, price_sweep
 from sweeps.run import run_sweep
 from sweeps.workers import ClusterUnread, Node, cluster_sizes, find_workers
+from tokengen.contract.rules import resolve
 from tokengen.contract.spec import TrialSpec
 from tracking.plan_report import compare, peak_concurrency, render
+from tracking.reader import frame_of, search
 
 
 @pytest.fixture(autouse=True)
@@ -91,6 +93,8 @@ def test_dry_run_prices_the_plan_from_a_real_store_and_writes_nothing_to_it(tmp_
         spec = TrialSpec(**{f: getattr(row, f) for f in TrialSpec.__dataclass_fields__})
         measured = fake_record(PlannedTrial(spec), T0)["child_wall_s"]
         assert row.basis == "history" and row.estimated_s == pytest.approx(measured + OUTSIDE_CHILD_S, rel=1e-6)
+        parts = sum(getattr(row, part) for part in pricing.PARTS)
+        assert parts == pytest.approx(row.estimated_s) and row.in_trial_s == pytest.approx(measured - 0.05)
     assert store_state(tmp_path) == before and not ray.is_initialized()
 
 
@@ -117,6 +121,9 @@ def test_plan_files_hold_every_trial_longest_first_and_the_totals(tmp_path, monk
     assert list(plan["order"]) == list(range(1, 7))
     assert list(plan["estimated_s"]) == sorted(plan["estimated_s"], reverse=True)
     assert (plan["low_s"] <= plan["estimated_s"]).all() and (plan["estimated_s"] <= plan["high_s"]).all()
+    assert np.allclose(plan[list(pricing.PARTS)].sum(axis=1), plan["estimated_s"])  # the parts add up
+    assert np.allclose(plan["timed_s"] / plan["warmup_s"], 2.0) and (plan["profiled_s"] == 0).all()  # runs=2, warmup 1
+    assert np.allclose(plan["in_trial_s"], plan["estimated_s"] - plan["harness_s"])
     assert set(plan["variant"]) == {"baseline", "kv_cache"} and set(plan["device_type"]) == {"cpu"}
     total = plan["estimated_s"].sum()
     hours = total / 3600
@@ -131,6 +138,7 @@ def test_plan_files_hold_every_trial_longest_first_and_the_totals(tmp_path, monk
 
 def test_the_guard_refuses_an_expensive_sweep_in_one_line_before_anything_starts(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
+    cluster = FakeCluster().install(monkeypatch)  # were the guard to let it through, nothing would start Ray
     assert run_sweep(grid(tmp_path, "sweep.max_device_hours=0.0001")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     errors = [line for line in err if line.startswith("error:")]
@@ -138,7 +146,7 @@ def test_the_guard_refuses_an_expensive_sweep_in_one_line_before_anything_starts
     assert err[-1].startswith("error: the sweep's estimate is ") and " device-hours (" in err[-1]
     assert ("for 4 trial(s), over sweep.max_device_hours=0.0001: see it trial by trial with sweep.dry_run=true"
             in err[-1])
-    assert not ray.is_initialized()
+    assert not ray.is_initialized() and cluster.submitted == []
     assert list(tmp_path.iterdir()) == []  # no store, no journal: refused before anything
 
     config = grid(tmp_path, "sweep.max_cost=5")
@@ -166,6 +174,8 @@ def test_trials_are_submitted_longest_first_and_the_estimate_is_recorded(tmp_pat
     assert (first.variant, first.max_seqlen) == ("baseline", 64)  # the grid's own order starts at 8 steps
     assert parent.data.metrics["estimated_s"] == pytest.approx(plan["estimated_s"].sum())
     assert parent.data.metrics["estimated_trials"] == 6 and parent.data.tags["planned_workers"] == "cpu:1"
+    text = Path(client.download_artifacts(parent.info.run_id, PLAN_MD, str(tmp_path))).read_text()
+    assert text.startswith("# Plan of sweep `t` (made before its first trial)") and "6 to run, 0 reused" in text
     assert "estimate: " in err and "longest first" in err
 
     report = (tmp_path / "reports" / "t" / "report.md").read_text()
@@ -253,17 +263,33 @@ def test_a_model_fitted_once_prices_each_trial_as_a_fresh_fit_would():
     kv = history_frame(["ok"] * 4)
     history = pd.concat([  # three families whose first runs pay different extras (0.2 s, 2 s, 0.2 s)
         kv, kv.assign(variant="hf_generate", engine="generate", first_run_s=kv["runtime_mean_s"] + 2.0,
-                      trial_key=kv["trial_key"] + "-g"),
+                      steps=kv["steps"] // 2, trial_key=kv["trial_key"] + "-g"),  # and rows that end halfway
         kv.iloc[:2].assign(variant="baseline", cache="none", compile="default", trial_key=kv["trial_key"] + "-b")])
     points = [("tiny", "dynamic", "off", "loop", "float32", 2, 64), ("tiny", "none", "default", "loop", "float32", 2, 16),
               ("tiny", "none", "off", "generate", "float32", 4, 16), ("gpt2", "dynamic", "off", "loop", "bfloat16", 2, 8),
               ("tiny", "dynamic", "default", "generate", "float32", 8, 24),
-              ("tiny", "static", "off", "loop", "float32", 2, 8), ("tiny", "dynamic", "off", "generate", "float32", 2, 64)]
+              ("tiny", "static", "off", "loop", "float32", 2, 8), ("tiny", "dynamic", "off", "generate", "float32", 2, 64),
+              ("tiny", "none", "off", "loop", "float32", 2, 16)]
     names = ("model", "cache", "compile", "engine", "dtype", "batch_size", "max_seqlen")
-    trials = [TrialSpec(**dict(zip(names, point)), prompt_len=8, runs=2).to_dict() for point in points]
+    trials = [resolve(**dict(zip(names, point)), prompt_len=8, runs=2).to_dict() for point in points]  # labelled
+    assert {t["variant"] for t in trials} >= {"kv_cache", "hf_generate", "baseline"}
     once = fit(history, CPU)
     for trial in trials + trials[::-1]:
         assert estimate(trial, once) == estimate(trial, fit(history, CPU)), trial
+
+
+def test_each_family_is_priced_for_the_steps_its_rows_took():
+    """steps(): a family whose rows ended halfway runs half its max_seqlen; another family, all of it."""
+    from sweeps.estimate import fit
+
+    kv = history_frame(["ok"] * 4)
+    history = pd.concat([kv, kv.assign(variant="hf_generate", engine="generate", steps=kv["steps"] // 2,
+                                       trial_key=kv["trial_key"] + "-g")])
+    model = fit(history, CPU)
+    for _ in range(2):  # asked again: the kept answer
+        loop = resolve(model="tiny", cache="dynamic", max_seqlen=64, batch_size=2, prompt_len=8, runs=2).to_dict()
+        generate = {**loop, "engine": "generate", "variant": "hf_generate"}
+        assert model.steps(loop) == 64 and model.steps(generate) == 32
 
 
 def test_workers_come_from_the_cluster_or_the_local_settings():
@@ -324,9 +350,13 @@ def test_the_read_only_reader_agrees_with_mlflow_search(tmp_path, monkeypatch, c
     assert status == 0, err
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     mine = load_history(uri, "tokengen").frame.sort_values("run_id").reset_index(drop=True)
-    theirs = _read_mlflow(uri, "tokengen").sort_values("run_id").reset_index(drop=True)
+    client = MlflowClient(tracking_uri=uri)
+    runs = search(client, client.get_experiment_by_name("tokengen").experiment_id, "tags.status = 'finished'")
+    theirs = frame_of(runs).sort_values("run_id").reset_index(drop=True)  # the report's own reader
     assert len(mine) == 4 and sorted(mine.columns) == sorted(theirs.columns)
     pd.testing.assert_frame_equal(mine[sorted(mine.columns)], theirs[sorted(mine.columns)], check_dtype=False)
+    searched = _read_mlflow(uri, "tokengen").sort_values("run_id").reset_index(drop=True)  # a server's path
+    pd.testing.assert_frame_equal(mine[sorted(mine.columns)], searched[sorted(mine.columns)], check_dtype=False)
     assert load_history(f"sqlite:///{tmp_path}/mlflow.db", "no-such-experiment").frame.empty
 
 

@@ -127,7 +127,9 @@ def compare(plan: pd.DataFrame, trials: pd.DataFrame, metrics: dict | None = Non
     if "makespan_s" in makespan and makespan["planned_wall_s"] is not None:
         rows.append(total(f"makespan on {makespan['workers']} worker(s) (plan: LPT)", makespan["planned_wall_s"],
                           None, None, makespan["makespan_s"]))
-    return PlanComparison(pd.DataFrame(rows), _basis_rows(per_trial), per_trial, makespan)
+    totals = pd.DataFrame(rows)
+    totals.attrs["unit"] = {"actual_over_estimate": "x"}
+    return PlanComparison(totals, _basis_rows(per_trial), per_trial, makespan)
 
 
 def render(comparison: PlanComparison, failed: int = 0) -> str:

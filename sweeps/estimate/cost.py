@@ -50,6 +50,8 @@ def _from_history(trial: Mapping, model: CostModel) -> Estimate | None:
     if model.frame.empty:
         return None
     same, exact = model.identical(trial)
+    if not len(same):  # exact is a part of same
+        return None
     totals = exact["child_wall_s"].dropna() if len(exact) else pd.Series(dtype=float)
     if len(totals):
         total = totals + OUTSIDE_CHILD_S

@@ -27,6 +27,9 @@ SINGLE_SAMPLE_FACTOR = 1.3  # one past measurement of a part: x/1.3 .. x1.3
 FEW_RATIOS_FACTOR = 2.0  # a prior rescaled by fewer than 3 runs' ratios
 MIN_RATIO_FACTOR = 1.5  # a rescaled prior is never trusted to better than this
 RATIO_SAMPLES = 3
+PRIOR_RUN_FIELDS = ("model", "device", "dtype", "matmul_precision", "batch_size", "prompt_len", "max_seqlen", "cache",
+                    "compile", "engine", "requests")
+"""What priors.prior_run reads of a trial: two trials that agree on these get the same prior run."""
 
 
 def spread(values: pd.Series) -> Span:
@@ -109,11 +112,16 @@ class CostModel:
         return found
 
     def _first(self, column: str, chain: list[dict]) -> pd.Series:
-        for match in chain:
-            values = self._rows(column, **match)
-            if len(values):
-                return values
-        return self._memo.setdefault("empty", pd.Series(dtype=float))
+        memo = ("first", column, tuple(tuple((k, str(v)) for k, v in match.items()) for match in chain))
+        if memo not in self._memo:
+            found = self._memo.setdefault("empty", pd.Series(dtype=float))
+            for match in chain:
+                values = self._rows(column, **match)
+                if len(values):
+                    found = values
+                    break
+            self._memo[memo] = found
+        return self._memo[memo]
 
     # -- the parts ----------------------------------------------------------------------------
     def steps(self, trial: Mapping) -> float:
@@ -138,7 +146,10 @@ class CostModel:
             return law_fit.run(number(trial, "batch_size"), max(number(trial, "prompt_len"), 1), steps,
                                batches(trial)), "fit"
         gpu = None if kind in ("cpu", "cuda") else kind
-        raw = priors.prior_run(trial, gpu, self.cpu)
+        memo = ("prior_run", gpu, *(text(trial, f) for f in PRIOR_RUN_FIELDS))
+        if memo not in self._memo:
+            self._memo[memo] = priors.prior_run(trial, gpu, self.cpu)
+        raw = self._memo[memo]
         per_step = raw.mid / expected_steps(trial) * steps
         family_ratios = self._rows("run_ratio", family=fam)
         if len(family_ratios):
