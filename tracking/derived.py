@@ -27,7 +27,8 @@ from tracking.baselines import baseline_of
 from tracking.recorder import is_server
 
 DERIVED_METRICS = ("speedup", "speedup_low", "speedup_high", "vs_generate")
-DERIVED_TAGS = ("tokens_verdict", "baseline_run_id", "compared", "measurement")
+DERIVED_TAGS = ("tokens_verdict", "baseline_run_id", "compared")
+"""`measurement` is shown beside them in the UI, but it is the trial's own tag (its record), never derived."""
 DERIVED = DERIVED_METRICS + DERIVED_TAGS
 """Every name the report writes on a trial's run; the reader drops them."""
 REPORT_MARK = "in_report."
