@@ -75,7 +75,7 @@ class Journal:
         for name, blob in files.items():
             (folder / name).write_bytes(blob)
         (folder / TRIAL_LOG).write_text(record.get("log") or "")
-        record.setdefault("attempt_id", uuid.uuid4().hex)  # one per result: MLflow records each attempt once
+        record["attempt_id"] = record.get("attempt_id") or uuid.uuid4().hex  # one per result: recorded once
         result = {k: v for k, v in record.items() if k not in TRANSPORT}
         self._write({"result": result, "files": sorted(files)})
 
