@@ -33,7 +33,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokengen.contract.names import ARTIFACT_FILES, FAILED, FAILURE_FILE, RESULT_FILE, TOKENS_FILE, TRIAL_LOG
+from tokengen.contract.names import ARTIFACT_FILES, DEADLINE_ENV, FAILED, FAILURE_FILE, RESULT_FILE, TOKENS_FILE, TRIAL_LOG
 from tokengen.contract.process_env import trial_environment
 from tokengen.contract.record import first_line
 
@@ -82,6 +82,7 @@ def run_trial_process(request: TrialRequest) -> dict:
         (folder / stale).unlink(missing_ok=True)
     inductor = request.inductor_dir or str(folder / "inductor")
     env = trial_environment(os.environ, request.spec["allocator"], inductor, request.threads)
+    env[DEADLINE_ENV] = f"{time.time() + request.timeout_s:.3f}"
     started = time.perf_counter()
     process = _warm_context().Process(target=_child, args=(request, env, os.getpid()), daemon=False)
     process.start()

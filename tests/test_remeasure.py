@@ -25,6 +25,9 @@ def run(attempt, measurement, cv=0.01, status=FINISHED, start=0):
 def test_the_best_attempt_is_ok_first_then_the_steadiest():
     assert best([run(1, "contended", 0.01, start=1), run(2, "ok", 0.2, start=2), run(3, "ok", 0.05, start=3)])["attempt"] == 3
     assert best([run(1, "noisy", 0.3, start=1), run(2, "contended", 0.1, start=2)])["attempt"] == 2
+    assert best([run(1, "noisy", 0.1, start=1), run(2, "contended", 0.3, start=2)])["attempt"] == 1  # not the latest
+    assert best([run(1, "ok", 0.05, start=1), run(2, "ok", 0.02, start=2), run(3, "contended", 0.01, start=3)])[
+        "attempt"] == 2  # ok before a steadier contended one
     assert best([run(1, "contended", 0.1, start=1), run(2, None, 0.0, status=FAILED, start=2)])["attempt"] == 1
     assert best([run(1, None, 0.0, status=FAILED, start=1)])["attempt"] == 1
     assert best([run(None, None, 0.05, start=1), run(None, None, 0.02, start=2)])["start_time"] == 2  # before verdicts

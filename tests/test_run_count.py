@@ -161,3 +161,17 @@ def test_warmup_honours_min_and_max():
     assert rc.warm_until_settled(Scripted([]), max_warmup=0) == []
     assert rc.warm_until_settled(Scripted([1.0, 1.15, 1.0]), max_warmup=3) == [1.0, 1.15, 1.0]
     assert rc.warm_until_settled(Scripted([1.0, 1.15, 1.0]), max_warmup=3, tolerance=0.2) == [1.0, 1.15]
+
+
+def test_auto_runs_may_give_up_from_min_runs_on():
+    asked = []
+
+    def give_up(runtimes):
+        asked.append(len(runtimes))
+        return len(runtimes) == 4
+
+    run = Scripted(itertools.cycle([1.0, 2.0]))
+    runs = rc.run_until_sure(run, rc.RunPolicy("auto", min_runs=3, max_runs=20), give_up=give_up)
+    assert (runs.runs, runs.target_met, asked) == (4, False, [3, 4])
+    fixed = rc.run_until_sure(Scripted(itertools.repeat(1.0)), rc.RunPolicy(5), give_up=lambda r: True)
+    assert fixed.runs == 5  # a fixed count runs its count

@@ -43,7 +43,8 @@ def test_a_real_auto_trial_records_its_runs_its_interval_and_a_verdict_that_matc
     assert record["interference_device"] == "cpu" and record["interference_gpu_procs"] is None
     assert record["warmup_done"] >= 2  # runs=auto warms until two runs agree
     reached = record["runtime_ci_rel"] <= 0.5
-    assert record["runs_done"] == 4 or reached  # it stops early only once the interval is within target
+    # it stops before max_runs only once the interval is within target, or when the machine interferes
+    assert record["runs_done"] == 4 or reached or record["measurement"] == "contended"
     evidence = {k: record[k] for k in EVIDENCE}
     again = interference.verdict(evidence, record["runtime_cv"], reached)
     assert (record["measurement"], record["measurement_reasons"]) == (again[0], "; ".join(again[1]))
@@ -154,3 +155,54 @@ def test_a_quiet_cuda_trial_is_ok_and_reads_its_gpu_through_nvml():
     assert record["interference_device"] == "cuda"
     assert record["interference_sm_clock_mhz"] and record["interference_gpu_procs"] is not None
     assert record["measurement"] in ("ok", "noisy") or "other process" in record["measurement_reasons"]
+
+
+def test_auto_runs_give_up_early_on_a_busy_machine(monkeypatch, scripted):
+    """More runs cannot make a contended mean sure: the runs end at min_runs, judged contended, to be remeasured."""
+    scripted(itertools.chain([1.0, 1.0], itertools.cycle([1.0, 2.0])))
+    monkeypatch.setattr(trial, "Watch", lambda **kw: QuietWatch(**kw, seen={"interference_others_cores": 1.5}))
+    record = trial.run_trial(tiny(runs=0, min_runs=3, max_runs=20))
+    assert (record["runs_done"], record["measurement"]) == (3, "contended")
+    assert record["measurement_reasons"].startswith("others used 1.5 of 2 cores; CI target not met")
+
+
+def test_auto_runs_stop_in_time_for_the_sweeps_deadline(monkeypatch):
+    import time
+
+    from tokengen.contract.names import DEADLINE_ENV
+
+    quiet = QuietWatch(threads=2)
+    assert not trial.give_up([1.0], quiet, deadline=time.time() + 60)
+    assert trial.give_up([25.0], quiet, deadline=time.time() + 60)  # 2 x 25 s + the margin would overshoot
+    monkeypatch.setenv(DEADLINE_ENV, f"{time.time() + 30:.3f}")
+    assert trial.give_up([6.0], quiet) and not trial.give_up([1.0], quiet)  # 30 s left: 2 x 6 s + 20 s do not fit
+    monkeypatch.delenv(DEADLINE_ENV)
+    assert not trial.give_up([1e6], quiet)  # no deadline: only interference ends the runs early
+    busy = QuietWatch(threads=2, seen={"interference_cpu_util": 0.3})
+    assert trial.give_up([0.01], busy, deadline=time.time() + 3600)
+
+
+def test_the_trial_process_tells_the_trial_its_deadline(tmp_path, monkeypatch):
+    import time
+
+    from sweeps import trial_process
+    from tokengen.contract.names import DEADLINE_ENV
+
+    seen = {}
+
+    class Process:
+        def __init__(self, target, args, daemon):
+            seen.update(args[1])
+            self.exitcode = 0
+
+        def start(self):
+            pass
+
+        def join(self, timeout=None):
+            pass
+
+    monkeypatch.setattr(trial_process, "_warm_context", lambda: type("Context", (), {"Process": Process})())
+    request = trial_process.TrialRequest(spec=tiny().to_dict(), key="k", folder=str(tmp_path), timeout_s=300)
+    before = time.time()
+    trial_process.run_trial_process(request)
+    assert before + 299 <= float(seen[DEADLINE_ENV]) <= time.time() + 301

@@ -26,6 +26,9 @@ PLAN_TEXT_FILE = "plan.md"  # the same plan as the dry run prints it
 ARTIFACT_FILES = (TOKENS_FILE, TORCH_TRACE, NSYS_REP_FILE)
 """The trial's files that travel back to the driver (the record and log travel as text)."""
 TRANSPORT = ("files", "log")
+DEADLINE_ENV = "TOKENGEN_DEADLINE"
+"""A trial process's environment: the time.time() at which the sweep kills it (its timeout); runs=auto stops
+its runs in time for the instrumented run rather than be killed."""
 """What travels with a record from its node and is not part of it: the files' bytes, the log's text."""
 
 # profiler ranges in the decode loop (NVTX or record_function), read back from traces

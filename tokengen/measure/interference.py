@@ -31,6 +31,7 @@ import os
 import time
 from typing import Any, Callable, Iterable
 
+OK, NOISY, CONTENDED = "ok", "noisy", "contended"
 # others on a quarter of our cores: decode is memory-bound, so even "spare" cores share its bandwidth and cache
 OTHERS_CORES_SHARE = 0.25
 # a CPU trial's threads ran < 80% of the wall: starved by others, or by a cgroup quota that /proc/stat cannot show
@@ -189,7 +190,7 @@ def verdict(evidence: dict, cv: float | None, target_ci_reached: bool | None, no
         noisy.append("CI target not met" + (f" (cv {cv:.1%})" if cv is not None else ""))
     elif target_ci_reached is None and cv is not None and cv > noisy_cv:
         noisy.append(f"cv {cv:.1%} above {noisy_cv:.0%}")
-    measurement = "contended" if contended else "noisy" if noisy else "ok"
+    measurement = CONTENDED if contended else NOISY if noisy else OK
     return measurement, contended + noisy
 
 

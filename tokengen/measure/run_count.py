@@ -92,8 +92,11 @@ class Runs:
     target_met: bool | None  # None: a fixed count pursues no target
 
 
-def run_until_sure(run: Callable[[], float], policy: RunPolicy) -> Runs:
-    """Call `run` (one timed run, returns seconds) as often as `policy` says."""
+def run_until_sure(run: Callable[[], float], policy: RunPolicy,
+                   give_up: Callable[[list[float]], bool] | None = None) -> Runs:
+    """Call `run` (one timed run, returns seconds) as often as `policy` says. With runs=auto, `give_up`
+    (asked after each run from min_runs on, with the runtimes so far) may end the runs before the target:
+    more runs cannot make the mean sure (the machine is interfering) or there is no time left for one."""
     runtimes: list[float] = []
     if not policy.auto:
         runtimes = [run() for _ in range(policy.runs)]
@@ -103,6 +106,8 @@ def run_until_sure(run: Callable[[], float], policy: RunPolicy) -> Runs:
         rel = relative_ci(runtimes)
         if len(runtimes) >= policy.min_runs and rel is not None and rel <= policy.target_ci:
             return Runs(runtimes, len(runtimes), rel, True)
+        if len(runtimes) >= policy.min_runs and give_up is not None and give_up(runtimes):
+            break
     return Runs(runtimes, len(runtimes), relative_ci(runtimes), False)
 
 

@@ -3,7 +3,9 @@
 The timed runs are `spec.runs` of them, or with runs=auto (0) as many as make the mean sure
 (tokengen/measure/run_count.py: min_runs, then until the 95% interval is within target_ci, at most
 max_runs); with runs=auto the warmup also goes on past `spec.warmup` runs (at most AUTO_MAX_WARMUP)
-until a run is within 10% of the one before. A Watch (tokengen/measure/interference.py) spans the
+until a run is within 10% of the one before, and the runs stop short of the target (past min_runs)
+once the Watch sees interference, or when the sweep's deadline for the trial (DEADLINE_ENV) would
+leave no time for the instrumented run. A Watch (tokengen/measure/interference.py) spans the
 timed runs; its evidence and verdict (`measurement`: ok | noisy | contended, `measurement_reasons`)
 go into the record beside `runs_done` and `runtime_ci_rel`.
 
@@ -15,6 +17,7 @@ adds the requests' latency percentiles and the slots' occupancy.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ from pathlib import Path
 import numpy
 import torch
 
+from tokengen.contract.names import DEADLINE_ENV
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import check_runnable
 from tokengen.contract.spec import AUTO_RUNS, TrialSpec
@@ -35,7 +39,7 @@ from tokengen.measure.allocator import live_allocator_tag, set_allocator
 from tokengen.measure.checksum import tokens_array, tokens_sha256
 from tokengen.measure.energy import EnergyMeter, nvml_device_handle
 from tokengen.measure.environment import environment, peak_bandwidth_gbs
-from tokengen.measure.interference import Watch, record_fields
+from tokengen.measure.interference import CONTENDED, Watch, record_fields, verdict
 from tokengen.measure.profiling import profile_run
 from tokengen.measure.run_count import AUTO, RunPolicy, run_until_sure, warm_until_settled
 
@@ -146,12 +150,26 @@ def timed_runs(generate, spec: TrialSpec, first, first_run_s: float) -> TimedRun
         runs.checksums.add(runs.checksum)
         return seconds
 
-    done = run_until_sure(one_run, policy_of(spec))
+    done = run_until_sure(one_run, policy_of(spec), give_up=lambda seconds: give_up(seconds, watch))
     runs.energy_j = meter.stop()
     runs.evidence = watch.stop()
     runs.metered = done.runs - (spec.warmup == 0)  # with no warmup the first timed run ran before the meter
     runs.rel_ci, runs.target_met = done.rel_ci, done.target_met
     return runs
+
+
+def give_up(runtimes: list[float], watch: Watch, deadline: float | None = None) -> bool:
+    """runs=auto, past min_runs: stop short of the target when more runs cannot make the mean sure, because
+    the Watch already sees interference (the sweep measures the trial again: sweeps/remeasure.py), or when
+    two more runs (the next and the instrumented one) would pass the sweep's deadline for the trial."""
+    if verdict(watch.stop(), None, None)[0] == CONTENDED:  # stop() only reads: the Watch keeps running
+        return True
+    if deadline is None:
+        deadline = float(os.environ.get(DEADLINE_ENV) or "inf")
+    return time.time() + 2 * runtimes[-1] + DEADLINE_MARGIN_S > deadline
+
+
+DEADLINE_MARGIN_S = 20.0  # the instrumented run's setup, the record, the process's exit
 
 
 def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]) -> dict:
