@@ -23,6 +23,7 @@ import pandas as pd
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import typed
 from tokengen.contract.spec import TrialSpec
+from tracking.derived import is_derived
 
 PARENT_TAG = "mlflow.parentRunId"
 TRUSTED_MEASUREMENT = ("ok",)  # the `measurement` tag, where a run has one
@@ -55,11 +56,12 @@ class History:
 
 
 def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, metrics: dict, params: dict) -> dict:
-    """One run as tracking.reader.flatten makes it (a finished child run: it has its status tag)."""
+    """One run as tracking.reader.flatten makes it (a finished child run: it has its status tag), the
+    report's derived figures left out as there."""
     row = {"run_id": run_id, "run_name": tags.get("mlflow.runName"), "run_status": status, "start_time": start_time,
            "artifact_uri": artifact_uri, "parent_run_id": tags.get(PARENT_TAG)}
-    row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.")})
-    row.update({k: typed(k, v) for k, v in metrics.items()})
+    row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.") and not is_derived(k)})
+    row.update({k: typed(k, v) for k, v in metrics.items() if not is_derived(k)})
     row.update({k: typed(k, v) for k, v in params.items()})
     for name, default in _SPEC_DEFAULTS.items():
         row.setdefault(name, default)
