@@ -24,6 +24,8 @@ from tokengen.contract.names import FINISHED
 from tokengen.contract.record import typed
 from tokengen.contract.spec import TrialSpec
 from tracking.derived import is_derived
+from tracking.measurement import attempt_of
+from tracking.reader import SERIES_FIELDS, series_of
 
 PARENT_TAG = "mlflow.parentRunId"
 TRUSTED_MEASUREMENT = ("ok",)  # the `measurement` tag, where a run has one
@@ -63,6 +65,9 @@ def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, met
     row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.") and not is_derived(k)})
     row.update({k: typed(k, v) for k, v in metrics.items() if not is_derived(k)})
     row.update({k: typed(k, v) for k, v in params.items()})
+    for name in SERIES_FIELDS:  # a series is the whole list its tag holds, as the report reads it
+        row[name] = series_of(tags.get(name))
+    row["attempt"] = attempt_of(row.get("attempt"))
     for name, default in _SPEC_DEFAULTS.items():
         row.setdefault(name, default)
     gpu = row.get("accelerator_type") or row.get("env_gpu_name")

@@ -67,7 +67,7 @@ def flatten(run) -> dict:
     row.update({k: typed(k, v) for k, v in run.data.metrics.items() if not is_derived(k)})
     row.update({k: typed(k, v) for k, v in run.data.params.items()})
     for name in SERIES_FIELDS:
-        row[name] = _series(tags.get(name))
+        row[name] = series_of(tags.get(name))
     row["attempt"] = attempt_of(row.get("attempt"))
     for name, default in _SPEC_DEFAULTS.items():  # a field added since the run was recorded: its default
         row.setdefault(name, default)
@@ -79,7 +79,7 @@ def flatten(run) -> dict:
     return row
 
 
-def _series(text) -> list | None:
+def series_of(text) -> list | None:
     try:
         values = json.loads(text) if isinstance(text, str) else None
     except ValueError:
