@@ -34,6 +34,7 @@ from pathlib import Path
 
 from tokengen.contract.names import FAILED, FINISHED
 from tokengen.contract.record import first_line
+from tokengen.measure.interference import GPU_LAUNCHER_ENV
 from tokengen.measure.profiling import resolve_mode
 from tokengen.contract.spec import TrialSpec
 from tokengen.contract.rules import problem, resolve
@@ -82,7 +83,9 @@ def run_in_child(spec: TrialSpec, workdir: Path, profile_dir: Path, timeout: int
               for arg in (f"--{name.replace('_', '-')}", str(value))]
     cmd = [sys.executable, "-m", "tokengen", *fields, "--json", str(out), "--profile-dir", str(profile_dir / spec.variant)]
     # its own process group, so a row limit ends nsys and the trial under it, not only their parent
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env = {**os.environ, GPU_LAUNCHER_ENV: str(os.getpid())}  # this process holds the GPU, idle, while the row runs
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=env)
     children.append(proc)
     try:
         _, stderr = proc.communicate(timeout=timeout)
@@ -219,6 +222,18 @@ def _same_tokens(record: dict, base: dict | None) -> str:
     return "yes" if record["tokens_sha256"] == base["tokens_sha256"] else "NO"
 
 
+def _label(record: dict) -> str:
+    """A CUDA-graph row whose graphs were skipped timed plain compiled code, and says so."""
+    return record["variant"] + (" (CUDA graphs skipped)" if record.get("cuda_graphs") == "skipped" else "")
+
+
+def _measured(record: dict) -> str:
+    """The trial's own verdict (ok, noisy, contended), with its reasons, beside the number it qualifies."""
+    verdict = record.get("measurement") or "n/a"
+    reasons = record.get("measurement_reasons")
+    return f"{verdict}: {reasons}" if reasons and verdict != "ok" else verdict
+
+
 def _optional(value, fmt: str, unit: str = "") -> str:
     return "n/a" if value is None else format(value, fmt) + unit
 
@@ -229,7 +244,7 @@ def markdown(records: list[dict], title: str) -> str:
     profiled = any(r.get("profile_window") for r in records)
     energy = any(r.get("energy_j_per_token") is not None for r in records)
     header = ("| variant | mean (s) | std | min | max | tokens/s | speedup | alloc peak (GB) | reserved peak (GB) "
-              "| fragmentation | allocator (live) | first run (s) | steps | same tokens |")
+              "| fragmentation | allocator (live) | first run (s) | steps | same tokens | measured |")
     header += " GPU idle (us/step) | GPU busy | host sync (us/step) |" if profiled else ""
     header += " J/token |" if energy else ""
     lines = [title, "", header, "|" + "---|" * (header.count("|") - 1)]
@@ -240,9 +255,10 @@ def markdown(records: list[dict], title: str) -> str:
         frag = "n/a" if r["mem_fragmentation_pct"] is None else f"{_gb(r['mem_fragmentation_bytes'])} ({r['mem_fragmentation_pct']:.1f}%)"
         speedup = f"{base['runtime_mean_s'] / r['runtime_mean_s']:.2f}x" if base else "n/a"
         same = _same_tokens(r, base)
-        line = (f"| {r['variant']} | {r['runtime_mean_s']:.4f} | {r['runtime_std_s']:.4f} | {r['runtime_min_s']:.4f} "
+        line = (f"| {_label(r)} | {r['runtime_mean_s']:.4f} | {r['runtime_std_s']:.4f} | {r['runtime_min_s']:.4f} "
                 f"| {r['runtime_max_s']:.4f} | {r['tokens_per_s']:.0f} | {speedup} | {_gb(r['mem_allocated_peak_bytes'])} "
-                f"| {_gb(r['mem_reserved_peak_bytes'])} | {frag} | {_allocator(r)} | {r['first_run_s']:.2f} | {r['steps']} | {same} |")
+                f"| {_gb(r['mem_reserved_peak_bytes'])} | {frag} | {_allocator(r)} | {r['first_run_s']:.2f} | {r['steps']} | {same} "
+                f"| {_measured(r)} |")
         if profiled:
             line += (f" {_optional(r.get('gpu_idle_us_per_step'), '.1f')} | {_optional(r.get('gpu_busy_pct'), '.1f', '%')} "
                      f"| {_optional(r.get('host_sync_us_per_step'), '.1f')} |")

@@ -31,6 +31,7 @@ import argparse
 import json
 import logging
 import statistics
+from pathlib import Path
 
 import torch
 
@@ -55,6 +56,7 @@ def main() -> None:
     parser.add_argument("--max-seqlen", type=int, default=96)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for ours (default 1: see above)")
+    parser.add_argument("--json", help="also write the summary to this file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     logging.getLogger("ContinuousBatchingLogger").setLevel(logging.CRITICAL)  # its CPU warnings (no psutil)
@@ -66,9 +68,9 @@ def main() -> None:
         check_runnable(spec)
     serve = {v: make_generator(model, spec) for v, spec in specs.items()}
     first = {v: fn() for v, fn in serve.items()}  # warmup, and the correctness check
-    base = first["static_cache"].tokens
+    base = first["static_cache"].tokens.cpu()  # generate_batch hands its tokens back on the host
     for variant, result in first.items():
-        if not torch.equal(result.tokens, base):
+        if not torch.equal(result.tokens.cpu(), base):
             raise SystemExit(f"{variant}'s tokens differ from static batching's: a bug")
     useful = int(request_lengths(specs["static_cache"], base, eos_ids(model.config)).sum())
 
@@ -108,6 +110,8 @@ def main() -> None:
           f"{summary['continuous_over_peer']:.2f}x (against the peer's last result: "
           f"{summary['continuous_over_peer_last_result']:.2f}x)")
     print(json.dumps(summary))
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -6,22 +6,28 @@
 #      a transformers older than the tested floor (5.17.0) stops the script here, in one line
 #   1. the `gpu`-marked tests, cheapest and most telling first, -v, 60 s per test: the sync-debug
 #      trap, CUDA memory and the allocator, lagged stop checks on a GPU made to lag (eager, then
-#      compiled), continuous batching against solo generate(), profiling, energy   (limit  85 s)
-#   2. the article's table: gpt2, batch 32, 100 steps, 5 runs; the compiled rows and their
-#      stop-check twins first (one compile each group), then the eager rows, the baseline last
-#                                                                                  (limit  95 s)
-#   3. profiled trials, static_compiled against static_compiled_pipelined: nsys where it is on the
-#      PATH, else torch.profiler; the GPU idle gap between steps, as numbers        (limit  35 s)
-#   4. continuous batching: static against continuous against transformers' generate_batch
-#                                                                                  (limit  25 s)
-#   60 + 85 + 95 + 35 + 25 = 300 s (each with a 2 s kill grace). One inductor cache
-# (TORCHINDUCTOR_CACHE_DIR) serves every step, so code one step compiled is loaded, not compiled,
-# by the next. A rerun on the same host starts warm (its compiles are cached); a rerun on a fresh
-# host costs the same 300 s again, since no compile cache survives the host. Tables are rewritten
-# after each row, so a step cut short keeps the rows it finished. `set -u` without -e: a failing
-# step does not stop the rest. Writes at most 8 files, all directly under $OUT (default
-# gpu_check_out/): summary.md (versions, what passed, what failed, the tables), pytest.log,
-# steps.log, article.{md,json}, profile.{md,json}, serving.log.
+#      compiled), continuous batching against solo generate(), profiling, energy; on 6 pytest-xdist
+#      workers where xdist is installed (their compiles run side by side), else one by one
+#                                                                                  (limit  75 s)
+#   2. the article's table: gpt2, batch 32, 100 steps, 3 timed runs after 2 warmups, every row also
+#      profiled by torch.profiler over steps 40-50 (one extra run after the timed ones): GPU idle,
+#      GPU busy and host sync per step beside each runtime. The compiled rows and their stop-check
+#      twins first (one compile each group), then the eager rows, the baseline last  (limit 133 s)
+#   3. continuous batching: static against continuous against transformers' generate_batch
+#                                                                                  (limit  32 s)
+#   60 + 75 + 133 + 32 = 300 s (each with a 2 s kill grace). Measured on a cold H200 (2026-11-30):
+# the probe 12 s; the 38 tests over 120 s one by one, on 4 workers all passed by 70 s (pytest's end
+# was cut there: hence 6 workers, 75 s); the table 121 s, its rows
+# 2-28 s each (static_compiled's compile 16 s, the CUDA-graph capture 10 s, the expandable row's
+# fresh process 25 s); continuous batching 27 s. nsys, where a host has it, profiles sweep trials
+# (`trial.profile=nsys`); here it would wrap every row in its own process and lose the shared
+# compiles. One inductor cache (TORCHINDUCTOR_CACHE_DIR) serves every step, so code one step compiled
+# is loaded, not compiled, by the next. A rerun on the same host starts warm (its compiles are
+# cached); a rerun on a fresh host costs the same 300 s again, since no compile cache survives the
+# host. Tables are rewritten after each row, so a step cut short keeps the rows it finished.
+# `set -u` without -e: a failing step does not stop the rest. Writes at most 7 files, all directly
+# under $OUT (default gpu_check_out/): summary.md (versions, what passed, what failed, the tables),
+# pytest.log, steps.log, article.{md,json}, serving.{log,json}.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 unset PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF  # each trial sets its own allocator; none may leak in
@@ -31,7 +37,7 @@ TRANSFORMERS_FLOOR="5.17.0"  # the oldest transformers the equivalence tests pas
 out="${OUT:-gpu_check_out}"
 scratch="${TMPDIR:-/tmp}/tokengen-gpu-check"  # traces and nsys reports: big, and not worth a file slot
 mkdir -p "$out" "$scratch"
-rm -f "$out"/article.{md,json} "$out"/profile.{md,json} "$out/pytest.log" "$out/serving.log"
+rm -f "$out"/article.{md,json} "$out/pytest.log" "$out"/serving.{log,json}
 summary="$out/summary.md"
 log="$out/steps.log"
 : >"$log"
@@ -128,29 +134,25 @@ if [ -z "$py" ]; then
 elif ! timeout 20 "$py" -c "import pytest, pytest_timeout" 2>>"$log"; then
   skip "gpu tests" "pytest and pytest-timeout are not importable here"
 else
+  workers=()
+  timeout 20 "$py" -c "import xdist" 2>/dev/null && workers=(-n 6 --dist load)  # in the given order
   # no --maxfail: one systematic failure must not hide the other checks; -v names every test
-  step "gpu tests" 85 "$out/pytest.log" "$py" -m pytest -m gpu "${gpu_tests[@]}" -v -rfEs --timeout 60 \
-    --durations=10 -p no:cacheprovider -o addopts=""
+  step "gpu tests" 75 "$out/pytest.log" "$py" -m pytest -m gpu "${gpu_tests[@]}" "${workers[@]}" -v -rfEs \
+    --timeout 60 --durations=10 -p no:cacheprovider -o addopts=""
 fi
 
 if [ -n "$py" ]; then
-  step "article table" 95 "$log" "$py" benchmarks/article_table.py "${gpt2[@]}" --runs 5 --warmup 2 --timeout 60 \
+  step "article table" 133 "$log" "$py" benchmarks/article_table.py "${gpt2[@]}" --runs 3 --warmup 2 --timeout 60 \
+    --profile torch --profile-steps 40-50 --profile-dir "$scratch/profiles" \
     --variants static_compiled static_compiled_pipelined static_compiled_deferred static_compiled_nocheck \
     static_cudagraph static_cudagraph_pipelined static_cudagraph_deferred static_cudagraph_nocheck \
     static_cache kv_cache kv_cache_expandable baseline \
     --json "$out/article.json" --markdown "$out/article.md"
 
-  profiler=torch
-  command -v nsys >/dev/null 2>&1 && profiler=nsys  # never the nsys wrapper without nsys
-  step "profiled trials ($profiler)" 35 "$log" "$py" benchmarks/article_table.py "${gpt2[@]}" --runs 3 --warmup 1 \
-    --timeout 30 --profile "$profiler" --profile-dir "$scratch/profiles" \
-    --variants static_compiled static_compiled_pipelined --json "$out/profile.json" --markdown "$out/profile.md"
-
-  step "continuous batching" 25 "$out/serving.log" "$py" benchmarks/serving.py --device cuda --model gpt2 \
-    --requests 64 --slots 8 --prompt-len 16 --max-seqlen 96 --runs 3
+  step "continuous batching" 32 "$out/serving.log" "$py" benchmarks/serving.py --device cuda --model gpt2 \
+    --requests 32 --slots 8 --prompt-len 16 --max-seqlen 96 --runs 2 --json "$out/serving.json"
 else
   skip "article table" "no python with torch and transformers"
-  skip "profiled trials" "no python with torch and transformers"
   skip "continuous batching" "no python with torch and transformers"
 fi
 
@@ -158,10 +160,8 @@ rm -f "$out"/*.tmp  # a table write cut by a time limit
 {
   echo
   echo "$failures step(s) failed or timed out; $SECONDS s in all."
-  for table in "$out/article.md" "$out/profile.md"; do
-    echo
-    if [ -s "$table" ]; then cat "$table"; else echo "($(basename "$table"): no row finished)"; fi
-  done
+  echo
+  if [ -s "$out/article.md" ]; then cat "$out/article.md"; else echo "(article.md: no row finished)"; fi
   if [ -s "$out/serving.log" ]; then
     echo
     echo '```'

@@ -120,10 +120,15 @@ def _kill_session(process) -> None:
     process.join()
 
 
+RESOLVED_BY_TRIAL = ("profile",)  # `auto` becomes the profiler the trial's own host could run
+
+
 def complete_record(record: dict, spec: dict, key: str, accelerator_type: str | None, **node) -> dict:
-    """The one place a record is completed: the spec as the sweep planned it, the sweep's key (a
-    GPU-pinned trial's differs from its spec's), the pinned type, and where it ran."""
-    return {**record, **spec, "key": key, "accelerator_type": accelerator_type,
+    """The one place a record is completed: the spec as the sweep planned it, except what only the
+    trial's host could settle (RESOLVED_BY_TRIAL), the sweep's key (a GPU-pinned trial's differs from
+    its spec's), the pinned type, and where it ran."""
+    settled = {name: record[name] for name in RESOLVED_BY_TRIAL if record.get(name) is not None}
+    return {**record, **spec, **settled, "key": key, "accelerator_type": accelerator_type,
             "env_host": record.get("env_host") or socket.gethostname(), **node}
 
 

@@ -180,6 +180,15 @@ def test_gpu_watch_with_the_callers_handle_in_a_container(monkeypatch):
     assert found["interference_throttle"] == ""
 
 
+def test_a_launcher_holding_the_gpu_is_ours_not_another_tenant(monkeypatch):
+    """benchmarks/article_table.py's parent holds the GPU while a row runs in its own process."""
+    monkeypatch.setenv(interference.GPU_LAUNCHER_ENV, "777")
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml({os.getpid(), 777}, [1980] * 2, [0, 0], []))
+    assert interference.Watch(threads=1, device="cuda").start().stop()["interference_gpu_procs"] == 0
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml({4242, 4243, 999}, [1980] * 2, [0, 0], []))  # host pids
+    assert interference.Watch(threads=1, device="cuda").start().stop()["interference_gpu_procs"] == 1
+
+
 def test_gpu_fields_are_none_on_cpu_or_without_nvml(monkeypatch):
     gpu = ("interference_gpu_procs", "interference_sm_clock_mhz", "interference_throttle")
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml({999}, [1980] * 2, [0x40] * 2, []))

@@ -47,7 +47,7 @@ def test_a_trial_made_to_look_contended_is_remeasured_and_its_speedup_marked(tmp
     remeasured = 2 + (len(found["baseline"]) == 2)
     assert re.search(rf"remeasure round 1 of 1: {remeasured} trial\(s\) not ok \(.*others used [0-9.-]+ of \d+ cores",
                      out.err), out.err[-3000:]
-    last = out.err.strip().splitlines()[-1]
+    last = next(line for line in reversed(out.err.splitlines()) if line.startswith("sweep t:"))  # the summary
     assert last.startswith(f"sweep t: 3 finished, 0 failed; {remeasured} remeasured (") and " now ok), in " in last
 
     first = out.out.splitlines()[0]  # the sweep's printed report starts with the measurement line

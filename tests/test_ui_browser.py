@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow  # starts Ray, an MLflow server and a browser
 CHROMIUM = Path("/usr/bin/chromium")
 URL = re.compile(r"^ui: this sweep's comparison: (http://127\.0\.0\.1:5000/#/experiments/(\d+)/runs\?"
                  r"viewStateShareKey=tokengen-([0-9a-f]{32})&compareRunsMode=TABLE&workflowType=machine_learning)$")
-OWN = ("resume:", "sweep t:", "report:", "ui:", "log:", "trials:", "journal:")
+OWN = ("resume:", "estimate:", "sweep t:", "report:", "ui:", "log:", "trials:", "journal:")
 """How every line the sweep itself writes to stderr begins (trials: is its progress bar)."""
 
 

@@ -31,6 +31,10 @@ import os
 import time
 from typing import Any, Callable, Iterable
 
+GPU_LAUNCHER_ENV = "TOKENGEN_GPU_LAUNCHER_PID"
+"""The pid of an idle launcher holding the trial's GPU (benchmarks/article_table.py's parent while a row
+runs in its own process): ours, not another tenant."""
+
 OK, NOISY, CONTENDED = "ok", "noisy", "contended"
 # others on a quarter of our cores: decode is memory-bound, so even "spare" cores share its bandwidth and cache
 OTHERS_CORES_SHARE = 0.25
@@ -88,14 +92,16 @@ class Watch:
 
     `nvml_handle`: the pynvml handle of the trial's GPU, or a callable returning it (the caller knows the
     device; no torch here); else NVML's handle of the first CUDA_VISIBLE_DEVICES entry (index or UUID) or
-    index 0. `ignore_pids`: our own helper processes on the GPU, not counted as others.
+    index 0. `ignore_pids`: our own helper processes on the GPU, not counted as others; so is a launcher
+    that holds the GPU while it waits for this trial and names its pid in GPU_LAUNCHER_ENV.
     """
 
     def __init__(self, threads: int, device: str = "cpu", nvml_handle: Any = None, ignore_pids: Iterable[int] = ()):
         self.threads, self.device = max(1, int(threads)), device
         self._cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
         self.cores = len(self._cpus) if self._cpus else os.cpu_count() or 1
-        self._ignore = {os.getpid(), *ignore_pids}
+        launcher = os.environ.get(GPU_LAUNCHER_ENV, "")
+        self._ignore = {os.getpid(), *ignore_pids, *([int(launcher)] if launcher.isdigit() else [])}
         self._handle, self._nvml, self._start = nvml_handle, None, None
 
     def _sample(self) -> tuple:
@@ -134,7 +140,8 @@ class Watch:
 def _nvml_sampler(handle: Any, ignore: set[int]) -> Callable[[], tuple] | None:
     """A reader of (other processes, SM clock MHz, clock event reason mask) on the GPU, or None.
 
-    In a container NVML lists host pids, so where none of ours is listed one entry is taken as us.
+    In a container NVML lists host pids, so where none of ours is listed one entry is taken for each of
+    ours (this process, and the launcher or helpers it was told of).
     """
     try:
         import pynvml
@@ -161,7 +168,7 @@ def _nvml_sampler(handle: Any, ignore: set[int]) -> Callable[[], tuple] | None:
     def sample() -> tuple:
         listed = read(pynvml.nvmlDeviceGetComputeRunningProcesses)
         pids = None if listed is None else {p.pid for p in listed}
-        others = None if pids is None else len(pids - ignore) if pids & ignore else max(0, len(pids) - 1)
+        others = None if pids is None else len(pids - ignore) if pids & ignore else max(0, len(pids) - len(ignore))
         return others, read(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM), read(reasons)
 
     return sample
