@@ -47,10 +47,24 @@ class ClusterUnread(RuntimeError):
     """Why the cluster's nodes could not be read."""
 
 
+def _refresh_auth_mode() -> None:
+    """Ray's client reads RAY_AUTH_MODE once per process; read it again now, and take a token on disk to
+    mean token mode when none is set, as `ray.init` does. Best effort: internal APIs of Ray's."""
+    try:
+        from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+        from ray._raylet import Config
+
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        Config.initialize("")
+    except Exception:  # noqa: BLE001 - another Ray's internals: the read below says what went wrong
+        pass
+
+
 def read_cluster(address: str, timeout_s: float = READ_TIMEOUT_S) -> list[Node]:
     """The alive nodes of the Ray cluster at `address` ("auto" or host:port), from its GCS with Ray's
     own client: no driver connects, nothing starts. ClusterUnread says why it cannot be read (a
     cluster with token authentication answers a client that has RAY_AUTH_MODE=token, as a driver must)."""
+    _refresh_auth_mode()
     try:
         from ray._private.services import canonicalize_bootstrap_address
         from ray._raylet import GcsClient

@@ -5,10 +5,12 @@ same port and store, as an outage would."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -52,6 +54,21 @@ def auth_environment(root: Path) -> dict[str, str]:
             "MLFLOW_FLASK_SERVER_SECRET_KEY": "tokengen-test-csrf-secret"}
 
 
+_migrated: dict[str, Path] = {}
+
+
+def migrated_store() -> Path:
+    """An empty SQLite store with MLflow's tables made, once per test session: a new server's store starts
+    as its copy instead of running every migration again (about 3 s on 2 cores)."""
+    if "db" not in _migrated:
+        from mlflow import MlflowClient
+
+        folder = Path(tempfile.mkdtemp(prefix="mlflow-template-"))
+        MlflowClient(tracking_uri=f"sqlite:///{folder}/m.db").search_experiments()
+        _migrated["db"] = folder / "m.db"
+    return _migrated["db"]
+
+
 @dataclass
 class MlflowServer:
     root: Path  # the store (m.db), the artifacts (art/), the server's log
@@ -70,6 +87,8 @@ class MlflowServer:
     def launch(self) -> MlflowServer:
         """Start it without waiting, so a test can do other work while it comes up."""
         self.root.mkdir(parents=True, exist_ok=True)
+        if not (self.root / "m.db").exists():
+            shutil.copyfile(migrated_store(), self.root / "m.db")
         argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{self.root}/m.db",
                 "--artifacts-destination", str(self.root / "art"), "--host", "127.0.0.1", "--port", str(self.port),
                 "--workers", "1"]

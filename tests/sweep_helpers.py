@@ -53,21 +53,44 @@ def child_runs(uri: str, experiment: str = "tokengen") -> list:
     return [r for r in runs if "mlflow.parentRunId" in r.data.tags]
 
 
+_warm = {}  # the address of the local Ray warm_local_ray started, while it lives
+
+
+def warm_local_ray() -> None:
+    """The session's local Ray, started as run_sweep starts one for `small_overrides` (2 CPUs), or kept
+    from the last test that used it; a Ray connected to anything else is shut down first."""
+    import ray
+
+    from sweeps.schedule import connect
+
+    if ray.is_initialized() and ray.get_runtime_context().gcs_address == _warm.get("address"):
+        return
+    if ray.is_initialized():
+        ray.shutdown()
+    connect(None, num_cpus=2)
+    _warm["address"] = ray.get_runtime_context().gcs_address
+
+
+def joining_warm_ray() -> tuple[str, str]:
+    """Overrides for a driver process that joins the session's warm Ray (warm_local_ray) as a cluster's
+    driver would, where what a test proves does not hang on the driver starting a Ray of its own."""
+    warm_local_ray()
+    return f"ray.address={_warm['address']}", "ray.num_cpus=null"
+
+
 def run_captured(config: dict, cwd: Path) -> tuple[int, str, str]:
-    """run_sweep in `cwd` with stdout and stderr captured; Ray shut down after."""
+    """run_sweep in `cwd` with stdout and stderr captured, on the session's warm Ray (left up)."""
     import io
     from contextlib import redirect_stderr, redirect_stdout
-
-    import ray
 
     from sweeps.run import run_sweep
 
     out, err, previous = io.StringIO(), io.StringIO(), os.getcwd()
     os.chdir(cwd)
+    warm_local_ray()
     try:
         with redirect_stdout(out), redirect_stderr(err):
             status = run_sweep(config)
     finally:
-        ray.shutdown()
         os.chdir(previous)
     return status, out.getvalue(), err.getvalue()

@@ -1,5 +1,6 @@
 """Two users, one store: two sweeps with different names but the same trials, started at the same moment
-as two real driver processes on one Ray cluster, against one new SQLite file and (at the same time)
+as two real driver processes joining one Ray (the session's warm one, as a cluster's drivers join
+its head), against one new SQLite file and (at the same time)
 against one tracking server. Both finish, each records each of its trials once, and neither touches
 the other's trial folders on the node (`<workdir>/<sweep>/<key>`)."""
 
@@ -12,36 +13,30 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import ray
-from ray.cluster_utils import Cluster
 
 from servers import MlflowServer
-from sweep_helpers import child_runs, driver_command, driver_environment
+from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
 from tokengen.contract.names import RESULT_FILE
 
 SWEEPS = ("alice", "bob")
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    """One Ray cluster for every user, and a tracking server that comes up while the SQLite pair starts."""
-    server = MlflowServer(tmp_path_factory.mktemp("server")).launch()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+@pytest.fixture
+def shared(tmp_path, warm_ray):
+    """One Ray for every user, and a tracking server that comes up while the SQLite pair starts."""
+    server = MlflowServer(tmp_path / "server").launch()
     try:
-        yield SimpleNamespace(cluster=cluster, server=server)
+        yield SimpleNamespace(ray=joining_warm_ray(), server=server)
     finally:
         server.stop()
-        ray.shutdown()
-        cluster.shutdown()
 
 
-def start_two_sweeps(cwd: Path, cluster: Cluster, uri: str) -> dict[str, tuple[subprocess.Popen, Path]]:
+def start_two_sweeps(cwd: Path, ray: tuple[str, ...], uri: str) -> dict[str, tuple[subprocess.Popen, Path]]:
     """Both users' drivers, started together in one working directory, each with its own sweep name."""
     cwd.mkdir(parents=True, exist_ok=True)
     drivers = {}
     for name in SWEEPS:
-        command = driver_command(cwd, f"tracking.uri={uri}", f"ray.address={cluster.address}", "ray.num_cpus=null",
-                                 name=name)
+        command = driver_command(cwd, f"tracking.uri={uri}", *ray, "grid.variant=[kv_cache]", name=name)  # one trial each: the same key in both
         log = cwd / f"{name}.log"
         with open(log, "w") as sink:
             drivers[name] = subprocess.Popen(command, cwd=cwd, env=driver_environment(), stdout=sink, stderr=sink), log
@@ -64,11 +59,11 @@ def wait_for(drivers: dict[str, tuple[subprocess.Popen, Path]]) -> dict[str, str
 def check_each_sweep_recorded_its_trials_once_from_its_own_folders(uri: str, tmp_path, logs: dict) -> None:
     runs = child_runs(uri)
     per_sweep = Counter(run.data.tags["sweep"] for run in runs)
-    assert per_sweep == {"alice": 2, "bob": 2}, per_sweep
+    assert per_sweep == {"alice": 1, "bob": 1}, per_sweep
     keys = {name: Counter(r.data.tags["trial_key"] for r in runs if r.data.tags["sweep"] == name) for name in SWEEPS}
     assert keys["alice"] == keys["bob"] and set(keys["alice"].values()) == {1}  # same trials, each once per sweep
     for name in SWEEPS:
-        assert f"sweep {name}: 2 finished, 0 failed" in logs[name]
+        assert f"sweep {name}: 1 finished, 0 failed" in logs[name]
         folders = {p.name for p in (tmp_path / "work" / name).iterdir() if p.is_dir()}
         assert folders == set(keys[name]), f"{name}'s trial folders: {folders}"
         for run in (r for r in runs if r.data.tags["sweep"] == name):
@@ -79,11 +74,11 @@ def check_each_sweep_recorded_its_trials_once_from_its_own_folders(uri: str, tmp
 
 @pytest.mark.slow
 def test_two_users_at_once_on_one_new_sqlite_file_and_on_one_tracking_server(shared, tmp_path):
-    """Both pairs run at the same time (four drivers on one cluster), which keeps this test short."""
+    """Both pairs run at the same time (four drivers on one Ray), which keeps this test short."""
     stores = {"sqlite": f"sqlite:///{tmp_path}/sqlite/mlflow.db"}  # neither driver finds it: both create it
-    running = {"sqlite": start_two_sweeps(tmp_path / "sqlite", shared.cluster, stores["sqlite"])}
+    running = {"sqlite": start_two_sweeps(tmp_path / "sqlite", shared.ray, stores["sqlite"])}
     stores["server"] = shared.server.wait_until_healthy().url
-    running["server"] = start_two_sweeps(tmp_path / "server", shared.cluster, stores["server"])
+    running["server"] = start_two_sweeps(tmp_path / "server", shared.ray, stores["server"])
     for kind, drivers in running.items():
         logs = wait_for(drivers)
         check_each_sweep_recorded_its_trials_once_from_its_own_folders(stores[kind], tmp_path / kind, logs)

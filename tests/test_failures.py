@@ -12,7 +12,7 @@ from tokengen.contract.rules import resolve
 from tokengen.contract.spec import SpecError
 from tokengen.decode.models import build_model
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fresh_ray")]  # starts Ray (a local cluster) and runs real trials
+pytestmark = pytest.mark.slow  # real trials: the sweep on the session's warm Ray, the others in processes of their own
 
 
 def corrupt_checkpoint(path) -> str:
@@ -22,9 +22,9 @@ def corrupt_checkpoint(path) -> str:
     return str(path)
 
 
-def test_broken_and_hung_trials_fail_alone(tmp_path, capsys):
+def test_broken_and_hung_trials_fail_alone(tmp_path, capsys, warm_ray):
     broken = corrupt_checkpoint(tmp_path / "broken")
-    config = small_sweep(tmp_path, "sweep.trial_timeout_s=30", "sweep.cpus_per_trial=1", "grid.variant=[kv_cache]")
+    config = small_sweep(tmp_path, "sweep.trial_timeout_s=15", "sweep.cpus_per_trial=1", "grid.variant=[kv_cache]")
     config["grid"]["blocks"] = [
         {"model": ["tiny"], "batch_size": [1, 2]},
         {"model": [broken]},

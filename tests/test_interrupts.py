@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from sweep_helpers import child_runs, driver_command, driver_environment
+from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
 
-pytestmark = pytest.mark.slow  # real drivers, a local Ray, real trials
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_ray")]  # real drivers and trials, real Ray
 
-LONG_TRIAL = ("grid.variant=[baseline]", "grid.batch_size=[8]", "grid.max_seqlen=[500]", "trial.model=gpt2",
-              "trial.runs=200", "sweep.cpus_per_trial=2")
+LONG_TRIAL = ("grid.variant=[baseline]", "grid.batch_size=[8]", "grid.max_seqlen=[500]", "trial.runs=200",
+              "sweep.cpus_per_trial=1")  # the tiny model's full recompute: minutes of runs
 
 
 def start_driver(tmp_path: Path, *overrides: str) -> subprocess.Popen:
@@ -56,34 +56,52 @@ def gone_within(pid: int, seconds: float) -> bool:
     return False
 
 
-def test_a_killed_driver_leaves_no_trial_running(tmp_path):
-    driver = start_driver(tmp_path, *LONG_TRIAL)
-    try:
-        pid = trial_pid(tmp_path)
-        assert alive(pid)
-        driver.send_signal(signal.SIGKILL)  # the driver alone: Ray's processes and the trial are not in its group
-        driver.wait()
-        assert gone_within(pid, 20), "the trial outlived its driver"
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
+SIGNALS = {"SIGINT": (signal.SIGINT, 130), "SIGTERM": (signal.SIGTERM, 143), "SIGKILL": (signal.SIGKILL, -9)}
 
 
-@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
-def test_an_interrupted_sweep_stops_its_trial_keeps_the_rest_and_says_so(tmp_path, signum, status):
-    driver = start_driver(tmp_path, *LONG_TRIAL)
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    """Three drivers side by side (one wait instead of three), each with a long trial under way, then
+    each sent its signal, the driver alone: Ray's processes and the trial are not in its group, so
+    what ends the trial is the sweep's own doing. The SIGKILL driver starts a local Ray of its own,
+    which dies with it; the interrupted two join the session's warm Ray, as a cluster's drivers
+    would, and must stop their trials on a Ray that lives on. Per signal: its folder, the trial's pid,
+    the driver's exit status."""
+    root = tmp_path_factory.mktemp("stopped")
+    drivers, outcome = {}, {}
     try:
-        pid = trial_pid(tmp_path)
-        driver.send_signal(signum)
-        assert driver.wait(timeout=60) == status
+        for name in SIGNALS:
+            (root / name).mkdir()
+            ray = () if name == "SIGKILL" else joining_warm_ray()
+            drivers[name] = start_driver(root / name, *LONG_TRIAL, *ray)
+        pids = {name: trial_pid(root / name) for name in SIGNALS}
+        for name, (signum, _) in SIGNALS.items():
+            assert alive(pids[name]), name
+            drivers[name].send_signal(signum)
+        for name, driver in drivers.items():
+            outcome[name] = (root / name, pids[name], driver.wait(timeout=60))
     finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-    log = (tmp_path / "driver.log").read_text()
+        for driver in drivers.values():
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+    return outcome
+
+
+def test_a_killed_driver_leaves_no_trial_running(stopped):
+    _, pid, status = stopped["SIGKILL"]
+    assert status == -signal.SIGKILL
+    assert gone_within(pid, 20), "the trial outlived its driver"
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_sweep_stops_its_trial_keeps_the_rest_and_says_so(stopped, name):
+    folder, pid, status = stopped[name]
+    assert status == SIGNALS[name][1]
+    log = (folder / "driver.log").read_text()
     assert "interrupted (" in log and "0 finished, 1 stopped; rerun the same command to resume" in log, log[-2000:]
     assert "Traceback" not in log, log[-3000:]
     assert gone_within(pid, 20), "the interrupted sweep left its trial running"
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = f"sqlite:///{folder}/mlflow.db"
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("tokengen")
     parents = [r for r in client.search_runs([experiment.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]

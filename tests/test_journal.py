@@ -14,7 +14,7 @@ from collections import defaultdict
 import pytest
 
 from servers import MlflowServer
-from sweep_helpers import child_runs, driver_command, driver_environment
+from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
 from sweeps.journal import Journal
 from tokengen.contract.names import TOKENS_FILE
 from tracking.recorder import Recorder
@@ -62,9 +62,9 @@ def test_an_attempt_already_in_mlflow_is_noted_not_recorded_again(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_outage_keeps_every_result_and_the_rerun_records_them_without_running(tmp_path):
+def test_an_outage_keeps_every_result_and_the_rerun_records_them_without_running(tmp_path, warm_ray):
     server = MlflowServer(tmp_path / "server").start()
-    command = driver_command(tmp_path, f"tracking.uri={server.url}", *SIX_TRIALS)
+    command = driver_command(tmp_path, f"tracking.uri={server.url}", *SIX_TRIALS, *joining_warm_ray())
     try:
         recorder = Recorder(server.url, "tokengen")  # the driver's client, made while the server is up
         log = tmp_path / "driver.log"

@@ -62,7 +62,7 @@ def test_the_workers_of_a_live_cluster_are_read_without_joining_it(head, tmp_pat
     assert not ray.is_initialized()
 
 
-def test_a_local_sweep_on_two_workers_runs_longest_first_and_reports_plan_against_actual(tmp_path):
+def test_a_local_sweep_on_two_workers_runs_longest_first_and_reports_plan_against_actual(tmp_path, warm_ray):
     config = small_sweep(tmp_path, "sweep.cpus_per_trial=1", "grid.max_seqlen=[4,24]")  # ray.num_cpus=2: 2 workers
     status, out, err = run_captured(config, tmp_path)
     assert status == 0, err[-3000:]

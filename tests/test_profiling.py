@@ -109,13 +109,9 @@ def test_nsys_missing_stops_the_sweep_before_it_starts(tmp_path, capsys, monkeyp
 
 
 @pytest.mark.slow
-def test_torch_profile_end_to_end_into_mlflow(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_torch_profile_end_to_end_into_mlflow(tmp_path, warm_ray):
     config = small_sweep(tmp_path, "trial.profile=auto", "trial.stop=never", "grid.variant=[kv_cache]", "grid.max_seqlen=[12]")
-    try:
-        assert run_sweep(config) == 0
-    finally:
-        ray.shutdown()
+    assert run_sweep(config) == 0
     (run,) = child_runs(config["tracking"]["uri"])
     assert run.data.params["profile"] == "torch"  # auto, on a CPU trial
     assert run.data.metrics["host_sync_us_per_step"] > 0

@@ -14,13 +14,12 @@ import re
 
 import pandas as pd
 import pytest
-import ray
 
 from sweep_helpers import child_runs, small_sweep
 from sweeps.remeasure import TEST_CONTENDED
 from sweeps.run import run_sweep
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fresh_ray")]  # starts Ray and runs real trials
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_ray")]  # real trials on the session's warm Ray (the hook is read by the driver)
 
 VARIANTS = ("grid.variant=[baseline,kv_cache,static_cache]",)
 
@@ -68,12 +67,12 @@ def test_a_trial_made_to_look_contended_is_remeasured_and_its_speedup_marked(tmp
     recorded = [e["recorded"] for e in journal if "recorded" in e]
     assert len(recorded) == len(journaled) == len(child_runs(uri))
 
-    ray.shutdown()  # the same command again: every key is done (ok, or its round used up)
+    # the same command again: every key is done (ok, or its round used up)
     assert run_sweep(small_sweep(tmp_path, *VARIANTS, "sweep.remeasure=1")) == 0
     err = capsys.readouterr().err
     assert "resume: skipping 3 trial(s)" in err and "remeasure round" not in err
     assert attempts_by_variant(uri) == found
 
-    ray.shutdown()  # one more round asked for: static_cache (still contended) runs a third time
+    # one more round asked for: static_cache (still contended) runs a third time
     assert run_sweep(small_sweep(tmp_path, *VARIANTS, "sweep.remeasure=2")) == 0
     assert [a for a, _ in attempts_by_variant(uri)["static_cache"]] == [1, 2, 3]

@@ -18,7 +18,7 @@ from mlflow import MlflowClient
 
 from sweep_helpers import child_runs, run_captured, small_sweep
 
-pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_ray")]  # one sweep, on the session's warm Ray
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,10 +12,10 @@ from mlflow import MlflowClient
 from sweeps.run import run_sweep
 from sweep_helpers import child_runs, small_sweep
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fresh_ray")]  # starts Ray (a local cluster) and runs real trials
+pytestmark = pytest.mark.slow  # real trials: on the session's warm Ray, or on a Ray of their own (fresh_ray)
 
 
-def test_sweep_records_every_trial_then_resume_runs_none(tmp_path, capsys):
+def test_sweep_records_every_trial_then_resume_runs_none(tmp_path, capsys, warm_ray):
     config = small_sweep(tmp_path)
     uri = config["tracking"]["uri"]
     assert run_sweep(config) == 0
@@ -44,7 +44,6 @@ def test_sweep_records_every_trial_then_resume_runs_none(tmp_path, capsys):
     # the two variants agree on their tokens (float32, same workload)
     assert len({r.data.tags["tokens_sha256"] for r in runs}) == 1
 
-    ray.shutdown()
     assert run_sweep(small_sweep(tmp_path)) == 0
     assert "resume: skipping 2 trial(s)" in capsys.readouterr().err
     assert len(child_runs(uri)) == 2  # nothing ran again
@@ -53,7 +52,7 @@ def test_sweep_records_every_trial_then_resume_runs_none(tmp_path, capsys):
     assert len(child_runs(uri)) == 3
 
 
-def test_unwritable_tracking_store_stops_before_any_trial(tmp_path, capsys):
+def test_unwritable_tracking_store_stops_before_any_trial(tmp_path, capsys, fresh_ray):
     config = small_sweep(tmp_path, "tracking.uri=sqlite:////proc/no/such/dir/m.db")
     assert run_sweep(config) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -61,7 +60,7 @@ def test_unwritable_tracking_store_stops_before_any_trial(tmp_path, capsys):
     assert not ray.is_initialized()
 
 
-def test_unreachable_tracking_server_stops_before_any_trial(tmp_path, capsys):
+def test_unreachable_tracking_server_stops_before_any_trial(tmp_path, capsys, fresh_ray):
     config = small_sweep(tmp_path, "tracking.uri=http://127.0.0.1:9")
     assert run_sweep(config) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -69,7 +68,7 @@ def test_unreachable_tracking_server_stops_before_any_trial(tmp_path, capsys):
     assert not ray.is_initialized()
 
 
-def test_cuda_trials_on_a_local_ray_without_gpus_stop_before_anything(tmp_path, capsys, monkeypatch):
+def test_cuda_trials_on_a_local_ray_without_gpus_stop_before_anything(tmp_path, capsys, monkeypatch, fresh_ray):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     config = small_sweep(tmp_path, "trial.device=cuda", "ray.num_gpus=0")
     assert run_sweep(config) == 2
@@ -81,12 +80,11 @@ def test_cuda_trials_on_a_local_ray_without_gpus_stop_before_anything(tmp_path, 
     assert not (tmp_path / "mlflow.db").exists()  # nothing recorded, not even a store
 
 
-def test_a_report_covers_its_plan_including_trials_reused_from_another_sweep(tmp_path):
+def test_a_report_covers_its_plan_including_trials_reused_from_another_sweep(tmp_path, warm_ray):
     from tokengen.contract.names import PLAN_FILE
     from tracking.report import build_report
 
     assert run_sweep(small_sweep(tmp_path, name="a")) == 0  # baseline, kv_cache
-    ray.shutdown()
     assert run_sweep(small_sweep(tmp_path, "grid.variant=[baseline,kv_cache,static_cache]", name="b")) == 0
     uri = small_sweep(tmp_path)["tracking"]["uri"]
     assert len(child_runs(uri)) == 3  # b ran static_cache only
@@ -101,13 +99,11 @@ def test_a_report_covers_its_plan_including_trials_reused_from_another_sweep(tmp
     assert len(plan["planned"]) == 3 and len(plan["reused"]) == 2
 
 
-def test_resume_measures_again_what_finished_with_other_threads(tmp_path, capsys):
+def test_resume_measures_again_what_finished_with_other_threads(tmp_path, capsys, warm_ray):
     """A rerun with sweep.cpus_per_trial=1 must not reuse results measured with 2 threads."""
     assert run_sweep(small_sweep(tmp_path, "sweep.cpus_per_trial=2")) == 0
-    ray.shutdown()
     capsys.readouterr()
     assert run_sweep(small_sweep(tmp_path, "sweep.cpus_per_trial=2")) == 0  # same environment: reused
-    ray.shutdown()
     assert "resume: skipping 2 trial(s)" in capsys.readouterr().err
     assert run_sweep(small_sweep(tmp_path, "sweep.cpus_per_trial=1")) == 0
     err = capsys.readouterr().err
@@ -117,7 +113,7 @@ def test_resume_measures_again_what_finished_with_other_threads(tmp_path, capsys
     assert len({r.data.tags["env_fingerprint"] for r in runs}) == 2
 
 
-def test_secrets_stay_with_the_driver(tmp_path, monkeypatch):
+def test_secrets_stay_with_the_driver(tmp_path, monkeypatch, fresh_ray):
     """A Ray worker started by the sweep sees no tracking password; a trial's environment has none,
     and keeps its PATH and its GPU."""
     from sweeps.schedule import connect

@@ -17,6 +17,7 @@ from servers import MlflowServer, free_port
 from sweep_helpers import child_runs, run_captured, small_sweep
 from tracking.report import build_report
 
+pytestmark = pytest.mark.usefixtures("warm_ray")  # one sweep, on the session's warm Ray
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):

@@ -35,8 +35,9 @@ OWN = ("resume:", "estimate:", "sweep t:", "report:", "ui:", "log:", "trials:", 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui-sweep")
-    proc = subprocess.run(driver_command(tmp), cwd=tmp, env=driver_environment(), capture_output=True, text=True,
-                          timeout=900)
+    env = driver_environment()
+    env.pop("RAY_AUTH_MODE", None)  # a user's shell has none; Ray started in this process set it here
+    proc = subprocess.run(driver_command(tmp), cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
     uri = f"sqlite:///{tmp}/mlflow.db"
     return SimpleNamespace(tmp=tmp, uri=uri, status=proc.returncode, out=proc.stdout, err=proc.stderr)
 

@@ -1,0 +1,85 @@
+"""How close does a dry run's price come to what the sweep then takes?
+
+In a fresh directory with a fresh SQLite store, exactly as a user would (`python -m sweeps.run`):
+
+1. the dry run of the target grid on the empty store (the cost model's prior alone);
+2. `+grid=smoke` for real, so the store holds one smoke sweep's history;
+3. the dry run of the target grid again, now fitted to that history;
+4. the target grid for real.
+
+The target is the smoke grid at `grid.max_seqlen=[8,48,96]` with `sweep.resume=false` (so no trial is
+reused by key and 96 steps is a length the history never ran). Each dry run's estimate is the sum of
+`estimated_s` in its reports/<sweep>/plan.csv; the real run's figure is the sum of its trials'
+`trial_wall_s`. Targets: within 25% with the history, within a factor of 3 without. Then the dry run
+of `+grid=full` on L40S: its device-hours, cost and how long it took to plan. The last line is JSON.
+
+    python benchmarks/dry_run_accuracy.py [extra Hydra overrides for every run]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = ("+grid=smoke", "grid.max_seqlen=[8,48,96]", "sweep.resume=false")
+
+
+def sweep(tmp: Path, name: str, *overrides: str) -> tuple[str, float]:
+    """One `python -m sweeps.run` in tmp; its stderr and wall seconds."""
+    command = [sys.executable, "-m", "sweeps.run", *overrides, f"sweep.name={name}", f"sweep.workdir={tmp}/work",
+               f"tracking.uri=sqlite:///{tmp}/mlflow.db", *sys.argv[1:]]
+    started = time.perf_counter()
+    proc = subprocess.run(command, cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{name} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc.stderr, time.perf_counter() - started
+
+
+def estimated_s(tmp: Path, name: str) -> float:
+    return float(pd.read_csv(tmp / "reports" / name / "plan.csv")["estimated_s"].sum())
+
+
+def trial_wall_s(tmp: Path, name: str) -> float:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp}/mlflow.db")
+    experiment = client.get_experiment_by_name("tokengen")
+    runs = client.search_runs([experiment.experiment_id], f"tags.sweep = '{name}'", max_results=5000)
+    return sum(r.data.metrics["trial_wall_s"] for r in runs if "trial_wall_s" in r.data.metrics)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        sweep(tmp, "cold", *TARGET, "sweep.dry_run=true")
+        cold = estimated_s(tmp, "cold")
+        sweep(tmp, "history", "+grid=smoke")
+        sweep(tmp, "fitted", *TARGET, "sweep.dry_run=true")
+        fitted = estimated_s(tmp, "fitted")
+        sweep(tmp, "real", *TARGET)
+        real = trial_wall_s(tmp, "real")
+        full_err, full_wall = sweep(tmp, "full", "+grid=full", "sweep.accelerator_types=[L40S]", "sweep.dry_run=true")
+    hours = re.search(r"estimate: .*", full_err)
+    summary = {
+        "real_trial_wall_s": real, "fitted_estimate_s": fitted, "fitted_over_real": fitted / real,
+        "cold_estimate_s": cold, "cold_over_real": cold / real,
+        "full_l40s_line": hours.group(0) if hours else None, "full_dry_run_wall_s": full_wall,
+    }
+    print(f"real run: {real:.1f} s of trials; with one smoke sweep in the store the dry run said {fitted:.1f} s "
+          f"({fitted / real:.2f}x), on an empty store {cold:.1f} s ({cold / real:.2f}x)")
+    print(f"+grid=full on L40S, planned in {full_wall:.1f} s (the whole command): {summary['full_l40s_line']}")
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
