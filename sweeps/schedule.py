@@ -46,6 +46,8 @@ def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | No
         return
     secrets = {name: os.environ.pop(name) for name in SECRETS if name in os.environ}  # Ray's processes inherit ours
     kwargs = {} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus, "include_dashboard": False}
+    if not address:
+        os.environ.setdefault("RAY_worker_niceness", "0")  # the local raylet's workers at normal priority
     try:
         ray.init(
             address=address or "local",  # None means a new local Ray, even where RAY_ADDRESS is set
