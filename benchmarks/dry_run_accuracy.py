@@ -34,7 +34,7 @@ TARGET = ("+grid=smoke", "grid.max_seqlen=[8,48,96]", "sweep.resume=false")
 
 
 def sweep(tmp: Path, name: str, *overrides: str) -> tuple[str, float]:
-    """One `python -m sweeps.run` in tmp; its stderr and wall seconds."""
+    """One `python -m sweeps.run` in tmp; what it printed (stdout, then stderr) and its wall seconds."""
     command = [sys.executable, "-m", "sweeps.run", *overrides, f"sweep.name={name}", f"sweep.workdir={tmp}/work",
                f"tracking.uri=sqlite:///{tmp}/mlflow.db", *sys.argv[1:]]
     started = time.perf_counter()
@@ -42,7 +42,7 @@ def sweep(tmp: Path, name: str, *overrides: str) -> tuple[str, float]:
                           text=True)
     if proc.returncode != 0:
         sys.exit(f"{name} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc.stderr, time.perf_counter() - started
+    return proc.stdout + proc.stderr, time.perf_counter() - started
 
 
 def estimated_s(tmp: Path, name: str) -> float:
@@ -68,8 +68,8 @@ def main() -> None:
         fitted = estimated_s(tmp, "fitted")
         sweep(tmp, "real", *TARGET)
         real = trial_wall_s(tmp, "real")
-        full_err, full_wall = sweep(tmp, "full", "+grid=full", "sweep.accelerator_types=[L40S]", "sweep.dry_run=true")
-    hours = re.search(r"estimate: .*", full_err)
+        full_out, full_wall = sweep(tmp, "full", "+grid=full", "sweep.accelerator_types=[L40S]", "sweep.dry_run=true")
+    hours = re.search(r"\*\*Total\*\*: .*", full_out)
     summary = {
         "real_trial_wall_s": real, "fitted_estimate_s": fitted, "fitted_over_real": fitted / real,
         "cold_estimate_s": cold, "cold_over_real": cold / real,
