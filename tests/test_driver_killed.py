@@ -5,19 +5,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 
 from sweeps.run import run_sweep
-from sweep_helpers import child_runs, joining_warm_ray, small_sweep
+from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray, small_sweep
 
-pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials
-
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # a real driver and real trials, on the session's warm Ray
 
 
 def test_killed_driver_loses_nothing_finished(tmp_path, warm_ray):
@@ -25,13 +21,11 @@ def test_killed_driver_loses_nothing_finished(tmp_path, warm_ray):
     overrides = ["grid.batch_size=[1,2]", "sweep.cpus_per_trial=2", "sweep.remeasure=0"]  # 4 trials, one at a time
     config = small_sweep(tmp_path, *overrides)
     uri = config["tracking"]["uri"]
-    argv = [sys.executable, "-m", "sweeps.run", "+grid=smoke", f"sweep.name={config['sweep']['name']}",
-            "grid.variant=[baseline,kv_cache]", "grid.max_seqlen=[6]", "trial.runs=2", f"tracking.uri={uri}",
-            f"sweep.workdir={tmp_path}/work", *joining_warm_ray(), *overrides]
+    argv = driver_command(tmp_path, *overrides, *joining_warm_ray())  # the same sweep as a driver process
     MlflowClient(tracking_uri=uri).create_experiment("tokengen")  # the store exists before two processes open it
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     log = open(tmp_path / "driver.log", "w")
-    driver = subprocess.Popen(argv, cwd=tmp_path, env=env, start_new_session=True, stdout=log, stderr=log)
+    driver = subprocess.Popen(argv, cwd=tmp_path, env=driver_environment(), start_new_session=True, stdout=log,
+                              stderr=log)
     try:
         deadline = time.time() + 240
         while time.time() < deadline and driver.poll() is None:
