@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from tokengen.contract.variants import CUSTOM, VARIANTS
 from tokengen.contract.spec import SpecError, TrialSpec, parse_field
-from tokengen.contract.rules import incompatibility, problem, resolve, tool_problem
+from tokengen.contract.rules import incompatibility, problem, resolve
 
 TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
 GRID_KEYS = {"blocks", "exclude"}
@@ -133,7 +133,7 @@ def expand(trial: dict, grid: dict | None, accelerator_types: list[str] | None =
         if reason:
             plan.dropped[reason] += 1
             continue
-        wrong = problem(spec) or tool_problem(spec)
+        wrong = problem(spec)
         if wrong:
             raise SpecError(f"grid point {point}: {wrong}")
         types = accelerator_types if spec.device == "cuda" and accelerator_types else [None]

@@ -198,6 +198,11 @@ class Priced:
         return None
 
 
+def resume_runs(resume: bool, key: str, finished: set[str]) -> bool:
+    """Whether the planned trial runs (a resumed sweep reuses a finished key)."""
+    return not (resume and key in finished)
+
+
 def money(usd: float) -> str:
     """Dollars with cents, or three significant figures below a dollar (a smoke sweep costs fractions of a cent)."""
     return f"${usd:,.2f}" if usd >= 1 else f"${usd:.3g}"
@@ -267,16 +272,32 @@ def breakdown(fields: dict, model, found: Estimate) -> dict:
     return {**{part: run * count for part, count in counts.items()}, **fixed, "run_s": run}
 
 
+WARM_COMPILE_SHARE = 0.3
+"""With sweep.inductor_cache=per_sweep, what a compile costs once a trial of the same graphs compiled:
+dynamo traces again and CUDA graphs are captured again, inductor's kernels come from the shared cache."""
+COMPILED_GRAPH = ("model", "dtype", "device", "cache", "compile", "engine", "batch_size", "requests")
+"""The fields that decide which graphs a compile makes: twins differing in their stop check share them."""
+
+
 def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, cluster_types: list[str],
-               finished: set[str], resume: bool) -> tuple[pd.DataFrame, int]:
-    """One row per planned trial; also how many device types were assumed."""
-    rows, assumed = [], 0
+               finished: set[str], resume: bool, shared_compiles: bool = False) -> tuple[pd.DataFrame, int]:
+    """One row per planned trial; also how many device types were assumed. With `shared_compiles` (one
+    inductor cache for the sweep) the first trial of each compiled graph pays its compile, the rest a share."""
+    rows, assumed, compiled = [], 0, set()
     for trial in trials:
         key = trial.key  # a hash of the spec: once per trial
         fields = trial_fields(trial, key)
         found = estimate(fields, model)
         parts = breakdown(fields, model, found)
         seconds, low, high = found.seconds, found.low, found.high
+        graph = tuple(fields.get(name) for name in COMPILED_GRAPH)
+        if shared_compiles and fields.get("compile", "off") != "off" and resume_runs(resume, key, finished):
+            if graph in compiled:
+                saved = parts["compile_s"] * (1.0 - WARM_COMPILE_SHARE)
+                parts["compile_s"] -= saved
+                scale = (seconds - saved) / seconds if seconds > 0 else 1.0
+                seconds, low, high = seconds * scale, low * scale, high * scale
+            compiled.add(graph)
         extra = 0.0
         if rounds:
             timed = fixed_runs(fields)
@@ -286,7 +307,7 @@ def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, clu
             seconds, high = seconds + extra, high + rounds * one_round
         device, guessed = device_type(fields, model, cluster_types)
         assumed += guessed
-        rows.append({**fields, "action": REUSED if resume and key in finished else RUN, "device_type": device,
+        rows.append({**fields, "action": RUN if resume_runs(resume, key, finished) else REUSED, "device_type": device,
                      "pool": pool_of(fields["device"], trial.accelerator_type), "estimated_s": seconds,
                      "low_s": low, "high_s": high, "basis": found.basis,
                      "in_trial_s": seconds - parts["harness_s"], **parts, "remeasure_s": extra, "order": None})
@@ -312,7 +333,8 @@ def price_sweep(config: dict, plan: GridPlan | None = None, history: History | N
     rounds = remeasure_rounds(sweep)
     share, share_note = remeasured_share(history) if rounds else (0.0, "")
     cluster_types = list(workers.types)
-    table, assumed = price_rows(plan.trials, model, rounds, share, cluster_types, finished, bool(sweep["resume"]))
+    table, assumed = price_rows(plan.trials, model, rounds, share, cluster_types, finished, bool(sweep["resume"]),
+                                shared_compiles=sweep.get("inductor_cache") == "per_sweep")
     notes = []
     if assumed:
         notes.append(f"{assumed} unpinned CUDA trial(s) priced as {DEFAULT_GPU}: the store has not run them on a "

@@ -24,6 +24,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -200,7 +201,7 @@ def _run(request: TrialRequest) -> dict:
     import torch
 
     from tokengen.contract.rules import resolve
-    from tokengen.measure.profiling import UNDER_NSYS, resolve_mode, run_under_nsys
+    from tokengen.measure.profiling import UNDER_NSYS, nsys_shortfall, resolve_mode, run_under_nsys
     from tokengen.measure.trial import run_trial
 
     if request.threads:
@@ -208,11 +209,19 @@ def _run(request: TrialRequest) -> dict:
     spec = resolve(**request.spec)
     spec = dataclasses.replace(spec, profile=resolve_mode(spec.profile, spec.device))
     folder = request.path
+    note = None
     if spec.profile == "nsys" and os.environ.get(UNDER_NSYS) != "1":
-        if run_under_nsys(cli_arguments(spec.to_dict(), folder), folder, str(folder / RESULT_FILE)) != 0:
-            raise RuntimeError("the trial under nsys failed: see its log")
-        return json.loads((folder / RESULT_FILE).read_text())
+        status = run_under_nsys(cli_arguments(spec.to_dict(), folder), folder, str(folder / RESULT_FILE)) \
+            if shutil.which("nsys") else None
+        record = json.loads((folder / RESULT_FILE).read_text()) if status == 0 else None
+        note = nsys_shortfall(status, record, folder)
+        if note is None:
+            return record
+        print(f"{note}: profiled by torch.profiler instead", flush=True)
+        spec = dataclasses.replace(spec, profile="torch")
     record = run_trial(spec, str(folder / TOKENS_FILE), str(folder))
+    if note:
+        record["profile_note"] = f"{note}: profiled by torch.profiler instead"
     from tokengen.terminal_table import render
 
     print(render(record))  # the log is for people: the table `python -m tokengen` prints

@@ -10,11 +10,12 @@ import pytest
 import ray
 from mlflow import MlflowClient
 
-from sweeps.run import run_sweep
+from sweeps.run import plan_sweep, run_sweep
 from sweep_helpers import child_runs, small_sweep
 from tokengen.cli import main
+from tokengen.contract.spec import SpecError
 from tokengen.measure.profiling import strip_option
-from tokengen.measure.profiling import clip_window, nsys_command
+from tokengen.measure.profiling import clip_window, nsys_command, nsys_shortfall
 from tokengen.measure.traces import Timeline, derive, from_nsys_sqlite, from_torch_trace
 
 # Three steps on the host; GPU work 0-80, 100-180, 200-280 (us): 20 us idle between steps, the
@@ -100,12 +101,27 @@ def test_profile_input_errors(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_nsys_missing_stops_the_sweep_before_it_starts(tmp_path, capsys, monkeypatch):
+def test_nsys_is_the_trial_hosts_to_find(tmp_path, monkeypatch):
+    """A sweep's driver need not have nsys (a cluster's GPU nodes do): the plan keeps profile=nsys
+    trials on CUDA, drops them on a CPU with the reason, and runs nothing."""
     monkeypatch.setenv("PATH", "/nonexistent")  # no nsys, whatever this machine has
-    config = small_sweep(tmp_path, "trial.device=cuda", "trial.profile=nsys")
-    assert run_sweep(config) == 2
-    assert "profile=nsys needs Nsight Systems' nsys on the PATH" in capsys.readouterr().err.strip().splitlines()[-1]
+    plan = plan_sweep(small_sweep(tmp_path, "trial.device=cuda", "trial.profile=nsys"))
+    assert plan.trials and {t.spec.profile for t in plan.trials} == {"nsys"}
+    with pytest.raises(SpecError, match=r"no runnable trial \(dropped 1 point\(s\): profile=nsys needs a CUDA device"):
+        plan_sweep(small_sweep(tmp_path, "trial.profile=nsys", "grid.variant=[kv_cache]"))
     assert not ray.is_initialized()
+
+
+def test_nsys_shortfall_says_why_torch_profiles_instead(tmp_path):
+    """Where nsys is missing, fails, or (as the build inside Nsight Compute does) leaves a .qdstrm and no
+    report, the trial is profiled by torch.profiler and its record says why; a report, or a batch that
+    ended before the window, needs nothing else."""
+    assert nsys_shortfall(None, None, tmp_path) == "nsys is not on this host's PATH"
+    assert nsys_shortfall(3, None, tmp_path) == "the trial under nsys exited with status 3"
+    (tmp_path / "profile.qdstrm").write_bytes(b"x")
+    assert nsys_shortfall(0, {"profile_window": "30-50"}, tmp_path) == "nsys wrote no report (only profile.qdstrm)"
+    assert nsys_shortfall(0, {"profile_window": "30-50", "profile_report": "profile.nsys-rep"}, tmp_path) is None
+    assert nsys_shortfall(0, {"profile_window": "none"}, tmp_path) is None
 
 
 @pytest.mark.slow

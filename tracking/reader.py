@@ -24,6 +24,7 @@ from mlflow.utils.uri import is_local_uri
 from tokengen.contract.names import FAILED, FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE
 from tokengen.contract.record import SERIES, first_line, typed, with_role
 from tokengen.contract.spec import TrialSpec
+from tracking.artifact_root import relocate
 from tracking.derived import is_derived
 from tracking.measurement import attempt_of, best, latest_series
 from tracking.recorder import TrackingError, check_reachable
@@ -137,6 +138,7 @@ def open_experiment(uri: str, experiment: str) -> tuple[MlflowClient, str]:
         raise _no_sweep(uri, experiment, f"no file {uri.removeprefix('sqlite:///')}")
     client = MlflowClient(tracking_uri=uri)
     try:
+        relocate(uri)  # a store moved or copied with its mlartifacts/: its artifacts are beside it
         found = client.get_experiment_by_name(experiment)
     except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
         raise ReportError(f"cannot read tracking store {uri} ({first_line(exc)}): fix --uri") from None

@@ -32,6 +32,7 @@ from mlflow.entities import Metric, Param
 from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_LOG
 from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, first_line, with_role
 from tokengen.contract.spec import LABELS
+from tracking.artifact_root import artifact_location, relocate
 from tracking.run_names import run_name
 
 PARAMS, METRICS, SERIES_FIELDS = with_role(PARAM), with_role(METRIC), with_role(SERIES)
@@ -264,6 +265,7 @@ class Recorder:
         check_reachable(uri)
         try:
             with _one_opener(uri), _fail_fast_http():
+                relocate(uri)  # a store moved or copied with its mlartifacts/ writes beside itself
                 self.client = MlflowClient(tracking_uri=uri)
                 self.experiment_id = self._experiment_id(experiment)
         except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
@@ -295,7 +297,7 @@ class Recorder:
         if found:
             return found.experiment_id
         try:
-            return self.client.create_experiment(name)
+            return self.client.create_experiment(name, artifact_location=artifact_location(self.uri, name))
         except Exception:  # noqa: BLE001 - lost the race to a concurrent driver: use its experiment
             found = self.client.get_experiment_by_name(name)
             if found is None:

@@ -102,6 +102,7 @@ class TrialResult:
     profile_trace: str | None = _f(TAG)
     profile_report: str | None = _f(TAG)
     profile_skipped: str | None = _f(TAG)  # why a trial that asked for a profile has none (its engine cannot be traced)
+    profile_note: str | None = _f(TAG)  # why the profiler is not the one asked for (nsys wrote no report: torch's)
     gpu_idle_us_per_step: float | None = _f(METRIC)
     gpu_busy_pct: float | None = _f(METRIC)
     host_sync_us_per_step: float | None = _f(METRIC)

@@ -20,6 +20,7 @@ CUDA_ONLY = {
     "stop_check": ("pipelined", "deferred"),
     "compile": ("reduce-overhead",),
     "allocator": ("expandable",),
+    "profile": ("nsys",),
 }
 
 
@@ -124,11 +125,11 @@ def problem(spec: TrialSpec) -> str | None:
         return f"target_ci must be a fraction > 0, e.g. 0.02 for a 95% interval within 2% of the mean (got {spec.target_ci!r})"
     if not isinstance(spec.warmup, int) or spec.warmup < 0:
         return f"warmup must be an integer >= 0 (got {spec.warmup!r})"
+    if spec.profile == "nsys" and spec.device != "cuda":
+        return f"profile=nsys needs a CUDA trial (got device={spec.device}): use profile=torch"
     reason = serving_problem(spec) or incompatibility(spec)
     if reason:
         return reason
-    if spec.profile == "nsys" and spec.device != "cuda":
-        return f"profile=nsys needs a CUDA trial (got device={spec.device}): use profile=torch"
     try:
         parse_stop(spec.stop)
         parse_sampling(spec.sampling)
@@ -159,7 +160,8 @@ def positions_problem(spec: TrialSpec, limit: int) -> str | None:
 
 
 def tool_problem(spec: TrialSpec) -> str | None:
-    """What this machine lacks to run the spec's profiler, or None."""
+    """What this machine lacks to run the spec's profiler, or None. A sweep's trial asks nothing of its
+    driver's machine: the trial's host falls back to torch.profiler and says why (sweeps/trial_process.py)."""
     if spec.profile == "nsys" and not shutil.which("nsys"):
         return "profile=nsys needs Nsight Systems' nsys on the PATH: install it or use profile=torch"
     return None

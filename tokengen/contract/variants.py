@@ -40,6 +40,7 @@ VARIANTS: dict[str, dict] = {
     "hf_generate": _knobs("dynamic", engine="generate"),
     "hf_generate_static": _knobs("static", engine="generate"),
     "hf_generate_compiled": _knobs("static", "default", engine="generate"),
+    "hf_generate_cudagraph": _knobs("static", "reduce-overhead", engine="generate"),  # generate()'s best on CUDA
     # request workloads (requests > 0, tokengen/engines/request_server.py): a slot takes the next request when its own
     # ends; static_cache and its compiled kin serve the same requests batch after batch
     "static_cache_continuous": _knobs("static", batching="continuous"),

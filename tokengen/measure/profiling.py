@@ -139,6 +139,20 @@ def run_under_nsys(argv: list[str], profile_dir: Path, json_path: str | None) ->
     return 0
 
 
+def nsys_shortfall(status: int | None, record: dict | None, profile_dir: Path) -> str | None:
+    """Why a trial run under nsys has no nsys profile, or None when it has one (or its batch ended before
+    the window, which no profiler could change). `status` is run_under_nsys's, None where nsys is not on
+    the PATH. Some nsys builds (the one inside Nsight Compute) write a .qdstrm and no report."""
+    if status is None:
+        return "nsys is not on this host's PATH"
+    if status != 0:
+        return f"the trial under nsys exited with status {status}"
+    if record and (record.get("profile_report") or record.get("profile_window") == "none"):
+        return None
+    left = sorted(p.name for p in profile_dir.glob(f"{NSYS_REPORT}*"))
+    return "nsys wrote no report" + (f" (only {', '.join(left)})" if left else "")
+
+
 def strip_option(argv: list[str], option: str) -> list[str]:
     """argv without `option VALUE` or `option=VALUE`."""
     out, skip = [], False
