@@ -31,6 +31,8 @@ class SweepSettings:
     retries: int = 1  # retries for a lost node or worker; a trial's own errors are never retried
     accelerator_types: list[str] = field(default_factory=list)  # e.g. [L40S, H100]: replicate CUDA trials per type
     cpus_per_trial: Optional[int] = None  # CPU trials; None = all of a node's CPUs, one trial at a time
+    trial_gpus: Optional[int] = None  # GPUs a trial holds; None: 1 for a CUDA trial, 0 for a CPU one (1 rehearses
+    # a GPU sweep on a CPU: each trial holds a logical GPU of ray.num_gpus, as on the GPU machine)
     inductor_cache: str = "per_trial"  # per_trial (cold compiles, honest first_run_s) or per_sweep (shared, faster)
     workdir: str = "/tmp/tokengen-sweeps"  # on each node: <workdir>/<sweep name>/<key>: JSON, logs, compile caches
     remeasure: int = 1  # rounds: a finished trial judged noisy or contended runs again, up to this many more times

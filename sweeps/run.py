@@ -105,6 +105,7 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
     settings = ScheduleSettings(
         workdir=sweep["workdir"], trial_timeout_s=sweep["trial_timeout_s"], retries=sweep["retries"],
         cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
+        trial_gpus=sweep.get("trial_gpus"),
     )
     node_cpus = check_cluster(trials, settings)
     if not opened:

@@ -34,6 +34,7 @@ class ScheduleSettings:
     cpus_per_trial: int | None
     inductor_cache: str  # per_trial | per_sweep
     sweep: str
+    trial_gpus: int | None = None  # None: 1 for a CUDA trial, 0 for a CPU one
 
 
 class ClusterError(RuntimeError):
@@ -68,6 +69,8 @@ def task_options(trial: PlannedTrial, settings: ScheduleSettings, node_cpus: int
         options.update(num_gpus=1, num_cpus=settings.cpus_per_trial or 1)
     else:
         options.update(num_gpus=0, num_cpus=settings.cpus_per_trial or node_cpus)
+    if settings.trial_gpus is not None:
+        options["num_gpus"] = settings.trial_gpus
     if trial.accelerator_type:
         options["accelerator_type"] = trial.accelerator_type  # Ray's resource accelerator_type:<T>
     return options

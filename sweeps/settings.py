@@ -33,6 +33,9 @@ def check_settings(sweep: dict) -> None:
     cpus = sweep["cpus_per_trial"]
     if cpus is not None and (not _integer(cpus) or cpus < 1):
         raise SpecError(f"sweep.cpus_per_trial={cpus!r}: give 1 or more CPUs, or null for all of a node's CPUs")
+    gpus = sweep.get("trial_gpus")
+    if gpus is not None and (not _integer(gpus) or gpus < 0):
+        raise SpecError(f"sweep.trial_gpus={gpus!r}: give 0 or more GPUs per trial, or null (1 for CUDA trials, 0 for CPU)")
     if sweep["inductor_cache"] not in INDUCTOR_CACHES:
         raise SpecError(f"sweep.inductor_cache={sweep['inductor_cache']!r}: use one of {', '.join(INDUCTOR_CACHES)}")
     if not _integer(sweep["max_trials"]) or sweep["max_trials"] < 1:

@@ -61,3 +61,16 @@ def test_a_compiled_trial_records_what_its_compile_did():
     assert record["compile_graphs"] >= 1
     assert (record["compile_graph_breaks"], record["compile_recompiles"]) == (0, 0), record["compile_notes"]
     assert record["cuda_graphs"] is None
+    assert record["compile_cache"] in ("cold", "warm", "partly warm")  # torch's cache counters are read
+
+
+def test_a_compile_from_a_shared_cache_says_it_was_warm():
+    compile_counters.start()
+    counters["inductor"]["fxgraph_cache_hit"] += 2  # what inductor bumps for each graph found in its cache
+    assert compile_counters.read("default")["compile_cache"] == "warm"
+    counters["inductor"]["fxgraph_cache_miss"] += 1
+    assert compile_counters.read("default")["compile_cache"] == "partly warm"
+    compile_counters.start()
+    counters["inductor"]["fxgraph_cache_miss"] += 1
+    assert compile_counters.read("reduce-overhead")["compile_cache"] == "cold"
+    assert compile_counters.read("off")["compile_cache"] is None

@@ -134,3 +134,15 @@ def test_secrets_stay_with_the_driver(tmp_path, monkeypatch, fresh_ray):
     assert worker["MLFLOW_TRACKING_PASSWORD"] is None and worker["MLFLOW_TRACKING_USERNAME"] is None
     assert worker["PATH"]
     assert os.environ["MLFLOW_TRACKING_PASSWORD"] == "hunter2", "the driver keeps its own"
+
+
+@pytest.mark.slow
+def test_a_trial_holds_the_gpu_ray_assigned_it(tmp_path, monkeypatch, fresh_ray):
+    """sweep.trial_gpus=1 on a local Ray given one logical GPU: the trial process sees the device Ray
+    assigned its task (CUDA_VISIBLE_DEVICES), as a CUDA trial does on a GPU node; the GPU sweep's
+    rehearsal on a CPU rests on this."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    config = small_sweep(tmp_path, "ray.num_gpus=1", "sweep.trial_gpus=1", "grid.variant=[kv_cache]")
+    assert run_sweep(config) == 0
+    (run,) = child_runs(config["tracking"]["uri"])
+    assert run.data.tags["node_gpu_ids"] == "0" and run.data.tags["env_visible_devices"] == "0"

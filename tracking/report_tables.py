@@ -153,9 +153,11 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         return None
     columns = varying(frame) + ["variant"] + POINT + ["steps", "runtime_mean_s", "runtime_cv", "ttft_s", "tpot_s",
                                                       "tokens_per_s", "speedup", "interval", "compared", "vs_generate",
-                                                      "tokens", "env_vs_baseline"]
+                                                      "tokens", "env_vs_baseline", "first_run_s", "compile_cache"]
     table = _pick(rows, columns)
-    table = table.drop(columns=[c for c in ("vs_generate",) if table[c].isna().all()])
+    table = table.drop(columns=[c for c in ("vs_generate", "compile_cache") if table[c].isna().all()])
+    if "compile_cache" not in table:  # the first run says what a compile cost only beside whether it was warm
+        table = table.drop(columns=["first_run_s"])
     if not table["env_vs_baseline"].astype(bool).any():
         table = table.drop(columns=["env_vs_baseline"])
     marked = rows["speedup_marked"].astype(bool).to_numpy()

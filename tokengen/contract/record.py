@@ -67,6 +67,7 @@ class TrialResult:
     cudagraph_skips: int | None = _f(METRIC)
     cuda_graphs: str | None = _f(TAG)  # reduce-overhead only: ran | skipped (a skipped one is not a CUDA-graph result)
     compile_notes: str | None = _f(TAG)  # the first graph-break, recompile and cudagraph-skip reasons
+    compile_cache: str | None = _f(TAG)  # warm | cold | partly warm: inductor's FX graph cache over the compiles
     child_wall_s: float | None = _f(METRIC)  # the trial process as the sweep saw it
     # memory
     mem_allocated_peak_bytes: int | None = _f(METRIC)
@@ -123,6 +124,7 @@ class TrialResult:
     env_cpu_count: int | None = _f(TAG)
     env_torch_threads: int | None = _f(TAG)
     env_alloc_conf: str | None = _f(TAG)
+    env_visible_devices: str | None = _f(TAG)  # CUDA_VISIBLE_DEVICES in the trial process (Ray's assignment)
     env_fingerprint: str | None = _f(TAG)  # tokengen.contract.fingerprint: resume reuses a key only where it matches
     env_facts: str | None = _f(TAG)  # the fingerprint's facts, `device=...;threads=2;...`, to name a difference
     attempt_id: str | None = _f(TAG)  # one per result the sweep journals: MLflow records each attempt once

@@ -8,7 +8,7 @@ the record says what ran: `cuda_graphs` is `ran` or `skipped` for a reduce-overh
 report never shows a skipped one as a CUDA-graph result.
 
 torch 2.13's names: `torch._dynamo.utils.counters` ("graph_break": reason -> count; "stats":
-"unique_graphs"; "inductor": "cudagraph_skips"), and `get_compilation_metrics()` (the last compiles,
+"unique_graphs"; "inductor": "cudagraph_skips", "fxgraph_cache_hit", "fxgraph_cache_miss"), and `get_compilation_metrics()` (the last compiles,
 each with its `recompile_reason` and `cudagraph_skip_reason`). Counters are process-global:
 `start()` clears them, so a trial counts its own compiles only.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
 
 RAN, SKIPPED = "ran", "skipped"
+WARM, COLD, PARTLY_WARM = "warm", "cold", "partly warm"  # inductor's FX graph cache: every graph found, none, some
 
 
 def start() -> None:
@@ -29,7 +30,7 @@ def read(compile_mode: str) -> dict:
     """The record's compile fields; all None for an eager trial."""
     if compile_mode == "off":
         return {"compile_graphs": None, "compile_graph_breaks": None, "compile_recompiles": None,
-                "cudagraph_skips": None, "cuda_graphs": None, "compile_notes": None}
+                "cudagraph_skips": None, "cuda_graphs": None, "compile_notes": None, "compile_cache": None}
     metrics = get_compilation_metrics()
     breaks = counters["graph_break"]
     recompiles = [m.recompile_reason for m in metrics if m.recompile_reason]
@@ -46,7 +47,18 @@ def read(compile_mode: str) -> dict:
         "cudagraph_skips": skips if graphed else None,
         "cuda_graphs": (SKIPPED if skips else RAN) if graphed else None,
         "compile_notes": "; ".join(notes) or None,
+        "compile_cache": cache_state(counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]),
     }
+
+
+def cache_state(hits: int, misses: int) -> str | None:
+    """Whether the compile was warm: a shared cache (sweep.inductor_cache=per_sweep) hands a twin the
+    graphs another trial compiled, and its first run is then no measure of a cold compile."""
+    if hits and not misses:
+        return WARM
+    if misses:
+        return PARTLY_WARM if hits else COLD
+    return None
 
 
 def _first_line(text) -> str:

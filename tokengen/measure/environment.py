@@ -62,4 +62,5 @@ def environment(device: str, model: str) -> dict:
         "env_cpu_count": os.cpu_count(),
         "env_torch_threads": torch.get_num_threads(),
         "env_alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF"),
+        "env_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),  # what the scheduler gave the trial
     }

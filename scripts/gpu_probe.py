@@ -1,0 +1,88 @@
+"""scripts/gpu_sweep.sh's two checks, each ending in one line that says what is wrong (exit 2) or ok (exit 0).
+
+    gpu_probe.py [--cpu] --out versions.txt    before the sweep: the versions, and what cannot work
+    gpu_probe.py --check URI --out check.txt   after it: every finished trial saw the device Ray assigned
+                                               it, and generate() peers are among them
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+NEEDED = ("torch", "transformers", "ray", "mlflow", "hydra", "omegaconf", "sqlalchemy", "alembic", "pandas",
+          "matplotlib")
+TRANSFORMERS_FLOOR = (5, 17)
+
+
+def probe(cpu: bool) -> list[str]:
+    import platform
+
+    lines = [f"python {platform.python_version()} ({sys.executable})"]
+    for name in NEEDED:
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - any import failure: the bundle or the image lacks it
+            raise SystemExit(lines + [f"cannot import {name} ({type(exc).__name__}: {exc}): rebuild the bundle "
+                                      "(scripts/gpu_bundle.sh) for this Python"])
+        lines.append(f"{name} {getattr(module, '__version__', '?')}")
+    import torch
+    import transformers
+
+    if tuple(int(p) for p in transformers.__version__.split(".")[:2]) < TRANSFORMERS_FLOOR:
+        raise SystemExit(lines + [f"transformers {transformers.__version__} is older than 5.17.0, the oldest tested"])
+    if torch.cuda.is_available():
+        lines.append(f"gpu {torch.cuda.get_device_name()} ({torch.cuda.device_count()} visible), cuda {torch.version.cuda}")
+        from tokengen.measure.environment import cuda_driver_version
+
+        lines.append(f"driver {cuda_driver_version()}")
+    elif not cpu:
+        raise SystemExit(lines + ["torch sees no CUDA device: run on the GPU machine, or rehearse with --rehearse"])
+    else:
+        lines.append("gpu none (rehearsal on the CPU: Ray is given one logical GPU)")
+    import shutil
+
+    lines.append(f"nsys {shutil.which('nsys') or 'not found: the nsys trial is profiled by torch.profiler'}")
+    return lines + ["ok"]
+
+
+def check(uri: str) -> list[str]:
+    from tracking.reader import load_sweep
+
+    runs = load_sweep(uri, "tokengen", "gpu")
+    trials = runs.trials
+    finished = trials[trials["status"] == "FINISHED"]
+    lines = [f"{len(finished)} of {len(trials)} trial run(s) finished"]
+    wrong = finished[(finished["node_gpu_ids"].astype(str) == "") |
+                     (finished["env_visible_devices"].astype(str) != finished["node_gpu_ids"].astype(str))]
+    for _, row in wrong.iterrows():
+        lines.append(f"{row['variant']}: Ray assigned GPU {row['node_gpu_ids']!r}, the trial saw "
+                     f"CUDA_VISIBLE_DEVICES={row['env_visible_devices']!r}")
+    peers = sorted(set(finished["variant"]) & {v for v in finished["variant"] if str(v).startswith("hf_generate")})
+    lines.append(f"generate() peers finished: {', '.join(peers) or 'none'}")
+    if finished.empty or len(wrong) or not peers:
+        raise SystemExit(lines + ["not every finished trial saw its assigned device, or no peer finished"])
+    return lines + ["ok"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", action="store_true", help="a rehearsal: no CUDA device expected")
+    parser.add_argument("--check", metavar="URI", help="check the sweep recorded in this store")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        lines, status = (check(args.check) if args.check else probe(args.cpu)), 0
+    except SystemExit as stop:
+        if not isinstance(stop.code, list):
+            raise
+        lines, status = stop.code, 2
+    args.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""scripts/gpu_sweep.sh fits a borrowed GPU's minutes, and its bundle is what the GPU machine can install:
+the steps' limits add up to the 330 s its header promises; the bundle leaves out what Ray's sweeps never
+load, keeps its RECORD true to its files, and carries nothing the image already has."""
+
+from __future__ import annotations
+
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import gpu_bundle  # noqa: E402 - a script's module, beside it
+
+SCRIPT = ROOT / "scripts" / "gpu_sweep.sh"
+
+
+def test_the_limits_in_the_script_add_up_to_its_header_and_to_at_most_330_s():
+    text = SCRIPT.read_text()
+    steps = [int(n) for n in re.findall(r"\bstep [a-z]+ (\d+) ", text)]
+    header = re.search(r"^# Limits, from a cold machine \(seconds\): (.*) = (\d+)\.", text, flags=re.M)
+    parts = [int(n) for n in re.findall(r"(\d+)", header.group(1))]
+    assert parts == steps, "the header's sum names the script's own limits, in order"
+    assert sum(parts) == int(header.group(2)) <= 330
+
+
+def _wheel(path: Path, files: dict[str, bytes]) -> Path:
+    record = "".join(f"{name},sha256=x,{len(data)}\n" for name, data in files.items())
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, data)
+        wheel.writestr("ray-2.60.0.dist-info/RECORD", record)
+    return path
+
+
+def test_ray_is_repacked_stored_without_the_java_workers_and_the_dashboards_web_app(tmp_path):
+    files = {"ray/__init__.py": b"x" * 100, "ray/jars/ray_dist.jar": b"j" * 100,
+             "ray/dashboard/client/build/index.html": b"h", "ray/dashboard/modules/x.py": b"m"}
+    source = _wheel(tmp_path / "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl", files)
+    (tmp_path / "out").mkdir()
+    gpu_bundle.repack(source, tmp_path / "out")
+    with zipfile.ZipFile(tmp_path / "out" / source.name) as wheel:
+        names = set(wheel.namelist())
+        assert {i.compress_type for i in wheel.infolist()} == {zipfile.ZIP_STORED}  # xz compresses the archive
+        record = wheel.read("ray-2.60.0.dist-info/RECORD").decode()
+    assert names == {"ray/__init__.py", "ray/dashboard/modules/x.py", "ray-2.60.0.dist-info/RECORD"}
+    assert "jars" not in record and "client/build" not in record and "ray/__init__.py" in record
+
+
+def test_the_bundle_needs_are_not_on_the_image_and_the_image_has_the_trials_own_needs():
+    image, needs = gpu_bundle.listed(gpu_bundle.IMAGE), gpu_bundle.listed(gpu_bundle.NEEDS)
+    assert not set(needs) & set(image)
+    assert {"torch", "transformers", "pandas", "matplotlib", "psutil", "nvidia-ml-py"} <= set(image)
+    assert image["transformers"] == "5.17.0" and gpu_bundle.normalized("Huggingface_Hub") == "huggingface-hub"
