@@ -83,9 +83,11 @@ def repack(wheel: Path, into: Path) -> int:
                 continue
             data = source.read(info)
             if info.filename.endswith(".dist-info/RECORD") and drop:
-                lines = [l for l in data.decode().splitlines() if not l.startswith(drop)]
+                lines = [line for line in data.decode().splitlines() if not line.startswith(drop)]
                 data = ("\n".join(lines) + "\n").encode()
-            out.writestr(info.filename, data, zipfile.ZIP_STORED)
+            entry = zipfile.ZipInfo(info.filename, info.date_time)
+            entry.external_attr = info.external_attr  # the mode bits: Ray's gcs_server and raylet are executables
+            out.writestr(entry, data, zipfile.ZIP_STORED)
     return target.stat().st_size
 
 
@@ -104,9 +106,10 @@ def build(python: str, out_dir: Path) -> Path:
                 provided.append(f"{name}=={version}")
                 continue
             carried.append(f"{name}=={version}  {repack(wheel, stored)} bytes stored")
-        archive = out_dir / ARCHIVE
-        with tarfile.open(archive, "w:xz", preset=6) as tar:
+        archive, partial = out_dir / ARCHIVE, out_dir / f"{ARCHIVE}.partial"
+        with tarfile.open(partial, "w:xz", preset=6) as tar:
             tar.add(stored, arcname="wheels")
+        partial.replace(archive)  # a bundle stopped half-way is never taken for a whole one
         manifest = [f"# wheels for CPython {python} on x86_64 Linux, built {archive.name}", "[carried]", *carried,
                     "[provided by the image] (resolved here, left out)", *provided]
         (out_dir / MANIFEST).write_text("\n".join(manifest) + "\n")

@@ -49,9 +49,12 @@ def probe(cpu: bool) -> list[str]:
 
 
 def check(uri: str) -> list[str]:
-    from tracking.reader import load_sweep
+    from tracking.reader import ReportError, load_sweep
 
-    runs = load_sweep(uri, "tokengen", "gpu")
+    try:
+        runs = load_sweep(uri, "tokengen", "gpu")
+    except ReportError as exc:
+        raise SystemExit([f"the store holds no GPU sweep to check: {exc}"]) from None
     trials = runs.trials
     finished = trials[trials["status"] == "FINISHED"]
     lines = [f"{len(finished)} of {len(trials)} trial run(s) finished"]

@@ -10,7 +10,7 @@
 #                                             # the same bundle steps, the grid on the CPU (models shrunk,
 #                                             # CUDA-only rows dropped with their reason), one logical GPU
 #
-# Limits, from a cold machine (seconds): unpack 40 + probe 30 + sweep 215 + report 30 + check 5 + ui 5 + pack 5 = 330.
+# Limits, from a cold machine (seconds): unpack 40 + probe 30 + sweep 200 + report 30 + check 15 + ui 10 + pack 5 = 330.
 # Run again on the same machine, it resumes: the store, the journal and the compile cache live in
 # $TOKENGEN_GPU_STATE (default .gpu_sweep/, git-ignored), so only what did not finish runs again.
 # Out: store.tar.xz (mlflow.db and mlartifacts/, open it anywhere), report.tar.xz, logs.tar.xz, steps.log,
@@ -32,6 +32,7 @@ say() { echo "gpu_sweep: $*" | tee -a "$LOG" >&2; }
 step() {  # step NAME LIMIT_S COMMAND...: its output in steps.log, its status said
   local name=$1 limit=$2 started=$SECONDS status
   shift 2
+  if declare -F "$1" >/dev/null; then export -f "$1"; set -- bash -c "$1"; fi  # timeout runs programs, not functions
   timeout --signal=TERM --kill-after=10 "$limit" "$@" >>"$LOG" 2>&1
   status=$?
   say "$name: exit $status in $((SECONDS - started)) s (limit $limit s)"
@@ -46,6 +47,7 @@ if [[ $REHEARSE == 1 ]]; then
 fi
 mkdir -p "$STATE"
 SITE=$(mktemp -d)/site
+export SITE BUNDLE PYTHON STATE OUT
 trap 'rm -rf "$(dirname "$SITE")" ${REHEARSE_STATE:+"$(dirname "$REHEARSE_STATE")"}' EXIT
 
 # 1. the bundle into a site folder of its own, exactly as on the GPU machine
@@ -68,24 +70,29 @@ step probe 30 "$PYTHON" "$REPO/scripts/gpu_probe.py" $([[ $REHEARSE == 1 ]] && e
 URI=sqlite:///$STATE/mlflow.db
 overrides=(+grid=gpu "tracking.uri=$URI" "sweep.workdir=$STATE/work" ray.num_gpus=1)
 [[ $REHEARSE == 1 ]] && overrides+=(trial.device=cpu sweep.trial_gpus=1 '+grid.model=[tiny]' '+grid.max_seqlen=[32]')
-(cd "$STATE" && step sweep 215 "$PYTHON" -m sweeps.run "${overrides[@]}")
+(cd "$STATE" && step sweep 200 "$PYTHON" -m sweeps.run "${overrides[@]}")
 sweep_status=$?
 
 # 4. the report from what the store holds (the sweep writes one when it ends; a stopped one did not)
 (cd "$STATE" && step report 30 "$PYTHON" -m tracking.report --uri "$URI" --sweep gpu --out "$STATE/reports")
 
 # 5. every trial on the device Ray assigned it; the UI's view opens on the store
-(cd "$STATE" && step check 5 "$PYTHON" "$REPO/scripts/gpu_probe.py" --check "$URI" --out "$OUT/check.txt" &&
-  step ui 5 "$PYTHON" -m tracking.ui --uri "$URI" --sweep gpu --print-only)
+(cd "$STATE" && step check 15 "$PYTHON" "$REPO/scripts/gpu_probe.py" --check "$URI" --out "$OUT/check.txt" &&
+  step ui 10 "$PYTHON" -m tracking.ui --uri "$URI" --sweep gpu --print-only)
 check_status=$?
 
 # 6. at most 8 files back: artifacts over LARGE_MIB (traces, nsys reports) stay behind, listed
 (cd "$STATE" && find mlartifacts reports work -type f -size +"$LARGE_MIB"M 2>/dev/null | sort) >"$OUT/left_out.txt"
-pack() {
-  tar -C "$STATE" -cJf "$OUT/store.tar.xz" -X "$OUT/left_out.txt" mlflow.db mlartifacts &&
-    tar -C "$STATE" -cJf "$OUT/report.tar.xz" -X "$OUT/left_out.txt" reports &&
-    tar -C "$STATE" -cJf "$OUT/logs.tar.xz" -X "$OUT/left_out.txt" --exclude='*/inductor/*' --exclude='*.json.gz' \
-      $(cd "$STATE" && ls -d outputs .sweeps work 2>/dev/null)
+pack() {  # each archive of what exists: a sweep that stopped early still sends its logs
+  local status=0 name list paths
+  for name in store:mlflow.db,mlartifacts report:reports logs:outputs,.sweeps,work; do
+    list=${name#*:}
+    paths=$(cd "$STATE" && for p in ${list//,/ }; do [[ -e $p ]] && echo "$p"; done)
+    [[ -n $paths ]] || continue
+    # shellcheck disable=SC2086
+    tar -C "$STATE" -cJf "$OUT/${name%%:*}.tar.xz" -X "$OUT/left_out.txt" --exclude='*/inductor/*' $paths || status=1
+  done
+  return $status
 }
 step pack 5 pack
 say "sweep exit $sweep_status, check exit $check_status; $(wc -l <"$OUT/left_out.txt") file(s) left out; $(ls "$OUT" | wc -l) file(s) in $OUT"

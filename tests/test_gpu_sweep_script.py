@@ -26,17 +26,22 @@ def test_the_limits_in_the_script_add_up_to_its_header_and_to_at_most_330_s():
     assert sum(parts) == int(header.group(2)) <= 330
 
 
+EXECUTABLE = "ray/core/src/ray/gcs/gcs_server"
+
+
 def _wheel(path: Path, files: dict[str, bytes]) -> Path:
     record = "".join(f"{name},sha256=x,{len(data)}\n" for name, data in files.items())
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as wheel:
         for name, data in files.items():
-            wheel.writestr(name, data)
+            entry = zipfile.ZipInfo(name)
+            entry.external_attr = (0o755 if name == EXECUTABLE else 0o644) << 16
+            wheel.writestr(entry, data)
         wheel.writestr("ray-2.60.0.dist-info/RECORD", record)
     return path
 
 
 def test_ray_is_repacked_stored_without_the_java_workers_and_the_dashboards_web_app(tmp_path):
-    files = {"ray/__init__.py": b"x" * 100, "ray/jars/ray_dist.jar": b"j" * 100,
+    files = {"ray/__init__.py": b"x" * 100, "ray/jars/ray_dist.jar": b"j" * 100, EXECUTABLE: b"\x7fELF",
              "ray/dashboard/client/build/index.html": b"h", "ray/dashboard/modules/x.py": b"m"}
     source = _wheel(tmp_path / "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl", files)
     (tmp_path / "out").mkdir()
@@ -45,7 +50,9 @@ def test_ray_is_repacked_stored_without_the_java_workers_and_the_dashboards_web_
         names = set(wheel.namelist())
         assert {i.compress_type for i in wheel.infolist()} == {zipfile.ZIP_STORED}  # xz compresses the archive
         record = wheel.read("ray-2.60.0.dist-info/RECORD").decode()
-    assert names == {"ray/__init__.py", "ray/dashboard/modules/x.py", "ray-2.60.0.dist-info/RECORD"}
+        modes = {i.filename: i.external_attr >> 16 for i in wheel.infolist()}
+    assert names == {"ray/__init__.py", "ray/dashboard/modules/x.py", EXECUTABLE, "ray-2.60.0.dist-info/RECORD"}
+    assert modes[EXECUTABLE] == 0o755 and modes["ray/__init__.py"] == 0o644  # pip keeps the executable bit
     assert "jars" not in record and "client/build" not in record and "ray/__init__.py" in record
 
 

@@ -25,7 +25,7 @@ def composed(*overrides: str) -> dict:
 
 @pytest.mark.parametrize(
     "grid, count",
-    [("smoke", 16), ("article", 41), ("full", 3960), ("scaling", 192), ("harness", 12), ("serving", 12)],
+    [("smoke", 16), ("article", 41), ("full", 3960), ("scaling", 192), ("harness", 12), ("serving", 12), ("gpu", 25)],
 )
 def test_every_grid_composes_and_expands(grid, count):
     plan = plan_sweep(composed(f"+grid={grid}"))
@@ -34,7 +34,27 @@ def test_every_grid_composes_and_expands(grid, count):
 
 
 def test_every_grid_file_is_counted():
-    assert {p.stem for p in Path(CONF, "grid").glob("*.yaml")} == {"smoke", "article", "full", "scaling", "harness", "serving"}
+    assert {p.stem for p in Path(CONF, "grid").glob("*.yaml")} == {"smoke", "article", "full", "scaling", "harness", "serving", "gpu"}
+
+
+def test_the_gpu_grid_holds_the_articles_point_with_generates_peers_and_rehearses_on_a_cpu():
+    config = composed("+grid=gpu")
+    assert config["sweep"]["remeasure"] == 0 and config["trial"]["runs"] == 3  # GPU time is dear: fixed counts
+    trials = plan_sweep(config).trials
+    point = {t.spec.variant for t in trials if (t.spec.model, t.spec.dtype, t.spec.batch_size) == ("gpt2", "float32", 32)
+             and t.spec.requests == 0}
+    assert {"baseline", "static_cudagraph_pipelined", "hf_generate", "hf_generate_static", "hf_generate_compiled",
+            "hf_generate_cudagraph"} <= point
+    assert {t.spec.variant for t in trials if t.spec.model == "gpt2-xl"} == {"static_cudagraph_pipelined",
+                                                                               "hf_generate_cudagraph"}
+    assert [t.spec.variant for t in trials if t.spec.profile == "nsys"] == ["static_cudagraph_pipelined"]
+    assert {t.spec.variant for t in trials if t.spec.requests} == {"static_cache", "static_cache_continuous",
+                                                                   "hf_generate_batch"}
+    # scripts/gpu_sweep.sh --rehearse: the same grid on the CPU, models shrunk, CUDA-only rows dropped with reasons
+    rehearsal = plan_sweep(composed("+grid=gpu", "trial.device=cpu", "+grid.model=[tiny]", "+grid.max_seqlen=[32]"))
+    assert {t.spec.model for t in rehearsal.trials} == {"tiny"} and "hf_generate_compiled" in {
+        t.spec.variant for t in rehearsal.trials}
+    assert any("needs a CUDA device" in reason for reason in rehearsal.dropped)
 
 
 def test_smoke_tells_the_story_on_the_cpu_beside_the_generate_peers():
