@@ -94,8 +94,8 @@ def explain(exc: BaseException) -> str:
         return _unparsable(exc.override, str(exc))
     if isinstance(exc, MissingConfigException) and "/" in (exc.missing_cfg_file or ""):
         group, name = exc.missing_cfg_file.rsplit("/", 1)
-        return (f"+{group}={name}: no {group} named {name!r} in conf/{group}/: use one of "
-                f"{', '.join(exc.options or [])}, or add conf/{group}/{name}.yaml")
+        return (f"+{group}={name}: no {group} named {name!r}: use one of {', '.join(exc.options or [])} "
+                f"(conf/{group}/), or add {name}.yaml there")
     full_key = getattr(cause, "full_key", None)
     if full_key and _is_unknown_key(cause):
         return _unknown_key(full_key, cause)

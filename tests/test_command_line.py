@@ -22,8 +22,8 @@ FIELDS = "use one of variant, model, dtype, device, batch_size, max_seqlen, cach
     [
         (["+grid=smoke", "trial.bogus=1"], "trial.bogus is not a trial field: " + FIELDS),
         (["+grid=smoke", "trial.batch_size=abc"], "trial.batch_size='abc': give a whole number, e.g. trial.batch_size=32"),
-        (["+grid=nope"], "+grid=nope: no grid named 'nope' in conf/grid/: use one of article, full, harness, scaling, "
-                         "serving, smoke, or add conf/grid/nope.yaml"),
+        (["+grid=nope"], "+grid=nope: no grid named 'nope': use one of article, full, harness, scaling, serving, smoke "
+                         "(conf/grid/), or add nope.yaml there"),
         (["+grid=smoke", "grid.batchsize=[1]"], "grid axis 'batchsize' is not a trial field: did you mean batch_size? "
                                                 "(use one of allocator, batch_size, "),
         (["+grid=smoke", "sweep.name=smöke"], "cannot read the override sweep.name=smöke at 'ö' (character 14): "
