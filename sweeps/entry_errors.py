@@ -94,8 +94,11 @@ def explain(exc: BaseException) -> str:
         return _unparsable(exc.override, str(exc))
     if isinstance(exc, MissingConfigException) and "/" in (exc.missing_cfg_file or ""):
         group, name = exc.missing_cfg_file.rsplit("/", 1)
-        return (f"+{group}={name}: no {group} named {name!r}: use one of {', '.join(exc.options or [])} "
-                f"(conf/{group}/), or add {name}.yaml there")
+        options = ", ".join(exc.options or [])
+        if not (CONF_DIR / group).is_dir():  # one of Hydra's own groups (hydra/job_logging)
+            return f"{group}={name}: no {group} named {name!r}: use one of {options}"
+        return (f"+{group}={name}: no {group} named {name!r}: use one of {options} (conf/{group}/), or add "
+                f"{name}.yaml there")
     full_key = getattr(cause, "full_key", None)
     if full_key and _is_unknown_key(cause):
         return _unknown_key(full_key, cause)
@@ -143,7 +146,8 @@ def _wrong_value(full_key: str, cause: BaseException) -> str:
     parent = getattr(cause, "parent_node", None)
     if "is not a subclass of" in message:
         sample = next(iter(parent.get(full_key) or {}), "KEY") if hasattr(parent, "get") else "KEY"
-        return f"{full_key}={value!r}: {full_key} is a group of settings, not a value: set one of them, e.g. {full_key}.{sample}=..."
+        return (f"{full_key}={value!r}: {full_key} is a group of settings, not a value: set one of them, e.g. "
+                f"{full_key}.{sample}=...")
     for word, (wanted, sample) in TYPE_WORDS.items():
         if word in message:
             current = parent.get(full_key.rsplit(".", 1)[-1]) if hasattr(parent, "get") else None

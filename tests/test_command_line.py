@@ -21,7 +21,8 @@ FIELDS = "use one of variant, model, dtype, device, batch_size, max_seqlen, cach
     "argv, line",
     [
         (["+grid=smoke", "trial.bogus=1"], "trial.bogus is not a trial field: " + FIELDS),
-        (["+grid=smoke", "trial.batch_size=abc"], "trial.batch_size='abc': give a whole number, e.g. trial.batch_size=32"),
+        (["+grid=smoke", "trial.batch_size=abc"],
+         "trial.batch_size='abc': give a whole number, e.g. trial.batch_size=32"),
         (["+grid=nope"], "+grid=nope: no grid named 'nope': use one of article, full, harness, scaling, serving, smoke "
                          "(conf/grid/), or add nope.yaml there"),
         (["+grid=smoke", "grid.batchsize=[1]"], "grid axis 'batchsize' is not a trial field: did you mean batch_size? "
@@ -29,11 +30,12 @@ FIELDS = "use one of variant, model, dtype, device, batch_size, max_seqlen, cach
         (["+grid=smoke", "sweep.name=smöke"], "cannot read the override sweep.name=smöke at 'ö' (character 14): "
                                               "Hydra's override grammar takes plain values of ASCII letters"),
         (["+grid=smoke", "grid.seed=[1,2]"], "grid.seed is not an axis of this grid: add it with +grid.seed=[...]"),
-        (["+grid=smoke", "sweep.nmae=x"], "sweep.nmae is not a sweep setting: did you mean sweep.name? (use one of name, "),
+        (["+grid=smoke", "sweep.nmae=x"],
+         "sweep.nmae is not a sweep setting: did you mean sweep.name? (use one of name, "),
         (["+grid=smoke", "sweep.resume=maybe"], "sweep.resume='maybe': give true or false, e.g. sweep.resume=true"),
         (["+grid=smoke", "+grid=full"], "+grid= is given more than once: keep one +grid=NAME"),
-        (["+grid=smoke", "grid.batch_size=[1,2"], "cannot read the override grid.batch_size=[1,2 (no viable alternative "
-                                                  "at input '[1,2'): close its brackets and quotes"),
+        (["+grid=smoke", "grid.batch_size=[1,2"],
+         "cannot read the override grid.batch_size=[1,2 (no viable alternative at input '[1,2'): close its brackets"),
         (["--cfg", "job", f"tracking.uri=http://user:{SECRET}@127.0.0.1:5000"],
          "tracking.uri carries credentials: use tracking.uri=http://127.0.0.1:5000 and put them in "
          "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),

@@ -226,7 +226,8 @@ def open_client(uri: str, use: str = "write to") -> MlflowClient:
         with _fail_fast_http():
             return MlflowClient(tracking_uri=uri)
     except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
-        raise TrackingError(f"cannot {use} tracking store {redacted(uri)} ({first_line(exc)}): fix tracking.uri") from None
+        raise TrackingError(f"cannot {use} tracking store {redacted(uri)} ({first_line(exc)}): "
+                            "fix tracking.uri") from None
 
 
 def _metric_value(value) -> float | None:
