@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from tracking import ui
-from tracking.recorder import Recorder
+from tracking.recorder import Recorder, TrackingError
 from tracking.report import main as report_main
 
 SECRET = "s3cret-Pa55"
@@ -73,3 +73,12 @@ def test_a_port_in_use_is_one_line_before_any_server_starts(store, tmp_path, cap
                            "with --port (e.g. --port "), line
     assert line.endswith("), or stop what listens there")
     assert not (tmp_path / ".sweeps").exists()  # the server's log: it never started
+
+
+def test_a_database_uri_is_named_without_its_password():
+    """A database URI may carry its password (MLflow's SQLAlchemy store takes it there): a store that cannot
+    be opened is named without it."""
+    with pytest.raises(TrackingError) as refused:
+        Recorder(f"postgresql://user:{SECRET}@127.0.0.1:9/mlflow", "tokengen")
+    assert str(refused.value).startswith("cannot write to tracking store postgresql://127.0.0.1:9/mlflow (")
+    assert SECRET not in str(refused.value)

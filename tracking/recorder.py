@@ -296,7 +296,8 @@ class Recorder:
         except TrackingError:
             raise
         except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
-            raise TrackingError(f"cannot write to tracking store {uri} ({first_line(exc)}): fix tracking.uri") from None
+            raise TrackingError(f"cannot write to tracking store {redacted(uri)} ({first_line(exc)}): "
+                                "fix tracking.uri") from None
         self._check_writable(experiment)
         self.parent_id: str | None = None
         self.sweep = ""
@@ -313,9 +314,9 @@ class Recorder:
             text = str(exc)
             if "403" in text or "PERMISSION_DENIED" in text:
                 user = os.environ.get(CREDENTIALS[0])
-                raise TrackingError(f"user {user!r} may read experiment {experiment!r} at {self.uri} but not write to "
-                                    "it (HTTP 403): ask its admin for EDIT permission") from None
-            raise TrackingError(f"cannot write to tracking store {self.uri} ({first_line(exc)}): make it "
+                raise TrackingError(f"user {user!r} may read experiment {experiment!r} at {redacted(self.uri)} but not "
+                                    "write to it (HTTP 403): ask its admin for EDIT permission") from None
+            raise TrackingError(f"cannot write to tracking store {redacted(self.uri)} ({first_line(exc)}): make it "
                                 "writable or fix tracking.uri") from None
 
     def _experiment_id(self, name: str) -> str:
