@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sweeps import pricing
 from sweeps.config import register
+from sweeps.entry_errors import refuse_bad_command_line
 from sweeps.fingerprints import cluster_fingerprints, local_fingerprints
 from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
 from sweeps.journal import Journal, JournalError, Outbox
@@ -345,4 +346,5 @@ def main(config: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    refuse_bad_command_line()  # Hydra's own errors and a URI's password: one line, exit 2, before Hydra writes a file
     main()

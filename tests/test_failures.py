@@ -16,9 +16,13 @@ pytestmark = pytest.mark.slow  # real trials: the sweep on the session's warm Ra
 
 
 def corrupt_checkpoint(path) -> str:
-    """Valid config, garbage weights: passes planning, breaks inside the trial's process."""
-    build_model("tiny", "float32", "cpu", 0).save_pretrained(path)
-    (path / "model.safetensors").write_bytes(b"\x00garbage" * 64)
+    """Valid config, a whole safetensors file of tensors the wrong shape: passes planning (a truncated or
+    garbage file does not: tests/test_weight_files.py), breaks inside the trial's process."""
+    from safetensors.torch import save_file
+
+    net = build_model("tiny", "float32", "cpu", 0)
+    net.save_pretrained(path)
+    save_file({name: t[:1].clone() for name, t in net.state_dict().items()}, str(path / "model.safetensors"))
     return str(path)
 
 

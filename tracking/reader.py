@@ -24,10 +24,9 @@ from mlflow.utils.uri import is_local_uri
 from tokengen.contract.names import FAILED, FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE
 from tokengen.contract.record import SERIES, first_line, typed, with_role
 from tokengen.contract.spec import TrialSpec
-from tracking.artifact_root import relocate
 from tracking.derived import is_derived
 from tracking.measurement import attempt_of, best, latest_series
-from tracking.recorder import TrackingError, check_reachable
+from tracking.recorder import TrackingError, check_credentials, check_reachable, open_client
 
 PAGE = 5000
 
@@ -129,16 +128,18 @@ def _no_sweep(uri: str, experiment: str, why: str) -> ReportError:
 
 
 def open_experiment(uri: str, experiment: str) -> tuple[MlflowClient, str]:
-    """The client and experiment id; a missing SQLite file is an error here, never a new empty store."""
+    """The client and experiment id; a missing SQLite file is an error here, never a new empty store; a
+    URI's credentials are refused, never printed; a store that is not one is one line (the check a sweep
+    makes before Ray, tracking.recorder.open_client)."""
     try:
+        check_credentials(uri, "--uri ")
         check_reachable(uri)
+        if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+            raise _no_sweep(uri, experiment, f"no file {uri.removeprefix('sqlite:///')}")
+        client = open_client(uri, "read")
     except TrackingError as exc:
         raise ReportError(str(exc).replace("fix tracking.uri", "fix --uri")) from None
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
-        raise _no_sweep(uri, experiment, f"no file {uri.removeprefix('sqlite:///')}")
-    client = MlflowClient(tracking_uri=uri)
     try:
-        relocate(uri)  # a store moved or copied with its mlartifacts/: its artifacts are beside it
         found = client.get_experiment_by_name(experiment)
     except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
         raise ReportError(f"cannot read tracking store {uri} ({first_line(exc)}): fix --uri") from None

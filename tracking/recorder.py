@@ -58,14 +58,29 @@ def is_server(uri: str) -> bool:
     return urllib.parse.urlparse(uri).scheme in SERVER_SCHEMES
 
 
+def redacted(uri: str) -> str:
+    """The URI without the user and password its authority may carry, for a printed line."""
+    parsed = urllib.parse.urlsplit(uri)
+    if "@" not in parsed.netloc:
+        return uri
+    return parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[1]).geturl()
+
+
+def check_credentials(uri: str, option: str = "tracking.uri=") -> None:
+    """Refuse a server's URI that carries a user or a password (`option` is how the user gave it:
+    `tracking.uri=` or `--uri `), naming it without them: a password on a command line ends up in files
+    and printed lines, and MLflow's client takes it from the environment anyway."""
+    parsed = urllib.parse.urlsplit(uri)
+    if parsed.scheme in SERVER_SCHEMES and "@" in parsed.netloc:
+        raise TrackingError(f"{option.rstrip('= ')} carries credentials: use {option}{redacted(uri)} and put them in "
+                            f"{CREDENTIALS[0]} and {CREDENTIALS[1]}, which stay with the driver")
+
+
 def check_uri(uri: str) -> None:
     """Refuse a URI MLflow would misread, before anything is created: one line that names the fix
     (and never the password a URI may carry)."""
+    check_credentials(uri)
     parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme in SERVER_SCHEMES and (parsed.username or parsed.password):
-        shown = parsed._replace(netloc=parsed.hostname + (f":{parsed.port}" if parsed.port else "")).geturl()
-        raise TrackingError(f"tracking.uri carries credentials: use tracking.uri={shown} and put them in "
-                            f"{CREDENTIALS[0]} and {CREDENTIALS[1]}, which stay with the driver")
     scheme = parsed.scheme.split("+", 1)[0]
     if scheme in SERVER_SCHEMES + DATABASE_SCHEMES:
         return
@@ -204,6 +219,20 @@ def _one_opener(uri: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def open_client(uri: str, use: str = "write to") -> MlflowClient:
+    """A client on the store, or TrackingError in one line (`use`: what the caller came to do, "write to"
+    or "read"): MLflow opens a database store (and creates or migrates its tables) as the client is
+    made, so a file that is not a database, or a truncated one, fails here, not as a traceback."""
+    try:
+        with _fail_fast_http():
+            client = MlflowClient(tracking_uri=uri)
+        relocate(uri)  # a store moved or copied with its mlartifacts/: its artifacts are beside it
+        return client
+    except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
+        raise TrackingError(f"cannot {use} tracking store {redacted(uri)} ({first_line(exc)}): "
+                            "fix tracking.uri") from None
+
+
 def _metric_value(value) -> float | None:
     """What MLflow can store as a metric: a finite number (bools as 0/1), else None."""
     if isinstance(value, bool):
@@ -265,11 +294,13 @@ class Recorder:
         check_reachable(uri)
         try:
             with _one_opener(uri), _fail_fast_http():
-                relocate(uri)  # a store moved or copied with its mlartifacts/ writes beside itself
-                self.client = MlflowClient(tracking_uri=uri)
+                self.client = open_client(uri)
                 self.experiment_id = self._experiment_id(experiment)
+        except TrackingError:
+            raise
         except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
-            raise TrackingError(f"cannot write to tracking store {uri} ({first_line(exc)}): fix tracking.uri") from None
+            raise TrackingError(f"cannot write to tracking store {redacted(uri)} ({first_line(exc)}): "
+                                "fix tracking.uri") from None
         self._check_writable(experiment)
         self.parent_id: str | None = None
         self.sweep = ""
@@ -286,9 +317,9 @@ class Recorder:
             text = str(exc)
             if "403" in text or "PERMISSION_DENIED" in text:
                 user = os.environ.get(CREDENTIALS[0])
-                raise TrackingError(f"user {user!r} may read experiment {experiment!r} at {self.uri} but not write to "
-                                    "it (HTTP 403): ask its admin for EDIT permission") from None
-            raise TrackingError(f"cannot write to tracking store {self.uri} ({first_line(exc)}): make it "
+                raise TrackingError(f"user {user!r} may read experiment {experiment!r} at {redacted(self.uri)} but not "
+                                    "write to it (HTTP 403): ask its admin for EDIT permission") from None
+            raise TrackingError(f"cannot write to tracking store {redacted(self.uri)} ({first_line(exc)}): make it "
                                 "writable or fix tracking.uri") from None
 
     def _experiment_id(self, name: str) -> str:

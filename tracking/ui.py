@@ -26,6 +26,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -161,12 +162,35 @@ def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
     return False
 
 
+def port_problem(port: int, host: str = "127.0.0.1") -> str | None:
+    """Why the light server could not listen on the port now, or None: found before it starts, since a
+    server already there would answer the health probe in its place (gunicorn and uvicorn set
+    SO_REUSEADDR, so a closed connection's TIME_WAIT does not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OverflowError:
+            return f"--port {port} is not a port: give one from 1 to 65535"
+        except OSError as exc:
+            return (f"port {port} on {host} is in use ({exc.strerror}): pass a free one with --port (e.g. --port "
+                    f"{_free_port(host)}), or stop what listens there")
+    return None
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
 def _interrupt(*_) -> None:
     raise KeyboardInterrupt
 
 
 def serve(uri: str, port: int, url: str, log: Path, timeout_s: float = 300) -> int:
-    """Run the light server until Ctrl-C (or SIGTERM), its output in `log`; 1 if it does not come up."""
+    """Run the light server until Ctrl-C (or SIGTERM), its output in `log`; 1 if it does not come up or stops
+    on its own (the port was checked free before: main)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", *server_argv(uri, port)]  # python -m mlflow server ...
     print(f"ui: starting `{server_command(uri, port)}` (its output: {log})", file=sys.stderr, flush=True)
@@ -182,8 +206,10 @@ def serve(uri: str, port: int, url: str, log: Path, timeout_s: float = 300) -> i
             return 1
         print(url, flush=True)
         print("ui: serving until Ctrl-C", file=sys.stderr, flush=True)
-        proc.wait()
-        return 1  # it stopped on its own
+        status = proc.wait()
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+        print(f"error: the MLflow server stopped on its own (exit {status}): " + " / ".join(tail), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 0
     finally:
@@ -226,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr)
         print(url)
         return 0
+    taken = port_problem(args.port)
+    if taken:
+        print(f"error: {taken}", file=sys.stderr)
+        return 2
     return serve(args.uri, args.port, url, Path(".sweeps") / "logs" / f"mlflow-ui-{args.port}.log")
 
 

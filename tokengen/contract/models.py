@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokengen.contract.spec import SpecError
+from tokengen.contract.weight_files import weights_problem
 
 CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 """How transformers names a decoder LM's architecture (GPT2LMHeadModel, LlamaForCausalLM)."""
@@ -66,6 +67,9 @@ def model_facts(model: str) -> ModelFacts:
         )
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise SpecError(f"model path {model!r} has no weights (*.safetensors or *.bin): save the model there too")
+    damaged = weights_problem(path)
+    if damaged:
+        raise SpecError(f"model path {model!r}: {damaged}")
     eos = config.get("eos_token_id")
     return ModelFacts(
         positions=int(config.get("n_positions") or config.get("max_position_embeddings") or 1 << 30),

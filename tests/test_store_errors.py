@@ -1,0 +1,84 @@
+"""`python -m tracking.report` and `python -m tracking.ui` on a store that is not one, a URI that carries
+a password, a port already taken: one line that names the fix, exit 2, before anything is written,
+printed or started. The stores are real SQLite files written by the sweep's own Recorder, then damaged."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from tracking import ui
+from tracking.recorder import Recorder, TrackingError
+from tracking.report import main as report_main
+
+SECRET = "s3cret-Pa55"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A store with one sweep and its saved view, as a sweep and its report leave them."""
+    root = tmp_path_factory.mktemp("store")
+    uri = f"sqlite:///{root}/mlflow.db"
+    recorder = Recorder(uri, "tokengen")
+    recorder.start_sweep("s", {}, resume=False)
+    ui.publish_view(recorder.client, recorder.experiment_id, "s", recorder.parent_id)
+    return root / "mlflow.db"
+
+
+def one_line(capsys) -> str:
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1, (out, err)
+    return lines[0]
+
+
+@pytest.mark.parametrize("damage, reason", [("random", "file is not a database"),
+                                            ("truncated", "database disk image is malformed")])
+@pytest.mark.parametrize("command", ["report", "ui"])
+def test_a_corrupt_store_is_one_line_and_exit_2(store, tmp_path, capsys, monkeypatch, damage, reason, command):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "mlflow.db"
+    whole = store.read_bytes()
+    path.write_bytes(os.urandom(64 * 1024) if damage == "random" else whole[: len(whole) // 3])
+    before = path.read_bytes()
+    uri = f"sqlite:///{path}"
+    status = report_main(["--uri", uri]) if command == "report" else ui.main(["--uri", uri, "--print-only"])
+    assert status == 2
+    assert one_line(capsys) == f"error: cannot read tracking store {uri} ((sqlite3.DatabaseError) {reason}): fix --uri"
+    assert path.read_bytes() == before  # read, never repaired or rewritten
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]  # no reports/, no mlruns/
+
+
+@pytest.mark.parametrize("command", ["report", "ui"])
+def test_a_password_in_the_uri_is_refused_and_never_printed(tmp_path, capsys, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    uri = f"http://user:{SECRET}@127.0.0.1:9"
+    assert (report_main if command == "report" else ui.main)(["--uri", uri]) == 2
+    assert one_line(capsys) == ("error: --uri carries credentials: use --uri http://127.0.0.1:9 and put them in "
+                                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, which stay with the driver")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_port_in_use_is_one_line_before_any_server_starts(store, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert ui.main(["--uri", f"sqlite:///{store}", "--port", str(port)]) == 2
+        line = one_line(capsys)  # no URL, no "serving"
+    assert line.startswith(f"error: port {port} on 127.0.0.1 is in use (Address already in use): pass a free one "
+                           "with --port (e.g. --port "), line
+    assert line.endswith("), or stop what listens there")
+    assert not (tmp_path / ".sweeps").exists()  # the server's log: it never started
+
+
+def test_a_database_uri_is_named_without_its_password():
+    """A database URI may carry its password (MLflow's SQLAlchemy store takes it there): a store that cannot
+    be opened is named without it."""
+    with pytest.raises(TrackingError) as refused:
+        Recorder(f"postgresql://user:{SECRET}@127.0.0.1:9/mlflow", "tokengen")
+    assert str(refused.value).startswith("cannot write to tracking store postgresql://127.0.0.1:9/mlflow (")
+    assert SECRET not in str(refused.value)
