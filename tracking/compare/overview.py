@@ -18,17 +18,11 @@ import pandas as pd
 
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import WORKLOAD_FIELDS
-from tokengen.contract.variants import VARIANTS
 from tracking.baselines import as_float, key_part, match_keys
-from tracking.compare.points import FASTER, NOT_SIGNIFICANT, SAME_TOKENS, SLOWER
+from tracking.compare.points import FASTER, NOT_SIGNIFICANT, SAME_TOKENS, SLOWER, rank
 from tracking.intervals import ratio_interval, significant
 
 NOT_SURE = "~"  # beside a pair's ratio whose interval holds 1.0 (the report's mark)
-
-
-def rank(variant) -> tuple[int, str]:
-    """Preset order, then by name: the order every table lists variants in."""
-    return (list(VARIANTS).index(variant) if variant in VARIANTS else len(VARIANTS), str(variant))
 
 
 def geomean(values) -> float:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracking.compare.overview import rank
+from tracking.compare.points import rank
 from tracking.plots import DPI, LINESTYLES, MARKERS, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: I001 - after plots chose the backend
 

@@ -18,11 +18,12 @@ import pandas as pd
 
 from tokengen.contract.names import FINISHED, TOKENS_FILE
 from tokengen.contract.spec import KNOBS, WORKLOAD_FIELDS
+from tokengen.contract.variants import VARIANTS
 from tracking.baselines import as_float, match_keys, timed_runs
 from tracking.compare.sides import Side
 from tracking.intervals import ratio_interval
 from tracking.reader import fetch_artifacts, is_missing
-from tracking.report_tables import price_of, speedup_unsure
+from tracking.report_tables import POINT, price_of, speedup_unsure, varying
 from tracking.token_verdicts import agreed_steps
 
 MATCH = [*KNOBS, *WORKLOAD_FIELDS]
@@ -165,4 +166,12 @@ def compare(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, lis
     pairs, only, columns = match(side_a, side_b)
     if not pairs.empty:
         pairs["tokens"] = check_tokens(pairs, side_a, side_b)
+        order = varying(pairs, [c for c in WORKLOAD_FIELDS if c not in POINT]) + POINT
+        pairs = pairs.assign(_rank=[rank(v) for v in pairs["variant"]]).sort_values(order + ["_rank"], kind="stable")
+        pairs = pairs.drop(columns="_rank").reset_index(drop=True)
     return pairs, only, columns
+
+
+def rank(variant) -> tuple[int, str]:
+    """Preset order, then by name: the order every table lists variants in."""
+    return (list(VARIANTS).index(variant) if variant in VARIANTS else len(VARIANTS), str(variant))
