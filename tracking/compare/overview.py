@@ -21,6 +21,7 @@ from tokengen.contract.spec import WORKLOAD_FIELDS
 from tracking.baselines import as_float, key_part, match_keys
 from tracking.compare.points import FASTER, NOT_SIGNIFICANT, SAME_TOKENS, SLOWER, rank
 from tracking.intervals import ratio_interval, significant
+from tracking.measurement import MARK, OK, judged
 
 NOT_SURE = "~"  # beside a pair's ratio whose interval holds 1.0 (the report's mark)
 
@@ -66,14 +67,20 @@ def _stats(row, suffix: str) -> tuple[float, float, int]:
     return mean, 0.0 if math.isnan(std) else std, 0 if math.isnan(runs) else int(runs)
 
 
-def _said(ratio: float, sure) -> str:
-    return f"{ratio:.2f}x" + ("" if sure else f" {NOT_SURE}")
+def _said(ratio: float, sure, unsure_measurement: bool) -> str:
+    return f"{ratio:.2f}x" + ("" if sure else f" {NOT_SURE}") + (f" {MARK}" if unsure_measurement else "")
+
+
+def _unsure(group: pd.DataFrame, suffix: str, *variants) -> bool:
+    """Whether a side judged either variant's trial noisy or contended: its order there is suspect."""
+    return any(judged(group.loc[v, f"measurement_{suffix}"]) not in (None, OK) for v in variants)
 
 
 def ranking_changes(pairs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, int]:
     """Per workload point (the workload fields, and the GPU type where it is matched on), each pair of
     variants whose order differs between A and B: `A` and `B` give the second variant's runtime over the
-    first's on each side (below 1.0: the second is faster there; `~`: not significant). Returns the swaps
+    first's on each side (below 1.0: the second is faster there; `~`: not significant; `!`: a trial of the
+    pair was noisy or contended there). Returns the swaps
     at least one side is sure of, and how many swaps were within the noise on both sides."""
     workload = [c for c in columns if c in WORKLOAD_FIELDS or c == "gpu_type"]
     done = pairs[(pairs["status_a"] == FINISHED) & (pairs["status_b"] == FINISHED)]
@@ -90,7 +97,8 @@ def ranking_changes(pairs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFra
                 noise += 1
                 continue
             point = {c: group.iloc[0][c] for c in workload if c in group}
-            rows.append({**point, "first": first, "second": second, "A": _said(on_a, sure_a), "B": _said(on_b, sure_b),
+            rows.append({**point, "first": first, "second": second, "A": _said(on_a, sure_a, _unsure(group, "a", first, second)),
+                         "B": _said(on_b, sure_b, _unsure(group, "b", first, second)),
                          "sure on both": bool(sure_a and sure_b)})
     return pd.DataFrame(rows), noise
 

@@ -43,7 +43,8 @@ NOTES = {
                 "how many did not.",
     "ranking": "At one workload, two variants in one order on A and the other on B. A and B: the second's runtime "
                f"over the first's on each side (below 1.0: the second is faster there; {NOT_SURE}: its interval "
-               "holds 1.0).",
+               f"holds 1.0; {MARK}: a trial of the pair was noisy or contended on that side, so its order there is "
+               "suspect).",
 }
 
 
