@@ -97,7 +97,8 @@ def ranking_changes(pairs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFra
                 noise += 1
                 continue
             point = {c: group.iloc[0][c] for c in workload if c in group}
-            rows.append({**point, "first": first, "second": second, "A": _said(on_a, sure_a, _unsure(group, "a", first, second)),
+            rows.append({**point, "first": first, "second": second,
+                         "A": _said(on_a, sure_a, _unsure(group, "a", first, second)),
                          "B": _said(on_b, sure_b, _unsure(group, "b", first, second)),
                          "sure on both": bool(sure_a and sure_b)})
     return pd.DataFrame(rows), noise

@@ -54,9 +54,9 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
             if points.empty:
                 continue
             x = [position[p] - SPREAD / 2 + (offset + 0.5) * width for p in points["_point"]]
-            ratio = points["ratio"].astype(float)
-            below = [0.0 if math.isnan(lo) else max(0.0, r - lo) for r, lo in zip(ratio, points["ratio_low"].astype(float))]
-            above = [0.0 if math.isnan(hi) else max(0.0, hi - r) for r, hi in zip(ratio, points["ratio_high"].astype(float))]
+            ratio, low, high = (points[c].astype(float) for c in ("ratio", "ratio_low", "ratio_high"))
+            below = [0.0 if math.isnan(lo) else max(0.0, r - lo) for r, lo in zip(ratio, low)]
+            above = [0.0 if math.isnan(hi) else max(0.0, hi - r) for r, hi in zip(ratio, high)]
             hollow = points["marked"].astype(bool).to_numpy()
             ax.errorbar(x, ratio, yerr=[below, above], color=s["color"], linestyle="none", capsize=3, linewidth=1.3)
             for filled, mask in ((True, ~hollow), (False, hollow)):

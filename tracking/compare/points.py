@@ -32,8 +32,8 @@ VERDICTS = (FASTER, SLOWER, NOT_SIGNIFICANT, NO_INTERVAL)
 """B against A: faster (B's interval wholly below 1.0), slower (above), not significant (it holds 1.0), no
 interval (a side made fewer than two timed runs); a point that failed on a side says so instead."""
 SAME_TOKENS = "same"
-PER_SIDE = ("run_id", "trial_key", "status", "measurement", "gpu_type", "steps", "runtime_mean_s", "runtime_std_s", "runtime_cv",
-            "useful_tokens_per_s", "cost_per_mtok", "energy_j_per_token", "tokens_sha256")
+PER_SIDE = ("run_id", "trial_key", "status", "measurement", "gpu_type", "steps", "runtime_mean_s", "runtime_std_s",
+            "runtime_cv", "useful_tokens_per_s", "cost_per_mtok", "energy_j_per_token", "tokens_sha256")
 """Each side's figures in a pair's row, as `<name>_a` and `<name>_b`."""
 
 

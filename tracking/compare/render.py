@@ -97,27 +97,27 @@ def render(a: Side, b: Side, found: pd.DataFrame, pairs: pd.DataFrame, columns: 
              f"matched on {', '.join(columns)}.",
              "", f"A's {a.measurement_line()}",
              "", f"B's {b.measurement_line()}", ""]
-    differ = section("What differs between the two sides", "Same on both: " + (same_environment(a, b) or "nothing known")
-                     + ".", to_markdown(found) if not found.empty else "Nothing recorded differs.")
+    shared = "Same on both: " + (same_environment(a, b) or "nothing known") + "."
+    differ = section("What differs between the two sides", shared,
+                     to_markdown(found) if not found.empty else "Nothing recorded differs.")
     verdicts = pairs["verdict"].value_counts()
     counts = ", ".join(f"{int(n)} {v}" for v, n in verdicts.items())
     head = [first, ""] + ([f"**{warning}**", ""] if warning else []) + [
         f"{len(pairs)} matched point(s): {counts}. {tokens_line(pairs)} {one_side_line(only)}", ""]
     tables = (section("Overview per variant", NOTES["overview"], to_markdown(overview))
               + section("B against A per point", NOTES["points"], to_markdown(point_table(pairs, columns))))
-    ranking = section("Where the ranking differs", NOTES["ranking"]
-                      + (f" {noise} more swap(s) were within the noise on both sides and are not listed." if noise else ""),
-                      to_markdown(ranking_table(changes)) if not changes.empty else "The variants rank alike on both sides.")
-    lonely = section("On one side only", "", to_markdown(only[["side", "variant", *[c for c in MATCH if c != "variant"],
-                                                               "gpu_type", "status"]].pipe(_varying_only)))\
-        if not only.empty else []
+    swaps = to_markdown(ranking_table(changes)) if not changes.empty else "The variants rank alike on both sides."
+    within = f" {noise} more swap(s) were within the noise on both sides and are not listed." if noise else ""
+    ranking = section("Where the ranking differs", NOTES["ranking"] + within, swaps)
+    lonely = section("On one side only", "", to_markdown(one_side_table(only))) if not only.empty else []
     built = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     text = ([f"# `{b.name}` against `{a.name}`", ""] + head + sides + [f"Built from MLflow {built}.", ""] + differ
             + tables + ranking + lonely + ([f"![B/A per point]({plot_name})", ""] if plot_name else []))
     return "\n".join(text), "\n".join(head + differ + tables)
 
 
-def _varying_only(frame: pd.DataFrame) -> pd.DataFrame:
-    """The one-side table's columns that say something: fixed context fields dropped."""
+def one_side_table(only: pd.DataFrame) -> pd.DataFrame:
+    """The points one side ran, with the fields that tell them apart (fixed ones dropped)."""
+    frame = only[["side", "variant", *MATCH, "gpu_type", "status"]]
     keep = [c for c in frame.columns if c in ["side", "variant", *POINT, "status"] or frame[c].nunique(dropna=False) > 1]
     return frame[keep].reset_index(drop=True)
