@@ -50,9 +50,9 @@ class Store:
 
     def trial(self, variant: str, runtime: float, *, seed: int, threads: int = 2, batch: int = 2,
               model: str = "tiny", tokens: np.ndarray | None = None, measurement: str = "ok", runs: int = RUNS,
-              torch: str = "2.13.0") -> str:
+              warmup: int = 1, torch: str = "2.13.0") -> str:
         spec = TrialSpec(variant=variant, model=model, device="cpu", batch_size=batch, max_seqlen=6,
-                         **VARIANTS[variant], warmup=1, runs=runs)
+                         **VARIANTS[variant], warmup=warmup, runs=runs)
         samples = runtime * (1 + NOISE * np.random.default_rng(seed).standard_normal(runs))
         tokens = tokens_for(batch) if tokens is None else tokens
         steps = tokens.shape[1] - 1
