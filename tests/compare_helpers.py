@@ -44,6 +44,13 @@ class Store:
         MlflowClient(tracking_uri=self.uri).create_experiment("tokengen", artifact_location=str(root / "art"))
         self.recorder = Recorder(self.uri, "tokengen")
 
+    def failed(self, variant: str, *, batch: int = 2) -> str:
+        """A trial that failed (its record holds no figures), as a trial's OutOfMemory would be recorded."""
+        spec = TrialSpec(variant=variant, model="tiny", device="cpu", batch_size=batch, max_seqlen=6,
+                         **VARIANTS[variant], warmup=2, runs=RUNS)
+        record = make_record(spec, key=spec.key(), status="failed", error_type="OutOfMemory", error_message="no memory")
+        return self.recorder.record_trial(record)
+
     def sweep(self, name: str, config: dict | None = None) -> str:
         return self.recorder.start_sweep(name, {"sweep": {"name": name, "cpus_per_trial": None, **(config or {})}},
                                          resume=False)

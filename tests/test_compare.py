@@ -1,10 +1,11 @@
 """`python -m tracking.compare` on real SQLite stores written through the Recorder, with known ratios.
 
-Sweep `a` ran with 1 thread and 1 warmup run, `b` with 2 and 2 (so no key is shared): at batch 2, kv_cache takes 0.6x A's time on B (faster),
-static_cache 1.5x (slower), the baseline the same (within the noise), so the two caches swap ranks;
-at batch 4 kv_cache is 0.5x but B's trial was contended (marked, left out of the mean); hf_generate
-ran on A only. In a second store, `x` returned other tokens for kv_cache from decode step 3 on and
-ran another torch. `c` ran kv_cache on another model, `d` shares no point with `a`.
+Sweep `a` ran with 1 thread and 1 warmup run, `b` with 2 and 2 (so no key is shared): at batch 2,
+kv_cache takes 0.6x A's time on B (faster), static_cache 1.5x (slower), the baseline the same (within
+the noise), so the two caches swap ranks; at batch 4 kv_cache is 0.5x but B's trial was contended
+(marked, left out of the mean), and static_cache failed on B; hf_generate ran on A only. In a second
+store, `x` returned other tokens for kv_cache from decode step 3 on and ran another torch. `c` ran
+kv_cache on another model, `d` shares no point with `a`.
 """
 
 from __future__ import annotations
@@ -37,13 +38,14 @@ def stores(tmp_path_factory):
     one.sweep("a", {"cpus_per_trial": 1})
     for i, (variant, batch, runtime) in enumerate([("baseline", 2, 1.0), ("kv_cache", 2, 0.5),
                                                    ("static_cache", 2, 0.4), ("kv_cache", 4, 0.8),
-                                                   ("hf_generate", 2, 0.3)]):
+                                                   ("hf_generate", 2, 0.3), ("static_cache", 4, 0.7)]):
         one.trial(variant, runtime, seed=i, threads=1, batch=batch)
     one.sweep("b", {"cpus_per_trial": 2})
     for i, ((variant, batch), ratio) in enumerate(TRUE.items()):
         runtime = {"baseline": 1.0, "kv_cache": 0.5 if batch == 2 else 0.8, "static_cache": 0.4}[variant] * ratio
         one.trial(variant, runtime, seed=10 + i, batch=batch, measurement="contended" if batch == 4 else "ok",
                   warmup=2)  # other keys than a's: points match on knobs and workload, not on key()
+    one.failed("static_cache", batch=4)
     one.sweep("c")
     one.trial("baseline", 1.0, seed=20)
     one.trial("kv_cache", 0.5, seed=21, model="llama-tiny")
@@ -88,6 +90,9 @@ def test_the_difference_is_named_first(compared):
 
 def test_the_known_ratios_and_verdicts_are_recovered(compared):
     rows = compared.csv.set_index(["variant", "batch_size"])
+    failed = rows.loc[("static_cache", 4)]  # matched, and in no ratio: the other points keep theirs
+    assert failed["verdict"] == "failed on B" and pd.isna(failed["ratio"]) and failed["status_a"] == "finished"
+    rows = rows.drop(("static_cache", 4))
     assert len(rows) == len(TRUE)
     for point, ratio in TRUE.items():
         row = rows.loc[point]
@@ -117,8 +122,8 @@ def test_the_ui_gets_one_child_run_per_point_sorted_by_ratio(compared, stores):
     parent = client.search_runs([experiment.experiment_id], "tags.comparison = 'a vs b'")[0]
     children = client.search_runs([experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     rows = compared.csv.set_index("run_id_b")
-    assert len(children) == len(TRUE)
-    for child in children:
+    assert len(children) == len(TRUE) + 1  # the failed point too, with its verdict and no ratio
+    for child in [c for c in children if c.data.tags["verdict"] != "failed on B"]:
         row = rows.loc[child.data.tags["run_id_b"]]
         assert child.data.metrics["ratio"] == pytest.approx(row["ratio"])
         assert child.data.metrics["ratio_low"] == pytest.approx(row["ratio_low"])
@@ -134,7 +139,7 @@ def test_the_ui_gets_one_child_run_per_point_sorted_by_ratio(compared, stores):
     assert url.startswith("ui: this comparison: http://127.0.0.1:5000/#/experiments/") and f"viewStateShareKey={key}" in url
     attached = {a.path for a in client.list_artifacts(parent.info.run_id, "comparison")}
     assert {"comparison/comparison.md", "comparison/comparison.csv", "comparison/ratio_by_point.png"} <= attached
-    assert len(load_sweep(stores.one, "tokengen", "a").trials) == 5  # the comparison's runs are no sweep's trials
+    assert len(load_sweep(stores.one, "tokengen", "a").trials) == 6  # the comparison's runs are no sweep's trials
 
 
 def test_tokens_that_differ_across_two_stores(stores, capsys, tmp_path):
