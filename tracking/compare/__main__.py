@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from tokengen.contract.names import path_component
 from tokengen.contract.record import first_line as one_line
 from tracking.compare.overview import models_warning, overview, ranking_changes
@@ -38,14 +40,14 @@ class Comparison:
     b: Side
     directory: Path
     main: str  # what the command prints: what differs, the overview, the points
-    pairs: object  # the matched points (pandas DataFrame), as comparison.csv holds them
+    pairs: pd.DataFrame  # the matched points, as comparison.csv holds them
     files: list[Path] = field(default_factory=list)
     run_id: str = ""  # the comparison's run in A's store ("" when not recorded)
     ui: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
-def no_common_point(a: Side, b: Side, only) -> ReportError:
+def no_common_point(a: Side, b: Side) -> ReportError:
     """Two sweeps that share no point: the line says what each ran, so the fix is plain."""
     def ran(side: Side, column: str) -> str:
         return ", ".join(sorted({str(v) for v in side.runs.trials[column]}))
@@ -62,7 +64,7 @@ def build_comparison(a_name: str, b_name: str, uri_a: str, uri_b: str, experimen
     a, b = load_side("A", a_name, uri_a, experiment), load_side("B", b_name, uri_b, experiment)
     pairs, only, columns = compare(a, b)
     if pairs.empty:
-        raise no_common_point(a, b, only)
+        raise no_common_point(a, b)
     found = differences(a, b)
     changes, noise = ranking_changes(pairs, columns)
     table = overview(pairs)

@@ -18,7 +18,7 @@ import pandas as pd
 from tokengen.contract.fingerprint import FACTS, from_text
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line as one_line
-from tokengen.contract.spec import MEASUREMENT, TrialSpec
+from tokengen.contract.spec import AUTO_RUNS, MEASUREMENT, TrialSpec
 from tracking.baselines import key_part
 from tracking.measurement import summary_line
 from tracking.reader import ReportError, SweepRuns, load_sweep, open_experiment, parent_run, search
@@ -109,14 +109,18 @@ def facts_of(side: Side) -> dict[str, str]:
     """What the side's finished trials were measured with: the fingerprint's facts, the system's,
     the measurement fields, the timed runs made and the sweep settings, each as one text."""
     done = side.finished
-    column = lambda name: done[name] if name in done else []  # noqa: E731 - a column or nothing
+
+    def column(name: str):
+        return done[name] if name in done else []
+
     parsed = [from_text(text) for text in column("env_facts")]
     out = {FACT_NAMES.get(name, name): _joined(p.get(name) for p in parsed if p) for name in FACTS}
     out.update({shown: _joined(column(name)) for name, shown in SYSTEM.items()})
     out.update({f"trial.{name}": _joined(column(name)) for name in MEASUREMENT_FIELDS})
-    made = pd.to_numeric(column("runs_done"), errors="coerce").dropna() if len(done) else pd.Series(dtype=float)
-    out["timed runs made"] = (f"{int(made.min())}-{int(made.max())}" if made.min() != made.max()
-                              else str(int(made.min()))) if len(made) else "unknown"
+    out["trial.runs"] = ", ".join("auto" if v == str(AUTO_RUNS) else v for v in out["trial.runs"].split(", "))
+    made = pd.to_numeric(pd.Series(column("runs_done"), dtype=object), errors="coerce").dropna()
+    low, high = (int(made.min()), int(made.max())) if len(made) else (None, None)
+    out["timed runs made"] = "unknown" if low is None else str(low) if low == high else f"{low}-{high}"
     settings = side.runs.config.get("sweep") or {}
     out.update({f"sweep.{name}": _setting(settings.get(name)) for name in SWEEP_SETTINGS})
     return out
