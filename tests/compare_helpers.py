@@ -1,0 +1,78 @@
+"""Synthetic sweeps for the comparison's tests, written through the sweep's own Recorder.
+
+Each trial's timed runs are drawn from a seeded normal distribution around a runtime chosen in
+advance, so a pair of sweeps has known true ratios; the record carries what a trial's would (mean,
+std, cv, every run, the token checksum and tokens.npy, the fingerprint's facts), and the reader
+reads it back as it reads a real sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+
+import numpy as np
+from mlflow import MlflowClient
+
+from tokengen.contract.fingerprint import as_text
+from tokengen.contract.names import TOKENS_FILE
+from tokengen.contract.record import make_record
+from tokengen.contract.spec import TrialSpec
+from tokengen.contract.variants import VARIANTS
+from tracking.recorder import Recorder
+
+FACTS = {"device": "cpu Test CPU", "torch": "2.13.0", "transformers": "5.24.0", "driver": None, "threads": 2,
+         "project": "0.1.0", "model_files": "preset"}
+RUNS = 8
+NOISE = 0.02  # each timed run's relative spread
+
+
+def tokens_for(seed: int, batch: int = 2, steps: int = 6) -> np.ndarray:
+    """A batch's tokens, (B, 1 + steps), BOS (0) first, distinct per row."""
+    tokens = np.random.default_rng(seed).integers(1, 500, size=(batch, 1 + steps), dtype=np.int64)
+    tokens[:, 0] = 0
+    return tokens
+
+
+class Store:
+    """A SQLite store with sweeps written as the driver writes them."""
+
+    def __init__(self, root: Path):
+        root.mkdir(parents=True, exist_ok=True)
+        self.uri = f"sqlite:///{root}/mlflow.db"
+        MlflowClient(tracking_uri=self.uri).create_experiment("tokengen", artifact_location=str(root / "art"))
+        self.recorder = Recorder(self.uri, "tokengen")
+
+    def failed(self, variant: str, *, batch: int = 2) -> str:
+        """A trial that failed (its record holds no figures), as a trial's OutOfMemory would be recorded."""
+        spec = TrialSpec(variant=variant, model="tiny", device="cpu", batch_size=batch, max_seqlen=6,
+                         **VARIANTS[variant], warmup=2, runs=RUNS)
+        record = make_record(spec, key=spec.key(), status="failed", error_type="OutOfMemory", error_message="no memory")
+        return self.recorder.record_trial(record)
+
+    def sweep(self, name: str, config: dict | None = None) -> str:
+        return self.recorder.start_sweep(name, {"sweep": {"name": name, "cpus_per_trial": None, **(config or {})}},
+                                         resume=False)
+
+    def trial(self, variant: str, runtime: float, *, seed: int, threads: int = 2, batch: int = 2,
+              model: str = "tiny", tokens: np.ndarray | None = None, measurement: str = "ok", runs: int = RUNS,
+              warmup: int = 1, torch: str = "2.13.0") -> str:
+        spec = TrialSpec(variant=variant, model=model, device="cpu", batch_size=batch, max_seqlen=6,
+                         **VARIANTS[variant], warmup=warmup, runs=runs)
+        samples = runtime * (1 + NOISE * np.random.default_rng(seed).standard_normal(runs))
+        tokens = tokens_for(batch) if tokens is None else tokens
+        steps = tokens.shape[1] - 1
+        mean, std = float(samples.mean()), float(samples.std(ddof=1))
+        facts = {**FACTS, "threads": threads, "torch": torch}
+        record = make_record(
+            spec, key=spec.key(), status="finished", steps=steps, runtime_s=[float(s) for s in samples],
+            runtime_mean_s=mean, runtime_std_s=std, runtime_cv=std / mean, runs_done=runs,
+            tokens_per_s=batch * steps / mean, useful_tokens_per_s=batch * steps / mean, measurement=measurement,
+            measurement_reasons="others used 1.8 of 2 cores" if measurement == "contended" else None,
+            tokens_sha256=hashlib.sha256(tokens.tobytes()).hexdigest(), env_facts=as_text(facts),
+            env_torch=torch, env_torch_threads=threads, env_host="node-a", env_cpu_count=2)
+        buffer = io.BytesIO()
+        np.save(buffer, tokens)
+        record["files"] = {TOKENS_FILE: buffer.getvalue()}
+        return self.recorder.record_trial(record)

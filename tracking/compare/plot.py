@@ -1,0 +1,85 @@
+"""The comparison read at a glance: per variant, B/A with its 95% interval at each point (batch size,
+prompt length, decode steps), one panel per model and dtype, a log axis centred on 1.0.
+
+A point below the dotted line ran faster on B. Variants keep the report's colours and markers
+(tracking/plots.py: Okabe and Ito's palette in preset order), sit side by side at each point so their
+intervals do not hide each other, and a point that a side judged noisy or contended is drawn hollow.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from tracking.compare.points import rank
+from tracking.plots import DPI, LINESTYLES, MARKERS, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: I001 - after plots chose the backend
+
+FILE = "ratio_by_point.png"
+SPREAD = 0.6  # of the distance between two points, shared by the variants drawn at each
+TICKS = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0, 5.0, 6.4, 8.0)  # log-even steps, so a ratio near 1.0 still reads
+
+
+def point_label(row) -> str:
+    requests = f" r{int(row['requests'])}" if (row.get("requests") or 0) > 0 else ""
+    return f"b{int(row['batch_size'])} p{int(row['prompt_len'])} L{int(row['max_seqlen'])}{requests}"
+
+
+def styles(variants) -> dict[str, dict]:
+    ordered = sorted(variants, key=rank)
+    return {v: {"color": OKABE_ITO[i % len(OKABE_ITO)], "marker": MARKERS[i % len(MARKERS)],
+                "linestyle": LINESTYLES[(i // len(OKABE_ITO)) % len(LINESTYLES)]} for i, v in enumerate(ordered)}
+
+
+def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
+    """The PNG, or None where no matched point has a ratio."""
+    rows = pairs[pd.to_numeric(pairs["ratio"], errors="coerce") > 0]
+    if rows.empty:
+        return None
+    rows = rows.assign(_panel=[f"{m} {d}" for m, d in zip(rows["model"], rows["dtype"])],
+                       _point=[point_label(r) for _, r in rows.iterrows()])
+    order = rows.sort_values(["batch_size", "prompt_len", "max_seqlen", "requests"])["_point"].drop_duplicates()
+    panels = list(dict.fromkeys(rows["_panel"]))[:MAX_PANELS]
+    style = styles(rows["variant"].unique())
+    fig, axes = plt.subplots(len(panels), 1, squeeze=False, layout="constrained",
+                             figsize=(max(WIDTH_PX / DPI, 0.9 * len(order) + 4), PANEL_HEIGHT_IN * len(panels)))
+    width = SPREAD / max(len(style), 1)
+    for ax, panel in zip(axes[:, 0], panels):
+        at = rows[rows["_panel"] == panel]
+        position = {p: i for i, p in enumerate(order)}
+        for offset, (variant, s) in enumerate(style.items()):
+            points = at[at["variant"] == variant]
+            if points.empty:
+                continue
+            x = [position[p] - SPREAD / 2 + (offset + 0.5) * width for p in points["_point"]]
+            ratio, low, high = (points[c].astype(float) for c in ("ratio", "ratio_low", "ratio_high"))
+            below = [0.0 if math.isnan(lo) else max(0.0, r - lo) for r, lo in zip(ratio, low)]
+            above = [0.0 if math.isnan(hi) else max(0.0, hi - r) for r, hi in zip(ratio, high)]
+            hollow = points["marked"].astype(bool).to_numpy()
+            ax.errorbar(x, ratio, yerr=[below, above], color=s["color"], linestyle="none", capsize=3, linewidth=1.3)
+            for filled, mask in ((True, ~hollow), (False, hollow)):
+                ax.plot([v for v, m in zip(x, mask) if m], ratio[mask], linestyle="none", marker=s["marker"],
+                        markersize=7, color=s["color"], markerfacecolor=s["color"] if filled else "white",
+                        label=variant if filled or not (~hollow).any() else None)
+        ax.axhline(1.0, color="grey", linewidth=1, linestyle=":")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=TICKS))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_xticks(range(len(order)), list(order))
+        ax.set_xlim(-0.5, len(order) - 0.5)
+        ax.set_title(panel)
+        ax.set_ylabel("B / A runtime (log)")
+        ax.grid(alpha=0.3)
+    handles = {}
+    for ax in axes[:, 0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=9)
+    fig.suptitle(f"{title}\nbelow 1.0: B faster; error bars: 95% intervals; hollow: a side was noisy or contended")
+    path = out / FILE
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
