@@ -13,12 +13,11 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-import urllib.parse
 import uuid
 
 import pandas as pd
 
-from tracking.recorder import ChildRun, Recorder, is_server
+from tracking.recorder import ChildRun, Recorder, is_server, redacted
 from tracking.run_names import run_name
 from tracking.ui import VIEW_PREFIX, base_url, column, envelope, server_command, view_state, view_url
 
@@ -35,14 +34,6 @@ ID_TAG = "comparison_id"
 """On each child run of a comparison: one id per comparison, chosen before anything is written, so the
 view's filter is known when the runs are created (the comparison's own run lacks it: the view lists points)."""
 FILTER_TAG = "children_filter"  # on the comparison's run: the search filter that lists its children
-
-
-def without_credentials(uri: str) -> str:
-    """B's store as a tag may show it: a user and password in the URI left out."""
-    parsed = urllib.parse.urlparse(uri)
-    if not (parsed.username or parsed.password):
-        return uri
-    return parsed._replace(netloc=parsed.hostname + (f":{parsed.port}" if parsed.port else "")).geturl()
 
 
 def view_key(name_a: str, name_b: str) -> str:
@@ -89,7 +80,7 @@ def record(uri: str, experiment: str, name_a: str, name_b: str, uri_b: str, pair
     key, comparison_id = view_key(name_a, name_b), uuid.uuid4().hex[:12]
     title = f"compare {name_a} vs {name_b}"
     tags = {COMPARISON_TAG: f"{name_a} vs {name_b}", FILTER_TAG: children_filter(comparison_id), "compare_a": name_a,
-            "compare_b": name_b, "compare_b_uri": without_credentials(uri_b), **summary}
+            "compare_b": name_b, "compare_b_uri": redacted(uri_b), **summary}
     view = {VIEW_PREFIX + key: comparison_view(title, comparison_id)}
     run_id = recorder.record_comparison(title, tags, children(pairs, comparison_id), files, view)
     return run_id, recorder.experiment_id, key
