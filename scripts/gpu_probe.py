@@ -49,6 +49,7 @@ def probe(cpu: bool) -> list[str]:
 
 
 def check(uri: str) -> list[str]:
+    from tokengen.contract.names import FINISHED
     from tracking.reader import ReportError, load_sweep
 
     try:
@@ -56,7 +57,7 @@ def check(uri: str) -> list[str]:
     except ReportError as exc:
         raise SystemExit([f"the store holds no GPU sweep to check: {exc}"]) from None
     trials = runs.trials
-    finished = trials[trials["status"] == "FINISHED"]
+    finished = trials[trials["status"] == FINISHED]
     lines = [f"{len(finished)} of {len(trials)} trial run(s) finished"]
     wrong = finished[(finished["node_gpu_ids"].astype(str) == "") |
                      (finished["env_visible_devices"].astype(str) != finished["node_gpu_ids"].astype(str))]

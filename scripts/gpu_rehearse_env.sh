@@ -21,7 +21,7 @@ if [[ ! -f $REHEARSE_HOME/ready-$bundle_key ]]; then
   grep -viE "^($(echo "$pinned" | sed 's/-/[-_.]/g' | paste -sd'|'))==" "$REPO/constraints.txt" >"$REHEARSE_HOME/constraints.txt"
   [[ -x $REHEARSE_HOME/venv/bin/python ]] || python3 -m venv "$REHEARSE_HOME/venv"
   # shellcheck disable=SC2086
-  "$REHEARSE_HOME/venv/bin/pip" install -q -c "$REHEARSE_HOME/constraints.txt" $REHEARSE_PINS $REHEARSE_IMAGE \
+  "$REHEARSE_HOME/venv/bin/python" -m pip install -q -c "$REHEARSE_HOME/constraints.txt" $REHEARSE_PINS $REHEARSE_IMAGE \
     $provided >>"$LOG" 2>&1 || return 1
   for absent in ray mlflow hydra; do
     "$REHEARSE_HOME/venv/bin/python" -c "import $absent" 2>/dev/null && { say "the stand-in has $absent: it must come from the bundle"; return 1; }

@@ -10,7 +10,7 @@
 #                                             # the same bundle steps, the grid on the CPU (models shrunk,
 #                                             # CUDA-only rows dropped with their reason), one logical GPU
 #
-# Limits, from a cold machine (seconds): unpack 40 + probe 30 + sweep 200 + report 30 + check 15 + ui 10 + pack 5 = 330.
+# Limits, from a cold machine (seconds): unpack 30 + probe 25 + sweep 200 + report 30 + check 25 + ui 15 + pack 5 = 330.
 # Run again on the same machine, it resumes: the store, the journal and the compile cache live in
 # $TOKENGEN_GPU_STATE (default .gpu_sweep/, git-ignored), so only what did not finish runs again.
 # Out: store.tar.xz (mlflow.db and mlartifacts/, open it anywhere), report.tar.xz, logs.tar.xz, steps.log,
@@ -29,11 +29,12 @@ LARGE_MIB=${LARGE_MIB:-4}
 LOG=$OUT/steps.log
 : >"$LOG"
 say() { echo "gpu_sweep: $*" | tee -a "$LOG" >&2; }
-step() {  # step NAME LIMIT_S COMMAND...: its output in steps.log, its status said
-  local name=$1 limit=$2 started=$SECONDS status
+step() {  # step NAME LIMIT_S COMMAND...: its output in steps.log, its status said; SIGTERM leaves a quarter
+  local name=$1 limit=$2 started=$SECONDS status grace  # of the limit (at most 20 s) to stop cleanly
   shift 2
   if declare -F "$1" >/dev/null; then export -f "$1"; set -- bash -c "$1"; fi  # timeout runs programs, not functions
-  timeout --signal=TERM --kill-after=10 "$limit" "$@" >>"$LOG" 2>&1
+  grace=$((limit / 4 < 20 ? limit / 4 : 20))
+  timeout --signal=TERM --kill-after="$grace" "$((limit - grace))" "$@" >>"$LOG" 2>&1
   status=$?
   say "$name: exit $status in $((SECONDS - started)) s (limit $limit s)"
   return $status
@@ -56,20 +57,21 @@ unpack() {
   tar -xJf "$BUNDLE/gpu_bundle.tar.xz" -C "$(dirname "$SITE")" &&
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$(dirname "$SITE")"/wheels/*.whl
 }
-step unpack 40 unpack || { say "the bundle did not install (steps.log): rebuild it with scripts/gpu_bundle.sh for this Python"; exit 2; }
+step unpack 30 unpack || { say "the bundle did not install (steps.log): rebuild it with scripts/gpu_bundle.sh for this Python"; exit 2; }
 export PYTHONPATH=$SITE:$REPO PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 if ! command -v nsys >/dev/null; then  # the image's nsys lives inside Nsight Compute
   for dir in /opt/nvidia/nsight-compute/*/host/target-linux-x64; do [[ -x $dir/nsys ]] && export PATH=$PATH:$dir; done
 fi
 
 # 2. versions, and one line for what cannot work
-step probe 30 "$PYTHON" "$REPO/scripts/gpu_probe.py" $([[ $REHEARSE == 1 ]] && echo --cpu) --out "$OUT/versions.txt" ||
+step probe 25 "$PYTHON" "$REPO/scripts/gpu_probe.py" $([[ $REHEARSE == 1 ]] && echo --cpu) --out "$OUT/versions.txt" ||
   { say "$(tail -n 1 "$OUT/versions.txt" 2>/dev/null || echo 'the probe failed: see steps.log')"; exit 2; }
 
 # 3. the sweep (a rerun resumes from the journal and the store in $STATE)
 URI=sqlite:///$STATE/mlflow.db
 overrides=(+grid=gpu "tracking.uri=$URI" "sweep.workdir=$STATE/work" ray.num_gpus=1)
-[[ $REHEARSE == 1 ]] && overrides+=(trial.device=cpu sweep.trial_gpus=1 '+grid.model=[tiny]' '+grid.max_seqlen=[32]')
+[[ $REHEARSE == 1 ]] && overrides+=(trial.device=cpu sweep.trial_gpus=1 '+grid.model=[tiny]' '+grid.max_seqlen=[32]' '+grid.batch_size=[4]'
+  trial.runs=1 trial.warmup=1 '+grid.exclude=[{dtype: bfloat16, compile: default}]')  # the path, not the figures
 (cd "$STATE" && step sweep 200 "$PYTHON" -m sweeps.run "${overrides[@]}")
 sweep_status=$?
 
@@ -77,8 +79,8 @@ sweep_status=$?
 (cd "$STATE" && step report 30 "$PYTHON" -m tracking.report --uri "$URI" --sweep gpu --out "$STATE/reports")
 
 # 5. every trial on the device Ray assigned it; the UI's view opens on the store
-(cd "$STATE" && step check 15 "$PYTHON" "$REPO/scripts/gpu_probe.py" --check "$URI" --out "$OUT/check.txt" &&
-  step ui 10 "$PYTHON" -m tracking.ui --uri "$URI" --sweep gpu --print-only)
+(cd "$STATE" && step check 25 "$PYTHON" "$REPO/scripts/gpu_probe.py" --check "$URI" --out "$OUT/check.txt" &&
+  step ui 15 "$PYTHON" -m tracking.ui --uri "$URI" --sweep gpu --print-only)
 check_status=$?
 
 # 6. at most 8 files back: artifacts over LARGE_MIB (traces, nsys reports) stay behind, listed
