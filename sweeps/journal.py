@@ -137,16 +137,21 @@ class Outbox:
         self.down_since: float | None = None
         self.last_error = ""  # why the store did not take the oldest waiting result: said in the sweep's last line
 
-    def take_over(self, recorded: set[str]) -> list[dict]:
+    def take_over(self, recorded: dict[str, str], half_written: dict[str, list] | None = None) -> list[dict]:
         """Results an earlier run journaled but MLflow lacks: queued to be sent before anything else.
-        An attempt MLflow already holds (`recorded`: its attempt ids) made it there before the driver
-        could note it: noted now, never recorded twice."""
+        An attempt MLflow already holds whole (`recorded`: attempt id -> run id) made it there before the
+        driver could note it: noted now with its run, never recorded twice. One whose run was cut short
+        (`half_written`: no status tag, metrics missing) counts as not recorded: that run is deleted and
+        the attempt recorded again, whole."""
         earlier = []
         for record in self.journal.unrecorded():
-            if record.get("attempt_id") in recorded:
-                self.journal.mark_recorded(record, "")
-            else:
-                earlier.append(record)
+            attempt = record.get("attempt_id")
+            if attempt in recorded:
+                self.journal.mark_recorded(record, recorded[attempt])
+                continue
+            if attempt in (half_written or {}):
+                self.recorder.discard(half_written[attempt])
+            earlier.append(record)
         self.waiting.extend(earlier)
         return earlier
 

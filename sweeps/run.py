@@ -29,7 +29,8 @@ from sweeps.logs import quiet_terminal
 from sweeps.progress import Progress
 from sweeps.remeasure import Remeasured, remeasure, stamp
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
-from sweeps.settings import check_settings, local_gpus
+from sweeps.settings import check_settings, local_gpus, prepare_workdir
+from tokengen.contract.fingerprint import differences, from_text, revision
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import SpecError
@@ -113,6 +114,7 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
 
     def on_result(trial: PlannedTrial, record: dict) -> None:
         stamp(record, trial.attempt)
+        record["env_revision"] = record.get("env_revision") or revision()  # a node that got the code from Ray has no git
         outbox.put(record)
         records.append(record)
         progress.advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
@@ -201,13 +203,15 @@ def print_summary(records: list[dict]) -> None:
 def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbox]:
     """Everything that can be wrong before Ray starts, in the order a user fixes it: the settings and the
     grid (unless the pricing planned it already), this machine's GPUs for a local Ray, the tracking URI,
-    the journal's directory, then the store itself (reachable, credentials, writable)."""
+    a local Ray's workdir, the journal's directory, then the store itself (reachable, credentials, writable)."""
     from tracking.recorder import Recorder, check_uri
 
     plan = plan or plan_sweep(config)
     check_local_devices(plan, config)
     tracking = config["tracking"]
     check_uri(tracking["uri"])
+    if not config["ray"]["address"]:
+        prepare_workdir(config["sweep"]["workdir"])
     journal = Journal.open(tracking["experiment"], config["sweep"]["name"])
     return plan, Outbox(journal, Recorder(tracking["uri"], tracking["experiment"]))
 
@@ -227,22 +231,34 @@ def trials_to_run(plan: GridPlan, outbox: Outbox, resume: bool, expected: dict[s
     Results an earlier run journaled but did not record are queued to be recorded first, whatever
     `resume` says."""
     index = outbox.recorder.index()
-    earlier = outbox.take_over(index.attempts)
+    earlier = outbox.take_over(index.attempts, index.half_written)
     if earlier:
         _say(f"journal: {len(earlier)} result(s) of an earlier run are not yet recorded: recording them first, "
              "without running their trials again")
     if not resume:
         return plan.trials
-    finished = {key: set(prints) for key, prints in index.finished.items()}
+    finished = {key: dict(prints) for key, prints in index.finished.items()}
     for record in earlier:
         if record.get("status") == FINISHED:
-            finished.setdefault(record["key"], set()).add(record.get("env_fingerprint"))
-    trials = [t for t in plan.trials if not finished.get(t.key, set()) & expected.get(t.key, set())]
-    elsewhere = sum(1 for t in trials if t.key in finished)
+            finished.setdefault(record["key"], {})[record.get("env_fingerprint")] = record.get("env_facts")
+    trials = [t for t in plan.trials if not finished.get(t.key, {}).keys() & expected.get(t.key, {}).keys()]
+    elsewhere = [t for t in trials if t.key in finished]
     _say(f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment"
-         + (f"; measuring {elsewhere} again that finished in another environment (threads, versions, device "
-            "or model files)" if elsewhere else ""))
+         + (f"; measuring {len(elsewhere)} again that finished in another environment "
+            f"({environment_change(elsewhere, finished, expected)})" if elsewhere else ""))
     return trials
+
+
+def environment_change(trials: list[PlannedTrial], finished: dict, expected: dict) -> str:
+    """What differs between where the trials finished and where they would run now, as `code 1a.. vs 2b..;
+    threads 1 vs 2`, each difference once (tokengen/contract/fingerprint.py names them)."""
+    named: dict[str, None] = {}
+    for trial in trials:
+        now = [from_text(text) for text in expected.get(trial.key, {}).values()]
+        for text in finished[trial.key].values():
+            for difference in (d for facts in now for d in differences(from_text(text), facts)):
+                named[difference] = None
+    return "; ".join(named) or "threads, versions, device, code or model files"
 
 
 def run_sweep(config: DictConfig | dict) -> int:

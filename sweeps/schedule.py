@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import ray
+from ray.exceptions import RayTaskError
 
 import sweeps
 import tokengen
@@ -23,7 +24,7 @@ from sweeps.grid import PlannedTrial
 from sweeps.task import trial_task
 from sweeps.trial_process import complete_record, failure
 from tokengen.contract.process_env import SECRETS
-from tokengen.contract.record import first_line
+from tokengen.contract.record import first_line, plain
 
 
 @dataclass
@@ -97,6 +98,14 @@ def capacity(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
     return max(1, int(resources.get("CPU", 1) // (settings.cpus_per_trial or node_cpus or 1)))
 
 
+def crossed_failure(exc: Exception) -> dict:
+    """A failed record from an error that came back through Ray: a task's own exception (Ray wraps it in a
+    RayTaskError whose first line is `ray::trial_task() (pid=..)` in colour) by its own type and message,
+    which name the path and the reason; Ray's traceback, without colour codes, as the log's tail."""
+    cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
+    return failure(type(cause).__name__, first_line(cause, 2000), trace=plain(str(exc)))
+
+
 def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: int,
              on_result: Callable[[PlannedTrial, dict], None], progress=None) -> None:
     """Submit every trial, then hand each result to `on_result` the moment it arrives.
@@ -118,8 +127,8 @@ def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
                 try:
                     record = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a lost node after its retries: a failed trial
-                    record = complete_record(failure(type(exc).__name__, first_line(exc, 2000)),
-                                             trial.spec.to_dict(), trial.key, trial.accelerator_type)
+                    record = complete_record(crossed_failure(exc), trial.spec.to_dict(), trial.key,
+                                             trial.accelerator_type)
                 on_result(trial, record)
             if progress is not None:
                 progress(running=min(slots, len(pending)))

@@ -8,9 +8,11 @@ allows `/`) is turned into one path component wherever it names a folder
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 from tokengen.contract.spec import SpecError
 
@@ -43,6 +45,22 @@ def check_settings(sweep: dict) -> None:
     for kind in sweep["accelerator_types"]:
         if not NAME.fullmatch(str(kind)):
             raise SpecError(f"sweep.accelerator_types has {kind!r}: use Ray's accelerator type names, e.g. [L40S, H100]")
+
+
+def prepare_workdir(workdir: str) -> None:
+    """A local Ray's trials write their files under `sweep.workdir` on this machine: made and proven
+    writable here, before Ray starts, so a path that cannot be one is a line naming it and why, not a
+    failed trial each. A cluster's nodes make their own (a node's failure names its path)."""
+    path = Path(workdir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != workdir else ""
+        raise SpecError(f"sweep.workdir={workdir} cannot be used{where}: {exc.strerror or exc}: give a writable "
+                        "directory, e.g. sweep.workdir=/tmp/tokengen-sweeps") from None
 
 
 def _number(value) -> bool:

@@ -243,8 +243,9 @@ def tags_of(record: dict, sweep: str) -> dict[str, str]:
 
 @dataclasses.dataclass
 class StoreIndex:
-    finished: dict = dataclasses.field(default_factory=dict)  # trial key -> fingerprints it finished with
-    attempts: set = dataclasses.field(default_factory=set)  # attempt ids already recorded
+    finished: dict = dataclasses.field(default_factory=dict)  # trial key -> {fingerprint: its facts text}
+    attempts: dict = dataclasses.field(default_factory=dict)  # attempt id -> the run that holds it whole
+    half_written: dict = dataclasses.field(default_factory=dict)  # attempt id -> runs cut short (no status tag)
 
 
 def _series_text(values: list[float]) -> str | None:
@@ -272,6 +273,7 @@ class Recorder:
         self.parent_id: str | None = None
         self.sweep = ""
         self.names: dict[str, str] = {}  # run name per trial key (tracking.run_names), set by start_sweep
+        self._cut: dict[str, str] = {}  # attempt id -> the run a failed record_trial left without its status
 
     def _check_writable(self, experiment: str) -> None:
         """A write the sweep would make anyway (the experiment's last-sweep tag), so a user who may read
@@ -314,17 +316,22 @@ class Recorder:
 
     @failing_fast
     def index(self) -> "StoreIndex":
-        """What the experiment already holds: each finished key's fingerprints, every recorded attempt."""
+        """What the experiment already holds: each finished key's fingerprints, every attempt recorded whole,
+        and the runs of attempts whose recording was cut short (a full disk, a store gone mid-write)."""
         index, token = StoreIndex(), None
         while True:
             page = self.client.search_runs([self.experiment_id], filter_string="tags.trial_key != ''",
                                            max_results=5000, page_token=token)
             for run in page:
                 tags = run.data.tags
-                if tags.get("attempt_id"):
-                    index.attempts.add(tags["attempt_id"])
+                attempt = tags.get("attempt_id")
+                if attempt and not tags.get("status"):  # the status tag comes last: a write cut short lacks it
+                    index.half_written.setdefault(attempt, []).append(run.info.run_id)
+                    continue
+                if attempt:
+                    index.attempts[attempt] = run.info.run_id
                 if tags.get("status") == FINISHED and tags.get("trial_key"):
-                    index.finished.setdefault(tags["trial_key"], set()).add(tags.get("env_fingerprint"))
+                    index.finished.setdefault(tags["trial_key"], {})[tags.get("env_fingerprint")] = tags.get("env_facts")
             token = page.token
             if not token:
                 return index
@@ -369,13 +376,28 @@ class Recorder:
             self.client.set_terminated(run.info.run_id, "KILLED")
 
     @failing_fast
+    def discard(self, run_ids) -> None:
+        """Runs whose recording was cut short (no status tag), deleted so that the attempt they began is
+        recorded whole, once: one run per key and attempt."""
+        for run_id in run_ids:
+            self.client.delete_run(run_id)
+
+    @failing_fast
     def record_trial(self, record: dict) -> str:
-        """One child run with the trial's params, metrics, tags and artifacts; FAILED if it failed."""
+        """One child run with the trial's params, metrics, tags and artifacts; FAILED if it failed. A try cut
+        short by the store (full, gone) leaves a run without its status tag: the next try of the same
+        attempt deletes it first, and a rerun's index finds any it could not."""
         tags = tags_of(record, self.sweep)
         status = tags.pop("status")  # set last: a run cut short never counts as finished
+        attempt = record.get("attempt_id")
+        if attempt in self._cut:
+            self.discard([self._cut[attempt]])
+            del self._cut[attempt]
         run = self.client.create_run(self.experiment_id, run_name=run_name(record, self.names),
                                      tags={"mlflow.parentRunId": self.parent_id, **tags})
         run_id = run.info.run_id
+        if attempt:
+            self._cut[attempt] = run_id  # until its status tag is set
         metrics = metrics_of(record, int(time.time() * 1000))
         self.client.log_batch(run_id, metrics=metrics, params=params_of(record), synchronous=True)
         log = record.get("log", "")
@@ -389,6 +411,7 @@ class Recorder:
                     Path(tmp, name).write_bytes(blob)
                     self.client.log_artifact(run_id, str(Path(tmp, name)))
         self.client.set_tag(run_id, "status", status)
+        self._cut.pop(attempt, None)
         self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
         return run_id
 
