@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -30,13 +31,15 @@ from sweeps.progress import Progress
 from sweeps.remeasure import Remeasured, remeasure, stamp
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from sweeps.settings import check_settings, local_gpus, prepare_workdir
+from sweeps.space import OutOfSpace, full_line, out_of_space, reason_of, sqlite_path
 from tokengen.contract.fingerprint import differences, from_text, revision
-from tokengen.contract.names import FINISHED
+from tokengen.contract.names import FINISHED, OUT_OF_SPACE
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import SpecError
 from tracking.run_names import run_names
 
 FAILED_TRIALS, BAD_INPUT, UNRECORDED = 1, 2, 3  # exit statuses; an interrupt exits 128 + its signal
+REPORT_BYTES = 2 << 20  # what a report's tables and plots take, about: said when its disk is full
 
 
 class Interrupted(Exception):
@@ -113,6 +116,8 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
     progress = Progress(len(trials))
 
     def on_result(trial: PlannedTrial, record: dict) -> None:
+        if record.get("error_type") == OUT_OF_SPACE:  # the trial's folder is full: no result, and none to come
+            raise OutOfSpace(record["error_message"])
         stamp(record, trial.attempt)
         record["env_revision"] = record.get("env_revision") or revision()  # a node that got the code from Ray has no git
         outbox.put(record)
@@ -152,9 +157,15 @@ def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[Planne
     results an earlier run left in the journal, recorded before any new one."""
     running = {t.key for t in trials}
     planned = [t.key for t in plan.trials]
-    outbox.recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"],
-                                planned=planned, reused=[k for k in planned if k not in running],
-                                names=run_names(plan.trials))
+    try:
+        outbox.recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"],
+                                    planned=planned, reused=[k for k in planned if k not in running],
+                                    names=run_names(plan.trials))
+    except Exception as exc:
+        if not out_of_space(exc):
+            raise
+        where = sqlite_path(config["tracking"]["uri"]) or config["tracking"]["uri"]
+        raise OutOfSpace(full_line("the tracking store", where, None, reason_of(exc))) from None
     if priced is not None:
         pricing.record_estimate(outbox.recorder, priced, config, _say)
     outbox.flush()
@@ -164,12 +175,39 @@ def close_sweep(outbox: Outbox, failed: int) -> None:
     """One last try for the waiting results; the parent run is closed once every result is in (the rerun
     that records the rest resumes it)."""
     outbox.flush(now=True)
+    if outbox.full:
+        mark_full(outbox, outbox.full)
     if outbox.unrecorded:
         return
     try:
         outbox.recorder.end_sweep(failed)
     except Exception as exc:  # noqa: BLE001 - every trial is recorded; only the parent's status is missing
         _say(f"tracking: the sweep's run is left open ({first_line(exc)})")
+
+
+def mark_full(outbox: Outbox, why: str) -> None:
+    """A full disk stopped the sweep: its run is FAILED with the reason, not left RUNNING (a store that is
+    itself full may refuse even that: said, and the rerun reopens the run)."""
+    if not outbox.recorder.parent_id:
+        return
+    try:
+        outbox.recorder.fail_sweep(why)
+    except Exception as exc:  # noqa: BLE001 - every result is journaled; only the parent's status is missing
+        _say(f"tracking: the sweep's run is left open ({first_line(exc)})")
+
+
+def stopped_full(outbox: Outbox, records: list[dict], exc: OutOfSpace) -> int:
+    """A disk the sweep must write to is full: the running trials are already stopped (sweeps/schedule.py
+    cancels their tasks), what finished goes to the store while it takes it, the sweep's run is marked
+    FAILED; one line that names the path and the space needed, exit 3."""
+    try:
+        outbox.flush(now=True)
+    except OutOfSpace:
+        pass  # the journal cannot note what the store took: the rerun finds it there
+    mark_full(outbox, str(exc))
+    _say(f"error: {exc}: make room there and rerun the same command; the {len(records)} result(s) that finished "
+         f"are kept in {os.path.relpath(outbox.journal.path)} and recorded without running their trials again")
+    return UNRECORDED
 
 
 def publish_report(config: dict, records: list[dict]) -> None:
@@ -185,6 +223,10 @@ def publish_report(config: dict, records: list[dict]) -> None:
         for line in report.warnings + report.ui:  # how to open the comparison in the MLflow UI
             _say(line)
     except Exception as exc:  # noqa: BLE001 - every trial is already recorded; the report can be rebuilt
+        if out_of_space(exc):
+            raise OutOfSpace(full_line("the report", Path("reports") / name, REPORT_BYTES, reason_of(exc))
+                             + f": make room there and rebuild it with python -m tracking.report --uri {uri} "
+                             f"--sweep {name}") from None
         first = first_line(exc, 300)
         if not records:
             _say(f"report: none ({first})")
@@ -305,19 +347,29 @@ def run_sweep(config: DictConfig | dict) -> int:
         return BAD_INPUT
     except Interrupted as stop:
         return interrupted(outbox, records + again.records, len(trials), stop)
+    except OutOfSpace as exc:
+        return stopped_full(outbox, records + again.records, exc)
     failed = [r for r in records if r["status"] != FINISHED]
     close_sweep(outbox, len(failed))
     wall = time.perf_counter() - started
     if outbox.unrecorded:
         print_summary(records + again.records)  # the store is down: no report from it, the records in hand
     else:
-        publish_report(config, records + again.records)
+        try:
+            publish_report(config, records + again.records)
+        except OutOfSpace as exc:
+            _say(f"error: {exc}")
+            return UNRECORDED
     _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed{again.said}, "
          f"in {wall:.1f} s")
     for record in failed:
         _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
     if log.exists():
         _say(f"log: Ray's and MLflow's own lines are in {os.path.relpath(log)}")
+    if outbox.unrecorded and outbox.full:
+        _say(f"error: {outbox.full}: make room there and rerun the same command; {outbox.unrecorded} result(s) wait "
+             f"in {os.path.relpath(outbox.journal.path)} and are recorded without running their trials again")
+        return UNRECORDED
     if outbox.unrecorded:
         _say(f"error: {outbox.unrecorded} result(s) not yet recorded in {config['tracking']['uri']} "
              f"({outbox.last_error}); they wait in {outbox.journal.path}, and rerunning the same command records "

@@ -21,8 +21,10 @@ from ray.exceptions import RayTaskError
 import sweeps
 import tokengen
 from sweeps.grid import PlannedTrial
+from sweeps.space import full_line, out_of_space, reason_of
 from sweeps.task import trial_task
 from sweeps.trial_process import complete_record, failure
+from tokengen.contract.names import OUT_OF_SPACE
 from tokengen.contract.process_env import SECRETS
 from tokengen.contract.record import first_line, plain
 
@@ -103,6 +105,9 @@ def crossed_failure(exc: Exception) -> dict:
     RayTaskError whose first line is `ray::trial_task() (pid=..)` in colour) by its own type and message,
     which name the path and the reason; Ray's traceback, without colour codes, as the log's tail."""
     cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
+    if out_of_space(cause):  # the trial's folder could not even be made
+        where = getattr(cause, "filename", None) or "sweep.workdir"
+        return failure(OUT_OF_SPACE, full_line("the trial's folder", where, None, reason_of(cause)), trace=plain(str(exc)))
     return failure(type(cause).__name__, first_line(cause, 2000), trace=plain(str(exc)))
 
 

@@ -421,6 +421,12 @@ class Recorder:
         self.client.set_terminated(self.parent_id, "KILLED")
 
     @failing_fast
+    def fail_sweep(self, why: str) -> None:
+        """The sweep stopped on something it could not write (a full disk): its run says why, FAILED."""
+        self.client.set_tag(self.parent_id, "stopped", why[:MAX_PARAM_CHARS])
+        self.client.set_terminated(self.parent_id, "FAILED")
+
+    @failing_fast
     def end_sweep(self, failed: int) -> None:
         self.client.set_tag(self.parent_id, "failed_trials", str(failed))
         self.client.set_terminated(self.parent_id, "FAILED" if failed else "FINISHED")
