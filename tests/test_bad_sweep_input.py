@@ -124,3 +124,9 @@ def test_a_workdir_that_cannot_be_made_is_refused_before_ray(tmp_path, capsys):
     assert line == (f"error: sweep.workdir={workdir} cannot be used: Not a directory: give a writable directory, "
                     "e.g. sweep.workdir=/tmp/tokengen-sweeps")
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / ".sweeps").exists()
+
+
+def test_a_batch_beyond_the_vocabulary_that_cannot_have_distinct_prompts_is_refused(tmp_path, capsys):
+    line = refused(small_sweep(tmp_path, "grid.batch_size=[50258]", "trial.prompt_len=2"), capsys)
+    assert line.endswith("batch_size=50258 with prompt_len=2 wants more distinct prompts than model 'tiny' has ids "
+                         "(50257): use prompt_len >= 3, prompt_len=1 (BOS only) or batch_size <= 50257"), line
