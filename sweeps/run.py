@@ -152,6 +152,18 @@ def check_local_devices(plan: GridPlan, config: dict) -> None:
                            "trial.device=cpu, or ray.address=auto on a GPU cluster")
 
 
+def check_local_memory(plan: GridPlan, config: dict) -> None:
+    """A local Ray's trials share this machine's memory: one estimated past sweep.memory_guard of what is free
+    (sweeps/estimate/memory.py) is refused here, before Ray starts, with its figure."""
+    from sweeps.estimate.memory import free_memory, memory_refusal
+
+    if config["ray"]["address"]:
+        return
+    refusal = memory_refusal(plan.trials, free_memory(), config["sweep"].get("memory_guard"))
+    if refusal:
+        raise SpecError(refusal)
+
+
 def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[PlannedTrial], priced=None) -> None:
     """The sweep's parent run with its plan (the keys it covers, those it reuses, the estimate), then the
     results an earlier run left in the journal, recorded before any new one."""
@@ -250,6 +262,7 @@ def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbo
 
     plan = plan or plan_sweep(config)
     check_local_devices(plan, config)
+    check_local_memory(plan, config)
     tracking = config["tracking"]
     check_uri(tracking["uri"])
     if not config["ray"]["address"]:

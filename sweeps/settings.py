@@ -39,6 +39,10 @@ def check_settings(sweep: dict) -> None:
         raise SpecError(f"sweep.inductor_cache={sweep['inductor_cache']!r}: use one of {', '.join(INDUCTOR_CACHES)}")
     if not _integer(sweep["max_trials"]) or sweep["max_trials"] < 1:
         raise SpecError(f"sweep.max_trials={sweep['max_trials']!r}: give 1 or more")
+    guard = sweep.get("memory_guard")
+    if guard is not None and (not _number(guard) or guard <= 0):
+        raise SpecError(f"sweep.memory_guard={guard!r}: give a fraction of the free memory a trial may take, e.g. "
+                        "sweep.memory_guard=0.9, or null for no guard")
     prices = sweep["prices"]
     if not isinstance(prices, dict) or not all(isinstance(k, str) and _number(v) and v >= 0 for k, v in prices.items()):
         raise SpecError(f"sweep.prices={prices!r}: give USD per device-hour by type, e.g. 'sweep.prices={{cpu:0.1,L40S:1.86}}'")
