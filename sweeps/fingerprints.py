@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from sweeps.grid import PlannedTrial
-from tokengen.contract.fingerprint import as_text, facts, fingerprint
+from tokengen.contract.fingerprint import as_text, differences, facts, fingerprint, from_text
 
 
 def trial_threads(trial: PlannedTrial, cpus_per_trial: int | None, node_cpus: int) -> int:
@@ -60,3 +60,15 @@ def _may_run(trial: PlannedTrial, resources: dict) -> bool:
     if trial.accelerator_type:
         return f"accelerator_type:{trial.accelerator_type}" in resources
     return resources.get("GPU", 0) > 0 if trial.spec.device == "cuda" else resources.get("CPU", 0) > 0
+
+
+def environment_change(trials: list[PlannedTrial], finished: dict, expected: dict) -> str:
+    """What differs between where the trials finished and where they would run now, as `code 1a.. vs 2b..;
+    threads 1 vs 2`, each difference once (tokengen/contract/fingerprint.py names them)."""
+    named: dict[str, None] = {}
+    for trial in trials:
+        now = [from_text(text) for text in expected.get(trial.key, {}).values()]
+        for text in finished[trial.key].values():
+            for difference in (d for facts in now for d in differences(from_text(text), facts)):
+                named[difference] = None
+    return "; ".join(named) or "threads, versions, device, code or model files"

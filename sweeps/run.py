@@ -5,7 +5,8 @@ config from `hydra.compose`. Everything that can be wrong with the config, the t
 local Ray) the machine's GPUs is found before Ray starts (exit 2); a failed trial never stops the
 others (exit 1). Every result goes to the driver's journal before MLflow (sweeps/journal.py): results
 that a store which stopped answering did not take make the exit 3, and rerunning the same command
-records them without running their trials again. Ctrl-C or SIGTERM stops the running trials, keeps
+records them without running their trials again; a full disk (journal, store, workdir, report) is one
+line naming the path and the space it needs, exit 3 too (sweeps/full_disk.py). Ctrl-C or SIGTERM stops the running trials, keeps
 every finished result, marks the sweep's run KILLED and exits 130 (SIGINT) or 143 (SIGTERM).
 """
 
@@ -23,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from sweeps import pricing
 from sweeps.config import register
-from sweeps.fingerprints import cluster_fingerprints, local_fingerprints
+from sweeps.estimate.memory import check_local_memory
+from sweeps.fingerprints import cluster_fingerprints, environment_change, local_fingerprints
 from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
 from sweeps.journal import Journal, JournalError, Outbox
 from sweeps.logs import quiet_terminal
@@ -31,8 +33,9 @@ from sweeps.progress import Progress
 from sweeps.remeasure import Remeasured, remeasure, stamp
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from sweeps.settings import check_settings, local_gpus, prepare_workdir
+from sweeps.full_disk import mark_full, stopped_full
 from sweeps.space import OutOfSpace, full_line, out_of_space, reason_of, sqlite_path
-from tokengen.contract.fingerprint import differences, from_text, revision
+from tokengen.contract.fingerprint import revision
 from tokengen.contract.names import FINISHED, OUT_OF_SPACE
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import SpecError
@@ -152,18 +155,6 @@ def check_local_devices(plan: GridPlan, config: dict) -> None:
                            "trial.device=cpu, or ray.address=auto on a GPU cluster")
 
 
-def check_local_memory(plan: GridPlan, config: dict) -> None:
-    """A local Ray's trials share this machine's memory: one estimated past sweep.memory_guard of what is free
-    (sweeps/estimate/memory.py) is refused here, before Ray starts, with its figure."""
-    from sweeps.estimate.memory import free_memory, memory_refusal
-
-    if config["ray"]["address"]:
-        return
-    refusal = memory_refusal(plan.trials, free_memory(), config["sweep"].get("memory_guard"))
-    if refusal:
-        raise SpecError(refusal)
-
-
 def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[PlannedTrial], priced=None) -> None:
     """The sweep's parent run with its plan (the keys it covers, those it reuses, the estimate), then the
     results an earlier run left in the journal, recorded before any new one."""
@@ -195,31 +186,6 @@ def close_sweep(outbox: Outbox, failed: int) -> None:
         outbox.recorder.end_sweep(failed)
     except Exception as exc:  # noqa: BLE001 - every trial is recorded; only the parent's status is missing
         _say(f"tracking: the sweep's run is left open ({first_line(exc)})")
-
-
-def mark_full(outbox: Outbox, why: str) -> None:
-    """A full disk stopped the sweep: its run is FAILED with the reason, not left RUNNING (a store that is
-    itself full may refuse even that: said, and the rerun reopens the run)."""
-    if not outbox.recorder.parent_id:
-        return
-    try:
-        outbox.recorder.fail_sweep(why)
-    except Exception as exc:  # noqa: BLE001 - every result is journaled; only the parent's status is missing
-        _say(f"tracking: the sweep's run is left open ({first_line(exc)})")
-
-
-def stopped_full(outbox: Outbox, records: list[dict], exc: OutOfSpace) -> int:
-    """A disk the sweep must write to is full: the running trials are already stopped (sweeps/schedule.py
-    cancels their tasks), what finished goes to the store while it takes it, the sweep's run is marked
-    FAILED; one line that names the path and the space needed, exit 3."""
-    try:
-        outbox.flush(now=True)
-    except OutOfSpace:
-        pass  # the journal cannot note what the store took: the rerun finds it there
-    mark_full(outbox, str(exc))
-    _say(f"error: {exc}: make room there and rerun the same command; the {len(records)} result(s) that finished "
-         f"are kept in {os.path.relpath(outbox.journal.path)} and recorded without running their trials again")
-    return UNRECORDED
 
 
 def publish_report(config: dict, records: list[dict]) -> None:
@@ -262,7 +228,7 @@ def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbo
 
     plan = plan or plan_sweep(config)
     check_local_devices(plan, config)
-    check_local_memory(plan, config)
+    check_local_memory(plan.trials, config)
     tracking = config["tracking"]
     check_uri(tracking["uri"])
     if not config["ray"]["address"]:
@@ -302,18 +268,6 @@ def trials_to_run(plan: GridPlan, outbox: Outbox, resume: bool, expected: dict[s
          + (f"; measuring {len(elsewhere)} again that finished in another environment "
             f"({environment_change(elsewhere, finished, expected)})" if elsewhere else ""))
     return trials
-
-
-def environment_change(trials: list[PlannedTrial], finished: dict, expected: dict) -> str:
-    """What differs between where the trials finished and where they would run now, as `code 1a.. vs 2b..;
-    threads 1 vs 2`, each difference once (tokengen/contract/fingerprint.py names them)."""
-    named: dict[str, None] = {}
-    for trial in trials:
-        now = [from_text(text) for text in expected.get(trial.key, {}).values()]
-        for text in finished[trial.key].values():
-            for difference in (d for facts in now for d in differences(from_text(text), facts)):
-                named[difference] = None
-    return "; ".join(named) or "threads, versions, device, code or model files"
 
 
 def run_sweep(config: DictConfig | dict) -> int:
@@ -361,7 +315,8 @@ def run_sweep(config: DictConfig | dict) -> int:
     except Interrupted as stop:
         return interrupted(outbox, records + again.records, len(trials), stop)
     except OutOfSpace as exc:
-        return stopped_full(outbox, records + again.records, exc)
+        stopped_full(outbox, records + again.records, exc)
+        return UNRECORDED
     failed = [r for r in records if r["status"] != FINISHED]
     close_sweep(outbox, len(failed))
     wall = time.perf_counter() - started
