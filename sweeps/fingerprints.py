@@ -2,8 +2,9 @@
 
 Resume reuses a finished key only where the fingerprint it finished with is one a node that may run
 it gives now (tokengen/contract/fingerprint.py): another thread count, torch, GPU, driver, measuring
-code or checkpoint measures again, and the facts beside each fingerprint name what differs. A local Ray's node is this machine, read here without starting Ray; a
-cluster's nodes each answer for themselves through a small task pinned to them.
+code or checkpoint measures again, and the facts beside each fingerprint name what differs. A local
+Ray's node is this machine, read here without starting Ray; a cluster's nodes each answer for
+themselves through a small task pinned to them.
 """
 
 from __future__ import annotations

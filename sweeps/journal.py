@@ -77,7 +77,8 @@ class Journal:
         except OSError as exc:
             if not out_of_space(exc):
                 raise
-            raise OutOfSpace(full_line("the sweep's journal", self.path, record_bytes(record), reason_of(exc))) from None
+            line = full_line("the sweep's journal", self.path, record_bytes(record), reason_of(exc))
+            raise OutOfSpace(line) from None
 
     def _append(self, record: dict) -> None:
         folder = self.files_dir / result_id(record)
@@ -201,7 +202,8 @@ class Outbox:
             except Exception as exc:  # noqa: BLE001 - any failed write: the result waits in the journal
                 self._went_down(first_line(exc))
                 if out_of_space(exc):
-                    where = path_of(exc) or sqlite_path(self.recorder.uri) or self.recorder.uri  # an artifact, or the database
+                    # the file refused (an artifact), else the database
+                    where = path_of(exc) or sqlite_path(self.recorder.uri) or self.recorder.uri
                     self.full = full_line("the tracking store", where, sum(map(record_bytes, self.waiting)),
                                           reason_of(exc))
                 return

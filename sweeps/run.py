@@ -6,8 +6,9 @@ local Ray) the machine's GPUs is found before Ray starts (exit 2); a failed tria
 others (exit 1). Every result goes to the driver's journal before MLflow (sweeps/journal.py): results
 that a store which stopped answering did not take make the exit 3, and rerunning the same command
 records them without running their trials again; a full disk (journal, store, workdir, report) is one
-line naming the path and the space it needs, exit 3 too (sweeps/full_disk.py). Ctrl-C or SIGTERM stops the running trials, keeps
-every finished result, marks the sweep's run KILLED and exits 130 (SIGINT) or 143 (SIGTERM).
+line naming the path and the space it needs, exit 3 too (sweeps/full_disk.py). Ctrl-C or SIGTERM stops
+the running trials, keeps every finished result, marks the sweep's run KILLED and exits 130 (SIGINT)
+or 143 (SIGTERM).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sweeps import pricing
 from sweeps.config import register
 from sweeps.estimate.memory import check_local_memory
 from sweeps.fingerprints import cluster_fingerprints, environment_change, local_fingerprints
+from sweeps.full_disk import mark_full, stopped_full
 from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
 from sweeps.journal import Journal, JournalError, Outbox
 from sweeps.logs import quiet_terminal
@@ -33,7 +35,6 @@ from sweeps.progress import Progress
 from sweeps.remeasure import Remeasured, remeasure, stamp
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from sweeps.settings import check_settings, local_gpus, prepare_workdir
-from sweeps.full_disk import mark_full, stopped_full
 from sweeps.space import OutOfSpace, full_line, out_of_space, reason_of, sqlite_path
 from tokengen.contract.fingerprint import revision
 from tokengen.contract.names import FINISHED, OUT_OF_SPACE

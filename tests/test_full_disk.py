@@ -85,7 +85,8 @@ def fill_after_first_result(journal, disk, stop: threading.Event) -> threading.T
 @pytest.mark.slow
 def test_a_journal_that_fills_mid_sweep_stops_it_in_one_line_and_the_rerun_loses_nothing(tmp_path, capsys,
                                                                                            warm_ray):
-    config = small_sweep(tmp_path, "grid.variant=[kv_cache]", "grid.batch_size=[1,2]", "sweep.cpus_per_trial=2")
+    config = small_sweep(tmp_path, "grid.variant=[kv_cache]", "grid.batch_size=[1,2]", "sweep.cpus_per_trial=2",
+                         "trial.warmup=0", "trial.runs=1")
     uri = config["tracking"]["uri"]
     with tmpfs(tmp_path / ".sweeps", "2m") as disk:
         journal = Journal.path_for("tokengen", "t")
@@ -122,7 +123,7 @@ def test_a_full_workdir_or_report_disk_is_one_line_and_exit_3(tmp_path, capsys, 
     """The trials' workdir full from the start: the first trial cannot even leave its outcome, and the sweep
     stops there, nothing recorded as a failed trial. Then a report directory that is full: every trial is
     recorded, the sweep's run closed, and the line says where the report could not go."""
-    config = small_sweep(tmp_path, "grid.variant=[kv_cache]", "grid.batch_size=[1]")
+    config = small_sweep(tmp_path, "grid.variant=[kv_cache]", "grid.batch_size=[1]", "trial.warmup=0", "trial.runs=1")
     uri = config["tracking"]["uri"]
     with tmpfs(tmp_path / "work", "1m") as work:
         fill(work)

@@ -26,15 +26,17 @@ def test_the_h200_baseline_is_estimated_within_30_percent_of_what_it_reserved():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("batch, prompt, steps", [(4, 8, 48), (64, 40, 8)], ids=["smoke", "logits"])
-def test_a_baseline_trial_process_peaks_within_30_percent_of_its_estimate(tmp_path, batch, prompt, steps):
-    """The smoke grid's largest trial (baseline, batch 4, prompt 8, 48 steps) and one whose last step's logits
-    (64 x 47 x 50,257 floats, 0.6 GB) outweigh torch itself: a real trial process's peak RSS."""
-    spec = resolve("baseline", model="tiny", batch_size=batch, max_seqlen=steps, prompt_len=prompt, warmup=0, runs=1)
+def test_a_baseline_trial_process_peaks_within_30_percent_of_its_estimate(tmp_path):
+    """A real trial process's peak RSS, for a baseline whose last step's logits (32 x 41 x 50,257 floats,
+    0.26 GB) weigh as much as half of torch itself: the estimate's parts, not its constant, decide it. (The
+    smoke grid's 16 trials, measured by a sweep, are in docs/sweeps.md.)"""
+    spec = resolve("baseline", model="tiny", batch_size=32, max_seqlen=2, prompt_len=40, warmup=0, runs=1)
     record = run_trial_process(TrialRequest(spec=spec.to_dict(), key="k", folder=str(tmp_path / "k"), timeout_s=300,
                                             threads=2))
     assert record["status"] == "finished", record.get("error_message")
-    ratio = estimate_memory(spec).rss / record["peak_rss_bytes"]
+    found = estimate_memory(spec)
+    assert found.logits > 0.25e9
+    ratio = found.rss / record["peak_rss_bytes"]
     assert 0.7 < ratio < 1.3, (ratio, record["peak_rss_bytes"])
 
 
