@@ -160,8 +160,8 @@ class Outbox:
         """Results an earlier run journaled but MLflow lacks: queued to be sent before anything else.
         An attempt MLflow already holds whole (`recorded`: attempt id -> run id) made it there before the
         driver could note it: noted now with its run, never recorded twice. One whose run was cut short
-        (`half_written`: no status tag, metrics missing) counts as not recorded: that run is deleted and
-        the attempt recorded again, whole."""
+        (`half_written`: no status tag, metrics missing) counts as not recorded: that run is deleted as
+        the attempt is recorded again, whole."""
         earlier = []
         for record in self.journal.unrecorded():
             attempt = record.get("attempt_id")
@@ -169,7 +169,7 @@ class Outbox:
                 self.journal.mark_recorded(record, recorded[attempt])
                 continue
             if attempt in (half_written or {}):
-                self.recorder.discard(half_written[attempt])
+                self.recorder.cut_short(attempt, half_written[attempt])
             earlier.append(record)
         self.waiting.extend(earlier)
         return earlier

@@ -273,7 +273,7 @@ class Recorder:
         self.parent_id: str | None = None
         self.sweep = ""
         self.names: dict[str, str] = {}  # run name per trial key (tracking.run_names), set by start_sweep
-        self._cut: dict[str, str] = {}  # attempt id -> the run a failed record_trial left without its status
+        self._cut: dict[str, list[str]] = {}  # attempt id -> runs left without their status, deleted before it is recorded
 
     def _check_writable(self, experiment: str) -> None:
         """A write the sweep would make anyway (the experiment's last-sweep tag), so a user who may read
@@ -375,12 +375,10 @@ class Recorder:
         for run in orphans:
             self.client.set_terminated(run.info.run_id, "KILLED")
 
-    @failing_fast
-    def discard(self, run_ids) -> None:
-        """Runs whose recording was cut short (no status tag), deleted so that the attempt they began is
-        recorded whole, once: one run per key and attempt."""
-        for run_id in run_ids:
-            self.client.delete_run(run_id)
+    def cut_short(self, attempt: str, run_ids: list[str]) -> None:
+        """Runs whose recording of `attempt` was cut short (no status tag: a full disk, a store gone mid-write),
+        found by a rerun's index: deleted when the attempt is recorded, so it is recorded whole, once."""
+        self._cut.setdefault(attempt, []).extend(run_ids)
 
     @failing_fast
     def record_trial(self, record: dict) -> str:
@@ -390,14 +388,14 @@ class Recorder:
         tags = tags_of(record, self.sweep)
         status = tags.pop("status")  # set last: a run cut short never counts as finished
         attempt = record.get("attempt_id")
-        if attempt in self._cut:
-            self.discard([self._cut[attempt]])
-            del self._cut[attempt]
+        while self._cut.get(attempt):  # one run per key and attempt: what an earlier try left goes first
+            self.client.delete_run(self._cut[attempt][-1])
+            self._cut[attempt].pop()
         run = self.client.create_run(self.experiment_id, run_name=run_name(record, self.names),
                                      tags={"mlflow.parentRunId": self.parent_id, **tags})
         run_id = run.info.run_id
         if attempt:
-            self._cut[attempt] = run_id  # until its status tag is set
+            self._cut[attempt] = [run_id]  # until its status tag is set
         metrics = metrics_of(record, int(time.time() * 1000))
         self.client.log_batch(run_id, metrics=metrics, params=params_of(record), synchronous=True)
         log = record.get("log", "")
