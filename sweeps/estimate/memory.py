@@ -77,8 +77,10 @@ def estimate_memory(spec: TrialSpec) -> MemoryEstimate | None:
     kv = 0.0 if baseline else 2 * shape.layers * rows * total * shape.kv_dim * size
     live_logits = rows * (longest if baseline else 1) * shape.vocab * size
     activations = _activations(shape, rows, longest, size)
-    prompted = max(spec.requests, rows)
-    prompts = (prompted * spec.prompt_len * 3 + rows * total) * TOKEN_BYTES + (shape.vocab * TOKEN_BYTES * 2)
+    prompted = max(spec.requests, rows)  # every row, or every request, has its own prompt
+    # (N, P) ids with the two draws they are cut from, the (B, P + max_seqlen) token buffer, and the
+    # vocabulary's permutation with its inverse (tokengen/decode/prompts.py)
+    prompts = (prompted * spec.prompt_len * 3 + rows * total + shape.vocab * 2) * TOKEN_BYTES
     on_cuda = spec.device == "cuda"
     runtime = RUNTIME_RSS + (COMPILE_RSS if spec.compile != "off" and not on_cuda else 0.0)
     working = weights + kv + activations + prompts
