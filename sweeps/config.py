@@ -47,6 +47,9 @@ class SweepSettings:
     # for a local Ray its CPUs // cpus_per_trial (one CPU trial at a time by default) and its GPUs
     max_device_hours: Optional[float] = None  # refuse, before Ray starts, a sweep estimated above this; None: no limit
     max_cost: Optional[float] = None  # USD at sweep.prices; refuse above it (or when a device has no price); None: no limit
+    # a local Ray's trial estimated (sweeps/estimate/memory.py) above this fraction of its device's free memory (host
+    # RAM, the freest GPU) is refused before Ray starts; null: no guard
+    memory_guard: Optional[float] = 0.9
 
 
 @dataclass

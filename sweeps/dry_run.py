@@ -21,6 +21,10 @@ from tokengen.contract.names import PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
 from tracking.markdown import to_markdown
 
 PLAN_CSV, PLAN_MD = PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
+MEMORY_NOTE = ("Each trial's estimated peak (sweeps/estimate/memory.py; plan.csv: memory_rss_gb, memory_cuda_gb), the "
+               "largest per variant: rss_gb the trial process's resident memory (torch and transformers included), "
+               "cuda_gb what CUDA's allocator reserves (n/a on the CPU). A local Ray's sweep refuses a trial above "
+               "sweep.memory_guard of the free memory.")
 ESTIMATE_NOTE = ("estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented "
                  "(the per-step timer's run) and profiled runs, the compile (the first run's extra), the model's "
                  "build, the harness around each trial process (its start-up, Ray, MLflow) and remeasure rounds "
@@ -93,6 +97,8 @@ def render(priced: Priced, config: dict, dry: bool = True) -> str:
                   "Prices from sweep.prices (USD per device-hour; `cpu`: one CPU trial's node).", "",
                   to_markdown(shown(devices, {"device_hours": 3, "low_hours": 3, "high_hours": 3, "usd_per_hour": 2,
                                               "cost_usd": 2})), ""]
+    lines += ["## Memory", "", MEMORY_NOTE, "", to_markdown(shown(memory_table(priced.table), {"rss_gb": 2, "cuda_gb": 2})),
+              ""]
     walls = priced.walls()
     lines += ["## Wall on the workers", "",
               f"Workers: {priced.workers.source}. Trials are submitted longest first (LPT); no schedule beats "
@@ -113,6 +119,13 @@ def render(priced: Priced, config: dict, dry: bool = True) -> str:
         lines += ["Assumptions:", ""] + [f"- {note}" for note in priced.notes] + [""]
     lines.append(f"Planned in {priced.seconds:.2f} s (plan, read the store, fit once, estimate each trial).")
     return "\n".join(lines) + "\n"
+
+
+def memory_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per variant, the largest estimated peak of its trials (plan.csv has every trial's)."""
+    rows = [{"variant": variant, "trials": len(group), "rss_gb": group["memory_rss_gb"].max(),
+             "cuda_gb": group["memory_cuda_gb"].max()} for variant, group in table.groupby("variant", sort=False)]
+    return pd.DataFrame(rows, columns=["variant", "trials", "rss_gb", "cuda_gb"])
 
 
 def write_plan(priced: Priced, config: dict, out: str | Path = "reports") -> tuple[Path, Path, str]:
@@ -140,6 +153,12 @@ def dry_run(config: dict) -> int:
         _say(line)
     csv, md, text = write_plan(priced, config)
     print(text, end="")
+    if not config["ray"]["address"]:
+        from sweeps.estimate.memory import free_memory, memory_refusal
+
+        refusal = memory_refusal(priced.plan.trials, free_memory(), config["sweep"].get("memory_guard"))
+        if refusal:
+            _say(f"memory: a real run would be refused: {refusal}")
     _say(f"dry run: plan in {md} and {csv} ({len(priced.table)} trial(s), planned in {priced.seconds:.2f} s, "
          f"{time.perf_counter() - started:.2f} s with the files); nothing ran, nothing was written to "
          f"{config['tracking']['uri']}")

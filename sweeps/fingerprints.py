@@ -1,9 +1,10 @@
 """The environment fingerprint each planned trial would be measured with, learned before scheduling.
 
 Resume reuses a finished key only where the fingerprint it finished with is one a node that may run
-it gives now (tokengen/contract/fingerprint.py): another thread count, torch, GPU, driver or
-checkpoint measures again. A local Ray's node is this machine, read here without starting Ray; a
-cluster's nodes each answer for themselves through a small task pinned to them.
+it gives now (tokengen/contract/fingerprint.py): another thread count, torch, GPU, driver, measuring
+code or checkpoint measures again, and the facts beside each fingerprint name what differs. A local
+Ray's node is this machine, read here without starting Ray; a cluster's nodes each answer for
+themselves through a small task pinned to them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 
 from sweeps.grid import PlannedTrial
-from tokengen.contract.fingerprint import facts, fingerprint
+from tokengen.contract.fingerprint import as_text, differences, facts, fingerprint, from_text
 
 
 def trial_threads(trial: PlannedTrial, cpus_per_trial: int | None, node_cpus: int) -> int:
@@ -21,23 +22,28 @@ def trial_threads(trial: PlannedTrial, cpus_per_trial: int | None, node_cpus: in
     return cpus_per_trial or node_cpus
 
 
+def described(environment: dict) -> tuple[str, str]:
+    """(fingerprint, its facts as text): the first to match, the second to name a difference."""
+    return fingerprint(environment), as_text(environment)
+
+
 def local_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None, num_cpus: int | None) -> dict:
-    """key -> {fingerprint} on this machine, for a local Ray of `num_cpus` CPUs (default: all)."""
+    """key -> {fingerprint: facts text} on this machine, for a local Ray of `num_cpus` CPUs (default: all)."""
     node_cpus = num_cpus or os.cpu_count() or 1
-    return {t.key: {fingerprint(facts(t.spec.device, trial_threads(t, cpus_per_trial, node_cpus), t.spec.model))}
+    return {t.key: dict([described(facts(t.spec.device, trial_threads(t, cpus_per_trial, node_cpus), t.spec.model))])
             for t in trials}
 
 
 def cluster_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None) -> dict:
-    """key -> the fingerprints of every alive node that may run the trial, each computed on its node."""
+    """key -> {fingerprint: facts text} of every alive node that may run the trial, each computed on its node."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     @ray.remote(num_cpus=0)
-    def node_facts(wanted: list[tuple]) -> list[str]:
-        return [fingerprint(facts(device, threads, model)) for device, threads, model in wanted]
+    def node_facts(wanted: list[tuple]) -> list[tuple[str, str]]:
+        return [described(facts(device, threads, model)) for device, threads, model in wanted]
 
-    expected: dict[str, set] = {t.key: set() for t in trials}
+    expected: dict[str, dict] = {t.key: {} for t in trials}
     for node in (n for n in ray.nodes() if n.get("Alive")):
         resources = node["Resources"]
         able = [t for t in trials if _may_run(t, resources)]
@@ -46,8 +52,8 @@ def cluster_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None)
         wanted = [(t.spec.device, trial_threads(t, cpus_per_trial, int(resources.get("CPU", 1))), t.spec.model)
                   for t in able]
         strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
-        for trial, value in zip(able, ray.get(node_facts.options(scheduling_strategy=strategy).remote(wanted))):
-            expected[trial.key].add(value)
+        for trial, (value, text) in zip(able, ray.get(node_facts.options(scheduling_strategy=strategy).remote(wanted))):
+            expected[trial.key][value] = text
     return expected
 
 
@@ -55,3 +61,15 @@ def _may_run(trial: PlannedTrial, resources: dict) -> bool:
     if trial.accelerator_type:
         return f"accelerator_type:{trial.accelerator_type}" in resources
     return resources.get("GPU", 0) > 0 if trial.spec.device == "cuda" else resources.get("CPU", 0) > 0
+
+
+def environment_change(trials: list[PlannedTrial], finished: dict, expected: dict) -> str:
+    """What differs between where the trials finished and where they would run now, as `code 1a.. vs 2b..;
+    threads 1 vs 2`, each difference once (tokengen/contract/fingerprint.py names them)."""
+    named: dict[str, None] = {}
+    for trial in trials:
+        now = [from_text(text) for text in expected.get(trial.key, {}).values()]
+        for text in finished[trial.key].values():
+            for difference in (d for facts in now for d in differences(from_text(text), facts)):
+                named[difference] = None
+    return "; ".join(named) or "threads, versions, device, code or model files"

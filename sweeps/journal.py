@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweeps.space import OutOfSpace, full_line, out_of_space, path_of, reason_of, record_bytes, sqlite_path
 from tokengen.contract.names import TRANSPORT, TRIAL_LOG
 from tokengen.contract.names import path_component
 from tokengen.contract.record import first_line
@@ -68,19 +69,36 @@ class Journal:
         return self.path.with_suffix("")
 
     def append(self, record: dict) -> None:
-        """The record's files and log first, then its line, flushed to disk: a line is never without its files."""
+        """The record's files and log first, then its line, flushed to disk: a line is never without its files.
+        OutOfSpace where the disk is full (a cut line is skipped on reading: that trial runs again)."""
+        record["attempt_id"] = record.get("attempt_id") or uuid.uuid4().hex  # one per result: recorded once
+        try:
+            self._append(record)
+        except OSError as exc:
+            if not out_of_space(exc):
+                raise
+            line = full_line("the sweep's journal", self.path, record_bytes(record), reason_of(exc))
+            raise OutOfSpace(line) from None
+
+    def _append(self, record: dict) -> None:
         folder = self.files_dir / result_id(record)
         folder.mkdir(parents=True, exist_ok=True)
         files = dict(record.get("files") or {})
         for name, blob in files.items():
             (folder / name).write_bytes(blob)
         (folder / TRIAL_LOG).write_text(record.get("log") or "")
-        record["attempt_id"] = record.get("attempt_id") or uuid.uuid4().hex  # one per result: recorded once
         result = {k: v for k, v in record.items() if k not in TRANSPORT}
         self._write({"result": result, "files": sorted(files)})
 
     def mark_recorded(self, record: dict, run_id: str) -> None:
-        self._write({"recorded": record["key"], "attempt_id": record.get("attempt_id"), "run_id": run_id})
+        """The line that says MLflow holds the result; where the disk is full it is left out (OutOfSpace), and
+        the rerun finds the attempt in the store instead."""
+        try:
+            self._write({"recorded": record["key"], "attempt_id": record.get("attempt_id"), "run_id": run_id})
+        except OSError as exc:
+            if not out_of_space(exc):
+                raise
+            raise OutOfSpace(full_line("the sweep's journal", self.path, 4096, reason_of(exc))) from None
 
     def _write(self, entry: dict) -> None:
         with open(self.path, "ab+") as handle:
@@ -136,22 +154,35 @@ class Outbox:
         self.waiting: list[dict] = []
         self.down_since: float | None = None
         self.last_error = ""  # why the store did not take the oldest waiting result: said in the sweep's last line
+        self.full: str | None = None  # the store's disk is full: the line that says where, and what it needs
 
-    def take_over(self, recorded: set[str]) -> list[dict]:
+    def take_over(self, recorded: dict[str, str], half_written: dict[str, list] | None = None) -> list[dict]:
         """Results an earlier run journaled but MLflow lacks: queued to be sent before anything else.
-        An attempt MLflow already holds (`recorded`: its attempt ids) made it there before the driver
-        could note it: noted now, never recorded twice."""
+        An attempt MLflow already holds whole (`recorded`: attempt id -> run id) made it there before the
+        driver could note it: noted now with its run, never recorded twice. One whose run was cut short
+        (`half_written`: no status tag, metrics missing) counts as not recorded: that run is deleted as
+        the attempt is recorded again, whole."""
         earlier = []
         for record in self.journal.unrecorded():
-            if record.get("attempt_id") in recorded:
-                self.journal.mark_recorded(record, "")
-            else:
-                earlier.append(record)
+            attempt = record.get("attempt_id")
+            if attempt in recorded:
+                self.journal.mark_recorded(record, recorded[attempt])
+                continue
+            if attempt in (half_written or {}):
+                self.recorder.cut_short(attempt, half_written[attempt])
+            earlier.append(record)
         self.waiting.extend(earlier)
         return earlier
 
     def put(self, record: dict) -> None:
-        self.journal.append(record)
+        """Journal the result, then send it. A journal whose disk is full still hands the result to the store
+        (which may have room) before OutOfSpace stops the sweep: nothing that finished is lost."""
+        try:
+            self.journal.append(record)
+        except OutOfSpace:
+            self.waiting.append(record)
+            self.flush(now=True)
+            raise
         self.waiting.append(record)
         self.flush()
 
@@ -170,9 +201,15 @@ class Outbox:
                 run_id = self.recorder.record_trial(record)
             except Exception as exc:  # noqa: BLE001 - any failed write: the result waits in the journal
                 self._went_down(first_line(exc))
+                if out_of_space(exc):
+                    # the file refused (an artifact), else the database
+                    where = path_of(exc) or sqlite_path(self.recorder.uri) or self.recorder.uri
+                    self.full = full_line("the tracking store", where, sum(map(record_bytes, self.waiting)),
+                                          reason_of(exc))
                 return
+            self.full = None
+            self.waiting.pop(0)  # before the journal's note: a journal too full to take it never sends it twice
             self.journal.mark_recorded(record, run_id)
-            self.waiting.pop(0)
 
     def _store_answers(self, now: bool = False) -> bool:
         if self.down_since is not None and not now and time.monotonic() - self.down_since < self.retry_s:

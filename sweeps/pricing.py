@@ -22,6 +22,7 @@ import pandas as pd
 
 from sweeps.estimate import Estimate, estimate, fit, makespan
 from sweeps.estimate.hardware import DEFAULT_GPU
+from sweeps.estimate.memory import memory_columns
 from sweeps.estimate.trials import INSTRUMENTED_RUNS, fixed_runs, number, profile_runs
 from sweeps.finished_runs import History, StoreReadError, load_history
 from sweeps.grid import GridPlan, PlannedTrial
@@ -36,7 +37,7 @@ REMEASURE_SHARE_ASSUMED = 0.25  # trials remeasured, where no run of the history
 TRUSTED = "ok"
 PLAN_COLUMNS = ("order", "key", *SPEC_FIELDS, "accelerator_type", "action", "device_type", "pool", "estimated_s",
                 "low_s", "high_s", "basis", "in_trial_s", "warmup_s", "timed_s", "instrumented_s", "profiled_s",
-                "compile_s", "build_s", "harness_s", "remeasure_s")
+                "compile_s", "build_s", "harness_s", "remeasure_s", "memory_rss_gb", "memory_cuda_gb")
 
 
 def price_for(prices: dict, device: str) -> float | None:
@@ -310,7 +311,8 @@ def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, clu
         rows.append({**fields, "action": RUN if resume_runs(resume, key, finished) else REUSED, "device_type": device,
                      "pool": pool_of(fields["device"], trial.accelerator_type), "estimated_s": seconds,
                      "low_s": low, "high_s": high, "basis": found.basis,
-                     "in_trial_s": seconds - parts["harness_s"], **parts, "remeasure_s": extra, "order": None})
+                     "in_trial_s": seconds - parts["harness_s"], **parts, "remeasure_s": extra, "order": None,
+                     **memory_columns(trial.spec)})
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS)), assumed
 
 

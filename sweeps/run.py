@@ -5,8 +5,10 @@ config from `hydra.compose`. Everything that can be wrong with the config, the t
 local Ray) the machine's GPUs is found before Ray starts (exit 2); a failed trial never stops the
 others (exit 1). Every result goes to the driver's journal before MLflow (sweeps/journal.py): results
 that a store which stopped answering did not take make the exit 3, and rerunning the same command
-records them without running their trials again. Ctrl-C or SIGTERM stops the running trials, keeps
-every finished result, marks the sweep's run KILLED and exits 130 (SIGINT) or 143 (SIGTERM).
+records them without running their trials again; a full disk (journal, store, workdir, report) is one
+line naming the path and the space it needs, exit 3 too (sweeps/full_disk.py). Ctrl-C or SIGTERM stops
+the running trials, keeps every finished result, marks the sweep's run KILLED and exits 130 (SIGINT)
+or 143 (SIGTERM).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import signal
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -23,20 +26,25 @@ from omegaconf import DictConfig, OmegaConf
 from sweeps import pricing
 from sweeps.config import register
 from sweeps.entry_errors import refuse_bad_command_line
-from sweeps.fingerprints import cluster_fingerprints, local_fingerprints
+from sweeps.estimate.memory import check_local_memory
+from sweeps.fingerprints import cluster_fingerprints, environment_change, local_fingerprints
+from sweeps.full_disk import mark_full, stopped_full
 from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
 from sweeps.journal import Journal, JournalError, Outbox
 from sweeps.logs import quiet_terminal
 from sweeps.progress import Progress
 from sweeps.remeasure import Remeasured, remeasure, stamp
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
-from sweeps.settings import check_settings, local_gpus
-from tokengen.contract.names import FINISHED
+from sweeps.settings import check_settings, local_gpus, prepare_workdir
+from sweeps.space import OutOfSpace, full_line, out_of_space, reason_of, sqlite_path
+from tokengen.contract.fingerprint import revision
+from tokengen.contract.names import FINISHED, OUT_OF_SPACE
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import SpecError
 from tracking.run_names import run_names
 
 FAILED_TRIALS, BAD_INPUT, UNRECORDED = 1, 2, 3  # exit statuses; an interrupt exits 128 + its signal
+REPORT_BYTES = 2 << 20  # what a report's tables and plots take, about: said when its disk is full
 
 
 class Interrupted(Exception):
@@ -114,7 +122,10 @@ def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: Grid
     progress = Progress(len(trials))
 
     def on_result(trial: PlannedTrial, record: dict) -> None:
+        if record.get("error_type") == OUT_OF_SPACE:  # the trial's folder is full: no result, and none to come
+            raise OutOfSpace(record["error_message"])
         stamp(record, trial.attempt)
+        record["env_revision"] = record.get("env_revision") or revision()  # a node that got the code from Ray has no git
         outbox.put(record)
         records.append(record)
         progress.advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
@@ -152,9 +163,15 @@ def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[Planne
     results an earlier run left in the journal, recorded before any new one."""
     running = {t.key for t in trials}
     planned = [t.key for t in plan.trials]
-    outbox.recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"],
-                                planned=planned, reused=[k for k in planned if k not in running],
-                                names=run_names(plan.trials))
+    try:
+        outbox.recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"],
+                                    planned=planned, reused=[k for k in planned if k not in running],
+                                    names=run_names(plan.trials))
+    except Exception as exc:
+        if not out_of_space(exc):
+            raise
+        where = sqlite_path(config["tracking"]["uri"]) or config["tracking"]["uri"]
+        raise OutOfSpace(full_line("the tracking store", where, None, reason_of(exc))) from None
     if priced is not None:
         pricing.record_estimate(outbox.recorder, priced, config, _say)
     outbox.flush()
@@ -164,6 +181,8 @@ def close_sweep(outbox: Outbox, failed: int) -> None:
     """One last try for the waiting results; the parent run is closed once every result is in (the rerun
     that records the rest resumes it)."""
     outbox.flush(now=True)
+    if outbox.full:
+        mark_full(outbox, outbox.full)
     if outbox.unrecorded:
         return
     try:
@@ -185,6 +204,10 @@ def publish_report(config: dict, records: list[dict]) -> None:
         for line in report.warnings + report.ui:  # how to open the comparison in the MLflow UI
             _say(line)
     except Exception as exc:  # noqa: BLE001 - every trial is already recorded; the report can be rebuilt
+        if out_of_space(exc):
+            raise OutOfSpace(full_line("the report", Path("reports") / name, REPORT_BYTES, reason_of(exc))
+                             + f": make room there and rebuild it with python -m tracking.report --uri {uri} "
+                             f"--sweep {name}") from None
         first = first_line(exc, 300)
         if not records:
             _say(f"report: none ({first})")
@@ -203,13 +226,16 @@ def print_summary(records: list[dict]) -> None:
 def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbox]:
     """Everything that can be wrong before Ray starts, in the order a user fixes it: the settings and the
     grid (unless the pricing planned it already), this machine's GPUs for a local Ray, the tracking URI,
-    the journal's directory, then the store itself (reachable, credentials, writable)."""
+    a local Ray's workdir, the journal's directory, then the store itself (reachable, credentials, writable)."""
     from tracking.recorder import Recorder, check_uri
 
     plan = plan or plan_sweep(config)
     check_local_devices(plan, config)
+    check_local_memory(plan.trials, config)
     tracking = config["tracking"]
     check_uri(tracking["uri"])
+    if not config["ray"]["address"]:
+        prepare_workdir(config["sweep"]["workdir"])
     journal = Journal.open(tracking["experiment"], config["sweep"]["name"])
     return plan, Outbox(journal, Recorder(tracking["uri"], tracking["experiment"]))
 
@@ -229,21 +255,21 @@ def trials_to_run(plan: GridPlan, outbox: Outbox, resume: bool, expected: dict[s
     Results an earlier run journaled but did not record are queued to be recorded first, whatever
     `resume` says."""
     index = outbox.recorder.index()
-    earlier = outbox.take_over(index.attempts)
+    earlier = outbox.take_over(index.attempts, index.half_written)
     if earlier:
         _say(f"journal: {len(earlier)} result(s) of an earlier run are not yet recorded: recording them first, "
              "without running their trials again")
     if not resume:
         return plan.trials
-    finished = {key: set(prints) for key, prints in index.finished.items()}
+    finished = {key: dict(prints) for key, prints in index.finished.items()}
     for record in earlier:
         if record.get("status") == FINISHED:
-            finished.setdefault(record["key"], set()).add(record.get("env_fingerprint"))
-    trials = [t for t in plan.trials if not finished.get(t.key, set()) & expected.get(t.key, set())]
-    elsewhere = sum(1 for t in trials if t.key in finished)
+            finished.setdefault(record["key"], {})[record.get("env_fingerprint")] = record.get("env_facts")
+    trials = [t for t in plan.trials if not finished.get(t.key, {}).keys() & expected.get(t.key, {}).keys()]
+    elsewhere = [t for t in trials if t.key in finished]
     _say(f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment"
-         + (f"; measuring {elsewhere} again that finished in another environment (threads, versions, device "
-            "or model files)" if elsewhere else ""))
+         + (f"; measuring {len(elsewhere)} again that finished in another environment "
+            f"({environment_change(elsewhere, finished, expected)})" if elsewhere else ""))
     return trials
 
 
@@ -291,19 +317,30 @@ def run_sweep(config: DictConfig | dict) -> int:
         return BAD_INPUT
     except Interrupted as stop:
         return interrupted(outbox, records + again.records, len(trials), stop)
+    except OutOfSpace as exc:
+        stopped_full(outbox, records + again.records, exc)
+        return UNRECORDED
     failed = [r for r in records if r["status"] != FINISHED]
     close_sweep(outbox, len(failed))
     wall = time.perf_counter() - started
     if outbox.unrecorded:
         print_summary(records + again.records)  # the store is down: no report from it, the records in hand
     else:
-        publish_report(config, records + again.records)
+        try:
+            publish_report(config, records + again.records)
+        except OutOfSpace as exc:
+            _say(f"error: {exc}")
+            return UNRECORDED
     _say(f"sweep {sweep['name']}: {len(records) - len(failed)} finished, {len(failed)} failed{again.said}, "
          f"in {wall:.1f} s")
     for record in failed:
         _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
     if log.exists():
         _say(f"log: Ray's and MLflow's own lines are in {os.path.relpath(log)}")
+    if outbox.unrecorded and outbox.full:
+        _say(f"error: {outbox.full}: make room there and rerun the same command; {outbox.unrecorded} result(s) wait "
+             f"in {os.path.relpath(outbox.journal.path)} and are recorded without running their trials again")
+        return UNRECORDED
     if outbox.unrecorded:
         _say(f"error: {outbox.unrecorded} result(s) not yet recorded in {config['tracking']['uri']} "
              f"({outbox.last_error}); they wait in {outbox.journal.path}, and rerunning the same command records "

@@ -12,18 +12,23 @@ from __future__ import annotations
 import logging
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
 import ray
+from ray.exceptions import RayTaskError
 
 import sweeps
 import tokengen
 from sweeps.grid import PlannedTrial
+from sweeps.reaper import children_of, watch
+from sweeps.space import full_line, out_of_space, reason_of
 from sweeps.task import trial_task
 from sweeps.trial_process import complete_record, failure
+from tokengen.contract.names import OUT_OF_SPACE
 from tokengen.contract.process_env import SECRETS
-from tokengen.contract.record import first_line
+from tokengen.contract.record import first_line, plain
 
 
 @dataclass
@@ -49,18 +54,56 @@ def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | No
     kwargs = {} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus, "include_dashboard": False}
     if not address:
         os.environ.setdefault("RAY_worker_niceness", "0")  # the local raylet's workers at normal priority
+    ours = set(children_of().get(os.getpid(), []))
     try:
-        ray.init(
-            address=address or "local",  # None means a new local Ray, even where RAY_ADDRESS is set
-            runtime_env={"py_modules": [tokengen, sweeps], "env_vars": {"HF_HUB_OFFLINE": "1"}},
-            log_to_driver=False,
-            logging_level=logging.INFO,  # into the sweep's log file (sweeps/logs.py), not the terminal
-            **kwargs,
-        )
+        with loopback_only(not address or is_loopback(address)):
+            ray.init(
+                address=address or "local",  # None means a new local Ray, even where RAY_ADDRESS is set
+                runtime_env={"py_modules": [tokengen, sweeps], "env_vars": {"HF_HUB_OFFLINE": "1"}},
+                log_to_driver=False,
+                logging_level=logging.INFO,  # into the sweep's log file (sweeps/logs.py), not the terminal
+                **kwargs,
+            )
     except ConnectionError as exc:
         raise ClusterError(f"cannot join Ray at ray.address={address} ({first_line(exc)}): run `ray start --head` there, or drop ray.address for a local Ray") from None
     finally:
         os.environ.update(secrets)  # the driver's own MLflow client still needs them
+    if not address:  # the Ray this driver started ends with it, even after a SIGKILL (sweeps/reaper.py)
+        watch([pid for pid in children_of().get(os.getpid(), []) if pid not in ours])
+
+
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def is_loopback(address: str) -> bool:
+    """A Ray address on this machine's loopback (a local Ray another driver started): joined as a local one."""
+    host = address.removeprefix("ray://").rsplit(":", 1)[0]
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+@contextmanager
+def loopback_only(local: bool):
+    """A local Ray that listens on 127.0.0.1 alone. Ray 2.60 binds its GCS, raylet, agents and metrics ports
+    to every interface (its node address is the machine's outside one, and `_node_ip_address=127.0.0.1` is
+    turned back into it), and nothing there asks for credentials; in the mode Ray keeps for a laptop (this
+    variable at 0: no cluster), every process it starts takes 127.0.0.1. The variable is read when `ray` is
+    imported, so the driver's copy of the flag is set for the start too; both are put back after it, so
+    the same process can later join a cluster as a cluster's driver."""
+    if not local:
+        yield
+        return
+    from ray._private import ray_constants
+
+    saved_env, saved_flag = os.environ.get(LOOPBACK_ENV), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[LOOPBACK_ENV], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        if saved_env is None:
+            os.environ.pop(LOOPBACK_ENV, None)
+        else:
+            os.environ[LOOPBACK_ENV] = saved_env
 
 
 def task_options(trial: PlannedTrial, settings: ScheduleSettings, node_cpus: int) -> dict:
@@ -100,6 +143,17 @@ def capacity(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
     return max(1, int(resources.get("CPU", 1) // (settings.cpus_per_trial or node_cpus or 1)))
 
 
+def crossed_failure(exc: Exception) -> dict:
+    """A failed record from an error that came back through Ray: a task's own exception (Ray wraps it in a
+    RayTaskError whose first line is `ray::trial_task() (pid=..)` in colour) by its own type and message,
+    which name the path and the reason; Ray's traceback, without colour codes, as the log's tail."""
+    cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
+    if out_of_space(cause):  # the trial's folder could not even be made
+        where = getattr(cause, "filename", None) or "sweep.workdir"
+        return failure(OUT_OF_SPACE, full_line("the trial's folder", where, None, reason_of(cause)), trace=plain(str(exc)))
+    return failure(type(cause).__name__, first_line(cause, 2000), trace=plain(str(exc)))
+
+
 def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: int,
              on_result: Callable[[PlannedTrial, dict], None], progress=None) -> None:
     """Submit every trial, then hand each result to `on_result` the moment it arrives.
@@ -121,8 +175,8 @@ def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
                 try:
                     record = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a lost node after its retries: a failed trial
-                    record = complete_record(failure(type(exc).__name__, first_line(exc, 2000)),
-                                             trial.spec.to_dict(), trial.key, trial.accelerator_type)
+                    record = complete_record(crossed_failure(exc), trial.spec.to_dict(), trial.key,
+                                             trial.accelerator_type)
                 on_result(trial, record)
             if progress is not None:
                 progress(running=min(slots, len(pending)))

@@ -8,9 +8,11 @@ allows `/`) is turned into one path component wherever it names a folder
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 from tokengen.contract.spec import SpecError
 
@@ -40,12 +42,32 @@ def check_settings(sweep: dict) -> None:
         raise SpecError(f"sweep.inductor_cache={sweep['inductor_cache']!r}: use one of {', '.join(INDUCTOR_CACHES)}")
     if not _integer(sweep["max_trials"]) or sweep["max_trials"] < 1:
         raise SpecError(f"sweep.max_trials={sweep['max_trials']!r}: give 1 or more")
+    guard = sweep.get("memory_guard")
+    if guard is not None and (not _number(guard) or guard <= 0):
+        raise SpecError(f"sweep.memory_guard={guard!r}: give a fraction of the free memory a trial may take, e.g. "
+                        "sweep.memory_guard=0.9, or null for no guard")
     prices = sweep["prices"]
     if not isinstance(prices, dict) or not all(isinstance(k, str) and _number(v) and v >= 0 for k, v in prices.items()):
         raise SpecError(f"sweep.prices={prices!r}: give USD per device-hour by type, e.g. 'sweep.prices={{cpu:0.1,L40S:1.86}}'")
     for kind in sweep["accelerator_types"]:
         if not NAME.fullmatch(str(kind)):
             raise SpecError(f"sweep.accelerator_types has {kind!r}: use Ray's accelerator type names, e.g. [L40S, H100]")
+
+
+def prepare_workdir(workdir: str) -> None:
+    """A local Ray's trials write their files under `sweep.workdir` on this machine: made and proven
+    writable here, before Ray starts, so a path that cannot be one is a line naming it and why, not a
+    failed trial each. A cluster's nodes make their own (a node's failure names its path)."""
+    path = Path(workdir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != workdir else ""
+        raise SpecError(f"sweep.workdir={workdir} cannot be used{where}: {exc.strerror or exc}: give a writable "
+                        "directory, e.g. sweep.workdir=/tmp/tokengen-sweeps") from None
 
 
 def _number(value) -> bool:

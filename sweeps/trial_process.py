@@ -34,7 +34,9 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokengen.contract.names import ARTIFACT_FILES, DEADLINE_ENV, FAILED, FAILURE_FILE, RESULT_FILE, TOKENS_FILE, TRIAL_LOG
+from sweeps.space import free_bytes, full_line, out_of_space
+from tokengen.contract.names import (ARTIFACT_FILES, DEADLINE_ENV, FAILED, FAILURE_FILE, OUT_OF_SPACE, RESULT_FILE,
+                                     TOKENS_FILE, TRIAL_LOG)
 from tokengen.contract.process_env import trial_environment
 from tokengen.contract.record import first_line
 
@@ -93,7 +95,7 @@ def run_trial_process(request: TrialRequest) -> dict:
         _kill_session(process)
     log_path = folder / TRIAL_LOG
     log = log_path.read_text(errors="replace") if log_path.is_file() else ""
-    record = _outcome(request, process.exitcode, timed_out, log)
+    record = _full(request, log) or _outcome(request, process.exitcode, timed_out, log)
     record["files"] = {name: (folder / name).read_bytes() for name in ARTIFACT_FILES if (folder / name).is_file()}
     record["log"] = log[-LOG_KEPT_CHARS:]
     record["child_wall_s"] = time.perf_counter() - started
@@ -111,6 +113,25 @@ def _outcome(request: TrialRequest, exitcode: int | None, timed_out: bool, log: 
     if exitcode is not None and exitcode < 0:
         return failure("Crashed", f"the trial process died of {signal.Signals(-exitcode).name}", log)
     return failure("Failed", f"the trial process exited with status {exitcode} and left no outcome", log)
+
+
+LOW_SPACE = 256 * 1024  # below this, a trial that left no outcome (or said ENOSPC) is taken to have hit a full disk
+
+
+def _full(request: TrialRequest, log: str) -> dict | None:
+    """An OUT_OF_SPACE failure where the trial's folder is on a full disk and the trial could not leave its
+    outcome, or said so: the line names the folder and what a trial there needs (tokens, log, record), so
+    the sweep stops (exit 3) instead of failing every trial after it."""
+    folder = request.path
+    said = (folder / FAILURE_FILE).is_file() and OUT_OF_SPACE in (folder / FAILURE_FILE).read_text(errors="replace")
+    free = free_bytes(folder)
+    if not said and ((folder / RESULT_FILE).is_file() or (folder / FAILURE_FILE).is_file() or free is None
+                     or free >= LOW_SPACE):
+        return None
+    spec = request.spec
+    tokens = 8 * spec.get("batch_size", 1) * (spec.get("prompt_len", 1) + spec.get("max_seqlen", 1))
+    return failure(OUT_OF_SPACE, full_line("the trial's folder", folder, tokens + LOW_SPACE, "No space left on device"),
+                   log)
 
 
 def _kill_session(process) -> None:
@@ -242,6 +263,8 @@ def _error_type(exc: BaseException) -> str:
     name = type(exc).__name__
     if isinstance(exc, SpecError):
         return "SpecError"
+    if out_of_space(exc):
+        return OUT_OF_SPACE
     return "OutOfMemory" if "OutOfMemory" in name else name
 
 

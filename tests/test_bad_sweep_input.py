@@ -37,6 +37,9 @@ def refused(config: dict, capsys) -> str:
         ("+grid.colour=[red]", "error: grid axis 'colour' is not a trial field: use one of "),
         ("grid.batch_size=[two]", "error: grid axis 'batch_size': batch_size='two' is not a valid int: fix the value"),
         ("grid.batch_size=[]", "error: grid axis 'batch_size' has no values: give it at least one"),
+        ("grid.batch_size=[1.5]", "error: grid axis 'batch_size': batch_size=1.5 is not a valid int (a whole number)"),
+        ("grid.max_seqlen=[8.9]", "error: grid axis 'max_seqlen': max_seqlen=8.9 is not a valid int (a whole number)"),
+        ("grid.batch_size=[true]", "error: grid axis 'batch_size': batch_size=True is not a valid int (a whole number)"),
         ("tracking.uri=ftp://x", "error: tracking.uri=ftp://x has scheme 'ftp', which MLflow cannot store runs in: "
                                  "use sqlite:///PATH, http(s)://HOST:PORT"),
         ("tracking.uri=file:///tmp/mlruns", "error: tracking.uri=file:///tmp/mlruns is MLflow's file store, which "
@@ -44,7 +47,8 @@ def refused(config: dict, capsys) -> str:
                                             "tracking.uri=sqlite:///mlflow.db"),
         ("tracking.uri=./mlruns", "error: tracking.uri=./mlruns is MLflow's file store"),
     ],
-    ids=["unknown-axis", "wrong-type", "empty-axis", "unknown-scheme", "file-store", "bare-path"],
+    ids=["unknown-axis", "wrong-type", "empty-axis", "float-batch", "float-seqlen", "bool-batch", "unknown-scheme",
+         "file-store", "bare-path"],
 )
 def test_bad_input_is_one_line_before_ray(tmp_path, capsys, override, line):
     line_seen = refused(small_sweep(tmp_path, override), capsys)
@@ -111,3 +115,18 @@ def test_cuda_trials_on_a_machine_without_a_gpu_are_refused_before_ray_and_leave
                     "trial.device=cpu, or ray.address=auto on a GPU cluster")
     assert time.perf_counter() - started < 10
     assert not list((tmp_path / ".sweeps").rglob("*.jsonl"))
+
+
+def test_a_workdir_that_cannot_be_made_is_refused_before_ray(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    workdir = f"{tmp_path}/a-file/work"
+    line = refused(small_sweep(tmp_path, f"sweep.workdir={workdir}"), capsys)
+    assert line == (f"error: sweep.workdir={workdir} cannot be used: Not a directory: give a writable directory, "
+                    "e.g. sweep.workdir=/tmp/tokengen-sweeps")
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / ".sweeps").exists()
+
+
+def test_a_batch_beyond_the_vocabulary_that_cannot_have_distinct_prompts_is_refused(tmp_path, capsys):
+    line = refused(small_sweep(tmp_path, "grid.batch_size=[50258]", "trial.prompt_len=2"), capsys)
+    assert line.endswith("batch_size=50258 with prompt_len=2 wants more distinct prompts than model 'tiny' has ids "
+                         "(50257): use prompt_len >= 3, prompt_len=1 (BOS only) or batch_size <= 50257"), line

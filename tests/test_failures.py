@@ -79,3 +79,30 @@ def test_an_outcome_without_a_file_is_named_by_how_the_process_ended(tmp_path):
     assert _outcome(lost, 1, False, "")["error_type"] == "Failed"
     assert _error_type(torch.OutOfMemoryError("CUDA out of memory")) == "OutOfMemory"
     assert _error_type(SpecError("x")) == "SpecError" and _error_type(RuntimeError("boom")) == "RuntimeError"
+
+
+def test_an_error_that_crosses_ray_keeps_its_path_and_reason_without_colour(tmp_path, warm_ray):
+    """A task that raises on its node (here: its workdir is under a file) comes back through Ray as a
+    RayTaskError in colour; the failed record, and so MLflow, the report and the console, carry the task's
+    own error type and its message with the path, and no terminal codes."""
+    from sweeps.grid import PlannedTrial
+    from sweeps.schedule import ScheduleSettings, schedule
+    from tracking.recorder import Recorder
+
+    (tmp_path / "a-file").write_text("")
+    settings = ScheduleSettings(workdir=f"{tmp_path}/a-file/work", trial_timeout_s=60, retries=0, cpus_per_trial=1,
+                                inductor_cache="per_trial", sweep="s")
+    trial = PlannedTrial(resolve("kv_cache", model="tiny", batch_size=1, max_seqlen=2, warmup=0, runs=1))
+    records = []
+    schedule([trial], settings, 2, lambda _, record: records.append(record))
+    [record] = records
+    assert record["error_type"] == "NotADirectoryError", record
+    assert f"{tmp_path}/a-file/work" in record["error_message"] and "Not a directory" in record["error_message"]
+    assert "\x1b" not in record["error_message"] + record["log_tail"]
+    uri = f"sqlite:///{tmp_path}/m.db"
+    recorder = Recorder(uri, "tokengen")
+    recorder.start_sweep("s", {}, resume=False)
+    recorder.record_trial({**record, "files": {}, "log": ""})
+    [run] = child_runs(uri)
+    assert run.data.tags["error_type"] == "NotADirectoryError"
+    assert run.data.tags["error_message"] == record["error_message"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from listening import listening, tree
 from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_ray")]  # real drivers and trials, real Ray
@@ -75,11 +76,13 @@ def stopped(tmp_path_factory):
             ray = () if name == "SIGKILL" else joining_warm_ray()
             drivers[name] = start_driver(root / name, *LONG_TRIAL, *ray)
         pids = {name: trial_pid(root / name) for name in SIGNALS}
+        ray_of_killed = listening(tree(drivers["SIGKILL"].pid))  # the killed driver's own Ray, listening
         for name, (signum, _) in SIGNALS.items():
             assert alive(pids[name]), name
             drivers[name].send_signal(signum)
         for name, driver in drivers.items():
             outcome[name] = (root / name, pids[name], driver.wait(timeout=60))
+        outcome["ray_of_killed"] = ray_of_killed
     finally:
         for driver in drivers.values():
             if driver.poll() is None:
@@ -91,6 +94,18 @@ def test_a_killed_driver_leaves_no_trial_running(stopped):
     _, pid, status = stopped["SIGKILL"]
     assert status == -signal.SIGKILL
     assert gone_within(pid, 20), "the trial outlived its driver"
+
+
+def test_a_local_ray_listens_on_loopback_only_and_not_after_its_driver_is_killed(stopped):
+    """The killed driver's Ray (GCS, raylet, agents, workers) listened on 127.0.0.1 alone while it ran, and
+    10 s after the SIGKILL none of those processes listens anywhere."""
+    ray = stopped["ray_of_killed"]
+    assert len(ray) >= 3, ray  # the GCS, the raylet and its agents at least: the check has something to see
+    assert {address for addresses in ray.values() for address in addresses} == {"127.0.0.1"}, ray
+    deadline = time.time() + 10
+    while listening(ray) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not listening(ray), f"still listening 10 s after the driver's SIGKILL: {listening(ray)}"
 
 
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])

@@ -61,3 +61,14 @@ def test_prompt_and_steps_may_fill_every_position_and_no_more():
         "prompt_len + max_seqlen = 1026 is beyond the model's 1024 positions: "
         "use prompt_len + max_seqlen <= 1025 (the last token is never fed back)"
     )
+
+
+def test_rows_beyond_the_vocabulary_still_differ_and_the_first_rows_keep_their_ids():
+    """B > V: every row its own prompt (a batch of 100,000 rows on a 50,257-id vocabulary), and the draw for
+    rows up to V is the one a batch of V makes."""
+    rows = 2 * TINY.vocab_size + 5
+    prompts = prompt_ids(TINY, rows, 3, seed=0)
+    assert prompts.shape == (rows, 3) and (prompts[:, 0] == 50256).all()
+    assert torch.unique(prompts, dim=0).shape[0] == rows
+    assert 0 <= int(prompts.min()) and int(prompts.max()) < TINY.vocab_size
+    assert torch.equal(prompts[: TINY.vocab_size, 1], prompt_ids(TINY, TINY.vocab_size, 3, seed=0)[:, 1])

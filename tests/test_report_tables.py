@@ -331,14 +331,15 @@ def test_a_speedup_over_a_baseline_measured_elsewhere_names_the_difference():
     from tracking.report_tables import REPORT_MATCH, env_vs_baseline
 
     facts = {"device": "cpu X", "torch": "2.13.0", "transformers": "5.24.0", "driver": None, "threads": 2,
-             "project": "0.1.0", "model_files": "preset"}
+             "project": "0.1.0", "code": "c0de", "model_files": "preset"}
     point = {"model": "tiny", "dtype": "float32", "device": "cpu", "batch_size": 4, "max_seqlen": 8, "prompt_len": 1,
              "requests": 0, "stop": "never", "sampling": "greedy", "seed": 0, "matmul_precision": "highest",
              "gpu_type": None, "status": "finished", "steps": 8, "runtime_mean_s": 1.0}
     frame = pd.DataFrame([
         {**point, "variant": "baseline", "env_facts": as_text(facts)},
         {**point, "variant": "kv_cache", "env_facts": as_text({**facts, "threads": 1})},
-        {**point, "variant": "static_cache", "env_facts": as_text(facts)},
+        {**point, "variant": "static_cache", "env_facts": as_text({**facts, "code": "5ca1ed"})},
+        {**point, "variant": "compiled", "env_facts": as_text(facts)},
     ])
     named = env_vs_baseline(frame, baseline_of(frame, match=REPORT_MATCH))
-    assert named == ["", "threads 1 vs 2", ""]
+    assert named == ["", "threads 1 vs 2", "code 5ca1ed vs c0de", ""]  # a changed decode loop is named too

@@ -273,8 +273,9 @@ def tags_of(record: dict, sweep: str) -> dict[str, str]:
 
 @dataclasses.dataclass
 class StoreIndex:
-    finished: dict = dataclasses.field(default_factory=dict)  # trial key -> fingerprints it finished with
-    attempts: set = dataclasses.field(default_factory=set)  # attempt ids already recorded
+    finished: dict = dataclasses.field(default_factory=dict)  # trial key -> {fingerprint: its facts text}
+    attempts: dict = dataclasses.field(default_factory=dict)  # attempt id -> the run that holds it whole
+    half_written: dict = dataclasses.field(default_factory=dict)  # attempt id -> runs cut short (no status tag)
 
 
 def _series_text(values: list[float]) -> str | None:
@@ -305,6 +306,7 @@ class Recorder:
         self.parent_id: str | None = None
         self.sweep = ""
         self.names: dict[str, str] = {}  # run name per trial key (tracking.run_names), set by start_sweep
+        self._cut: dict[str, list[str]] = {}  # attempt id -> runs left without their status, deleted before it is recorded
 
     def _check_writable(self, experiment: str) -> None:
         """A write the sweep would make anyway (the experiment's last-sweep tag), so a user who may read
@@ -347,17 +349,22 @@ class Recorder:
 
     @failing_fast
     def index(self) -> "StoreIndex":
-        """What the experiment already holds: each finished key's fingerprints, every recorded attempt."""
+        """What the experiment already holds: each finished key's fingerprints, every attempt recorded whole,
+        and the runs of attempts whose recording was cut short (a full disk, a store gone mid-write)."""
         index, token = StoreIndex(), None
         while True:
             page = self.client.search_runs([self.experiment_id], filter_string="tags.trial_key != ''",
                                            max_results=5000, page_token=token)
             for run in page:
                 tags = run.data.tags
-                if tags.get("attempt_id"):
-                    index.attempts.add(tags["attempt_id"])
+                attempt = tags.get("attempt_id")
+                if attempt and not tags.get("status"):  # the status tag comes last: a write cut short lacks it
+                    index.half_written.setdefault(attempt, []).append(run.info.run_id)
+                    continue
+                if attempt:
+                    index.attempts[attempt] = run.info.run_id
                 if tags.get("status") == FINISHED and tags.get("trial_key"):
-                    index.finished.setdefault(tags["trial_key"], set()).add(tags.get("env_fingerprint"))
+                    index.finished.setdefault(tags["trial_key"], {})[tags.get("env_fingerprint")] = tags.get("env_facts")
             token = page.token
             if not token:
                 return index
@@ -401,14 +408,27 @@ class Recorder:
         for run in orphans:
             self.client.set_terminated(run.info.run_id, "KILLED")
 
+    def cut_short(self, attempt: str, run_ids: list[str]) -> None:
+        """Runs whose recording of `attempt` was cut short (no status tag: a full disk, a store gone mid-write),
+        found by a rerun's index: deleted when the attempt is recorded, so it is recorded whole, once."""
+        self._cut.setdefault(attempt, []).extend(run_ids)
+
     @failing_fast
     def record_trial(self, record: dict) -> str:
-        """One child run with the trial's params, metrics, tags and artifacts; FAILED if it failed."""
+        """One child run with the trial's params, metrics, tags and artifacts; FAILED if it failed. A try cut
+        short by the store (full, gone) leaves a run without its status tag: the next try of the same
+        attempt deletes it first, and a rerun's index finds any it could not."""
         tags = tags_of(record, self.sweep)
         status = tags.pop("status")  # set last: a run cut short never counts as finished
+        attempt = record.get("attempt_id")
+        while self._cut.get(attempt):  # one run per key and attempt: what an earlier try left goes first
+            self.client.delete_run(self._cut[attempt][-1])
+            self._cut[attempt].pop()
         run = self.client.create_run(self.experiment_id, run_name=run_name(record, self.names),
                                      tags={"mlflow.parentRunId": self.parent_id, **tags})
         run_id = run.info.run_id
+        if attempt:
+            self._cut[attempt] = [run_id]  # until its status tag is set
         metrics = metrics_of(record, int(time.time() * 1000))
         self.client.log_batch(run_id, metrics=metrics, params=params_of(record), synchronous=True)
         log = record.get("log", "")
@@ -422,6 +442,7 @@ class Recorder:
                     Path(tmp, name).write_bytes(blob)
                     self.client.log_artifact(run_id, str(Path(tmp, name)))
         self.client.set_tag(run_id, "status", status)
+        self._cut.pop(attempt, None)
         self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
         return run_id
 
@@ -429,6 +450,12 @@ class Recorder:
     def kill_sweep(self) -> None:
         """The sweep was interrupted: its run says so (a rerun of the same command resumes it)."""
         self.client.set_terminated(self.parent_id, "KILLED")
+
+    @failing_fast
+    def fail_sweep(self, why: str) -> None:
+        """The sweep stopped on something it could not write (a full disk): its run says why, FAILED."""
+        self.client.set_tag(self.parent_id, "stopped", why[:MAX_PARAM_CHARS])
+        self.client.set_terminated(self.parent_id, "FAILED")
 
     @failing_fast
     def end_sweep(self, failed: int) -> None:

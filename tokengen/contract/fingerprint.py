@@ -1,11 +1,15 @@
 """Where a result was measured, as one comparable value: the environment fingerprint.
 
-A trial's key names what was asked; its fingerprint names where it was measured: the device, torch
-and transformers, the CUDA driver, the thread count, the project's version and, for a local
-checkpoint, the hash of its files. Resume reuses a finished key only where the node that would run
-it now gives the same fingerprint, and a report never divides two results of different
-fingerprints without naming the difference. Torch-free and read the same way by the trial process
-and by the sweep driver (versions from package metadata, the GPU from nvidia-smi), so the two agree.
+A trial's key names what was asked; its fingerprint names where and with what it was measured: the
+device, torch and transformers, the CUDA driver, the thread count, the project's version, the hash of
+the code that measures (every source file of `tokengen/` and the trial process's module: a changed
+decode loop is another measurement, whatever the version says) and, for a local checkpoint, the hash
+of its files. Resume reuses a finished key only where the node that would run it now gives the same
+fingerprint, and a report never divides two results of different fingerprints without naming the
+difference. Torch-free and read the same way by the trial process and by the sweep driver (versions
+from package metadata, the GPU from nvidia-smi, the code from the files Python imports), so the two
+agree. The checkout's git commit (`revision`) is recorded beside it, for people, outside the match:
+a node that gets the code through Ray has no git.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -22,7 +27,8 @@ from pathlib import Path
 
 from tokengen.contract.models import is_local_path
 
-FACTS = ("device", "torch", "transformers", "driver", "threads", "project", "model_files")
+FACTS = ("device", "torch", "transformers", "driver", "threads", "project", "code", "model_files")
+MEASURING_CODE = ("tokengen", "sweeps.trial_process")  # what a trial process runs: packages whole, modules alone
 
 
 def facts(device: str, threads: int | None, model: str) -> dict:
@@ -35,6 +41,7 @@ def facts(device: str, threads: int | None, model: str) -> dict:
         "driver": driver,
         "threads": int(threads) if threads else None,
         "project": _version("tokengen-sweeps"),
+        "code": code_hash(),
         "model_files": model_files_hash(model) if is_local_path(model) else "preset",
     }
 
@@ -108,3 +115,56 @@ def model_files_hash(model: str) -> str:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()[:16]
+
+
+def measuring_files() -> list[tuple[str, Path]]:
+    """(name, path) of every source file of MEASURING_CODE, found as Python imports them (a checkout, an
+    installed package, or the copy Ray ships to a node): named relative to their package, so two copies
+    of the same code in two places name the same files."""
+    found = []
+    for name in MEASURING_CODE:
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:  # a package: its every .py file
+            root = Path(next(iter(spec.submodule_search_locations)))
+            found += [(f"{name}/{p.relative_to(root).as_posix()}", p) for p in root.rglob("*.py")]
+        elif spec.origin:
+            found.append((name, Path(spec.origin)))
+    return sorted(found)
+
+
+def code_hash() -> str:
+    """sha256 (16 hex) over the measuring code's file names and contents, computed again only when a
+    file's size or time changed (the driver asks once per planned trial)."""
+    files = measuring_files()
+    stamps = tuple((name, p.stat().st_size, p.stat().st_mtime_ns) for name, p in files)
+    return _hash_files(stamps, tuple(p for _, p in files))
+
+
+@functools.lru_cache(maxsize=4)
+def _hash_files(stamps: tuple, paths: tuple[Path, ...]) -> str:
+    digest = hashlib.sha256()
+    for (name, _, _), path in zip(stamps, paths):
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def revision() -> str | None:
+    """The git commit of the checkout the measuring code comes from, `+dirty` when its tracked files differ
+    from it; None outside a git checkout (a node that got the code through Ray, an installed wheel)."""
+    spec = importlib.util.find_spec("tokengen")
+    if spec is None or not spec.submodule_search_locations or not shutil.which("git"):
+        return None
+    root = Path(next(iter(spec.submodule_search_locations))).parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10)
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if commit.returncode != 0:
+        return None
+    return commit.stdout.strip()[:12] + ("+dirty" if status.stdout.strip() else "")

@@ -10,6 +10,7 @@ import re
 
 # a trial's status, in its record and as the MLflow tag `status`
 FINISHED, FAILED = "finished", "failed"
+OUT_OF_SPACE = "OutOfSpace"  # a trial's error type when its folder's disk is full: the sweep stops (exit 3)
 
 # files a trial leaves beside its record, and the artifacts of its MLflow run
 RESULT_FILE = "result.json"

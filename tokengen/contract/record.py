@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import typing
 from dataclasses import dataclass
 
@@ -127,6 +128,7 @@ class TrialResult:
     env_visible_devices: str | None = _f(TAG)  # CUDA_VISIBLE_DEVICES in the trial process (Ray's assignment)
     env_fingerprint: str | None = _f(TAG)  # tokengen.contract.fingerprint: resume reuses a key only where it matches
     env_facts: str | None = _f(TAG)  # the fingerprint's facts, `device=...;threads=2;...`, to name a difference
+    env_revision: str | None = _f(TAG)  # the checkout's git commit (+dirty): for people, outside the fingerprint
     attempt_id: str | None = _f(TAG)  # one per result the sweep journals: MLflow records each attempt once
     node_id: str | None = _f(TAG)
     node_host: str | None = _f(TAG)
@@ -193,7 +195,15 @@ def typed(name: str, value):
     return value if kind is list else str(value)
 
 
+ANSI_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colours, as Ray puts in the errors it passes on
+
+
+def plain(text: str) -> str:
+    """Text without terminal colour codes: what a report, a tag or a log line can show."""
+    return ANSI_CODES.sub("", text)
+
+
 def first_line(exc: BaseException, limit: int = 200) -> str:
     """An exception as a failed record's message and a one-line error: its first line, cut at `limit`."""
-    text = str(exc).strip()
+    text = plain(str(exc)).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:limit]

@@ -137,7 +137,7 @@ def problem(spec: TrialSpec) -> str | None:
         facts = model_facts(spec.model)
     except SpecError as exc:
         return str(exc)
-    reason = positions_problem(spec, facts.positions)
+    reason = positions_problem(spec, facts.positions) or prompts_problem(spec, facts.vocab_size)
     if reason:
         return reason
     if spec.stop != "never" and not facts.eos_ids:
@@ -157,6 +157,19 @@ def positions_problem(spec: TrialSpec, limit: int) -> str | None:
         f"prompt_len + max_seqlen = {total} is beyond the model's {limit} positions: "
         f"use prompt_len + max_seqlen <= {limit + 1} (the last token is never fed back)"
     )
+
+
+def prompts_problem(spec: TrialSpec, vocab: int) -> str | None:
+    """Every row (every request) gets its own prompt (tokengen/decode/prompts.py): BOS and one drawn id tell
+    at most V rows apart, BOS and two at most V * V."""
+    rows = spec.requests or spec.batch_size
+    if spec.prompt_len < 2 or not vocab or rows <= vocab or spec.prompt_len >= 3 and rows <= vocab * vocab:
+        return None
+    what = "batch_size" if not spec.requests else "requests"
+    if spec.prompt_len == 2:
+        return (f"{what}={rows} with prompt_len=2 wants more distinct prompts than model {spec.model!r} has ids "
+                f"({vocab}): use prompt_len >= 3, prompt_len=1 (BOS only) or {what} <= {vocab}")
+    return f"{what}={rows} wants more distinct prompts than {vocab}^2: use {what} <= {vocab * vocab}"
 
 
 def tool_problem(spec: TrialSpec) -> str | None:

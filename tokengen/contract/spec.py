@@ -122,6 +122,9 @@ def parse_field(name: str, text):
     kind = FIELD_TYPES[name]
     if isinstance(text, str) and text.strip().lower() in SPELLINGS.get(name, {}):
         return SPELLINGS[name][text.strip().lower()]
+    if kind in (int, float) and isinstance(text, bool) or kind is int and isinstance(text, float):
+        # int(1.5) is 1 and int(True) is 1: a grid's 1.5 or true would run (and share the key of) batch 1
+        raise SpecError(f"{name}={text!r} is not a valid {kind.__name__}" + (" (a whole number)" if kind is int else ""))
     if text is None or isinstance(text, kind) and not (kind is int and isinstance(text, bool)):
         return text
     try:

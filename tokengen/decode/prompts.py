@@ -29,6 +29,11 @@ def prompt_ids(config: PretrainedConfig, batch_size: int, prompt_len: int, seed:
     """(B, P) prompts: column 0 is BOS; column 1 is drawn without replacement, so rows differ; the
     rest are uniform over the vocabulary. Drawn on the CPU, then moved to `device`.
 
+    Beyond V rows (the vocabulary), column 1 is a new permutation per block of V rows and column 2
+    tells apart the rows that share a column-1 id (block j adds j to the first block's id there), so
+    rows still differ; rows up to V are drawn exactly as before. Where they cannot differ (P = 2, or
+    more than V * V rows) tokengen.contract.rules refuses the trial at plan time.
+
     Only BOS and the vocabulary size shape the draw, so a checkpoint that differs in its EOS ids
     gets the same prompts. An EOS id inside a prompt ends nothing: only generated tokens are
     checked for EOS, here and in generate()."""
@@ -39,5 +44,24 @@ def prompt_ids(config: PretrainedConfig, batch_size: int, prompt_len: int, seed:
     gen = torch.Generator().manual_seed(stream_seed(seed, "prompts"))
     first = torch.randperm(vocab, generator=gen)[:batch_size]  # (B,) distinct while B <= V
     rest = torch.randint(vocab, (batch_size, prompt_len - 2), generator=gen)  # (B, P-2)
+    if batch_size > vocab:
+        first, rest = _beyond_vocabulary(first, rest, vocab, gen)
     drawn = torch.cat([first[:, None], rest], dim=1)  # (B, P-1)
     return torch.cat([bos, drawn], dim=1).to(device)
+
+
+def _beyond_vocabulary(first: torch.Tensor, rest: torch.Tensor, vocab: int, gen: torch.Generator):
+    """Column 1 and the rest for B > V rows: block j (rows jV .. jV+V-1) draws its own permutation for
+    column 1 and sets column 2 to the first block's value there, for the same column-1 id, plus j (mod V):
+    two rows with one column-1 id lie in two blocks, so their column 2 differs."""
+    rows = rest.shape[0]
+    if rest.shape[1] == 0 or rows > vocab * vocab:
+        raise ValueError(f"{rows} distinct prompts need prompt_len >= 3 and at most {vocab}^2 rows")
+    blocks = -(-rows // vocab)
+    first = torch.cat([first] + [torch.randperm(vocab, generator=gen) for _ in range(blocks - 1)])[:rows]  # (B,)
+    row_of = torch.empty(vocab, dtype=torch.long)
+    row_of[first[:vocab]] = torch.arange(vocab)  # column-1 id -> its row in the first block
+    block = torch.arange(rows) // vocab  # (B,)
+    rest = rest.clone()
+    rest[:, 0] = torch.where(block > 0, (rest[row_of[first], 0] + block) % vocab, rest[:, 0])
+    return first, rest

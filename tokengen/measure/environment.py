@@ -9,7 +9,7 @@ import socket
 import torch
 import transformers
 
-from tokengen.contract.fingerprint import as_text, fingerprint
+from tokengen.contract.fingerprint import as_text, fingerprint, revision
 from tokengen.contract.fingerprint import facts as fingerprint_facts
 
 # Datasheet memory bandwidth (GB/s): achieved weight streaming is reported against it.
@@ -51,6 +51,7 @@ def environment(device: str, model: str) -> dict:
     return {
         "env_fingerprint": fingerprint(facts),
         "env_facts": as_text(facts),
+        "env_revision": revision(),  # None where the code came through Ray: the sweep's driver fills it in
         "env_host": socket.gethostname(),
         "env_python": platform.python_version(),
         "env_torch": torch.__version__,
