@@ -162,7 +162,7 @@ def give_up(runtimes: list[float], watch: Watch, deadline: float | None = None) 
     """runs=auto, past min_runs: stop short of the target when more runs cannot make the mean sure, because
     the Watch already sees interference (the sweep measures the trial again: sweeps/remeasure.py), or when
     two more runs (the next and the instrumented one) would pass the sweep's deadline for the trial."""
-    if verdict(watch.stop(), None, None)[0] == CONTENDED:  # stop() only reads: the Watch keeps running
+    if verdict(watch.read(), None, None)[0] == CONTENDED:  # the Watch keeps running
         return True
     if deadline is None:
         deadline = float(os.environ.get(DEADLINE_ENV) or "inf")
