@@ -56,10 +56,10 @@ def store_state(tmp_path: Path) -> dict:
     return state
 
 
-def swept(tmp_path, monkeypatch, capsys, *overrides, workers: int = 1, lengths: str = "[8,32]"):
+def swept(tmp_path, monkeypatch, capsys, *overrides, workers: int = 1, lengths: str = "[8,32]", cold_start_s=0.0):
     """A whole driver run with the fake cluster: (status, captured out, err, the cluster)."""
     monkeypatch.chdir(tmp_path)
-    cluster = FakeCluster(workers).install(monkeypatch)
+    cluster = FakeCluster(workers, cold_start_s).install(monkeypatch)
     status = run_sweep(grid(tmp_path, *overrides, lengths=lengths))
     out = capsys.readouterr()
     return status, out.out, out.err, cluster
@@ -123,7 +123,7 @@ def test_plan_files_hold_every_trial_longest_first_and_the_totals(tmp_path, monk
     assert (plan["low_s"] <= plan["estimated_s"]).all() and (plan["estimated_s"] <= plan["high_s"]).all()
     assert np.allclose(plan[list(pricing.PARTS)].sum(axis=1), plan["estimated_s"])  # the parts add up
     assert np.allclose(plan["timed_s"] / plan["warmup_s"], 2.0) and (plan["profiled_s"] == 0).all()  # runs=2, warmup 1
-    assert np.allclose(plan["in_trial_s"], plan["estimated_s"] - plan["harness_s"])
+    assert np.allclose(plan["in_trial_s"], plan["estimated_s"] - plan["harness_s"] - plan["start_s"])
     assert set(plan["variant"]) == {"baseline", "kv_cache"} and set(plan["device_type"]) == {"cpu"}
     total = plan["estimated_s"].sum()
     hours = total / 3600
@@ -158,6 +158,27 @@ def test_the_guard_refuses_an_expensive_sweep_in_one_line_before_anything_starts
 
     status, _, err, cluster = swept(tmp_path, monkeypatch, capsys, "sweep.max_device_hours=100", "sweep.max_cost=100")
     assert status == 0 and len(cluster.submitted) == 4, err  # within both limits: it runs
+
+
+def test_a_workers_start_is_priced_once_per_worker_not_on_the_key_that_ran_first(tmp_path, monkeypatch, capsys):
+    """The history's first trial waited 7 s for its worker to start. Run again (resume=false, one worker, and
+    64 steps new, so longest and first), each known key is priced at what it holds a warm worker, and the 7 s
+    once, on the trial the worker takes first."""
+    status, _, err, cluster = swept(tmp_path, monkeypatch, capsys, cold_start_s=7.0)
+    assert status == 0, err
+    first = cluster.submitted[0]
+    frame = prepare(load_history(f"sqlite:///{tmp_path}/mlflow.db", "tokengen").frame).set_index("trial_key")
+    assert frame.loc[first.key, "cold_start_s"] == pytest.approx(7.0)
+    assert (frame.drop(index=first.key)["cold_start_s"] == 0).all()
+
+    assert run_sweep(grid(tmp_path, "sweep.dry_run=true", "sweep.resume=false", lengths="[8,32,64]")) == 0
+    capsys.readouterr()
+    plan = pd.read_csv(tmp_path / "reports" / "t" / PLAN_CSV).set_index("key")
+    warm = fake_record(first, T0)["child_wall_s"]  # what the key holds a warm worker
+    assert plan.loc[first.key, "estimated_s"] == pytest.approx(warm + OUTSIDE_CHILD_S, rel=1e-6)
+    assert plan.loc[first.key, "start_s"] == 0
+    assert list(plan["start_s"]) == [pytest.approx(7.0)] + [0.0] * 5  # the plan's first trial, a 64-step one
+    assert plan["max_seqlen"].iloc[0] == 64
 
 
 def test_trials_are_submitted_longest_first_and_the_estimate_is_recorded(tmp_path, monkeypatch, capsys):
@@ -332,11 +353,22 @@ def test_remeasure_rounds_are_priced_at_the_history_share_not_ok(tmp_path, monke
     assert (table["remeasure_s"] > 0).all() and (plain["remeasure_s"] == 0).all()
     for key, row in table.iterrows():
         one_round = row["remeasure_s"] / (2 * 0.5)  # half the history's verdicts were not ok
+        assert one_round == pytest.approx(plain.loc[key, "estimated_s"] - plain.loc[key, "start_s"])  # the whole trial
         assert row["estimated_s"] == pytest.approx(plain.loc[key, "estimated_s"] + row["remeasure_s"])
         assert row["high_s"] == pytest.approx(plain.loc[key, "high_s"] + 2 * one_round)
     assert any("sweep.remeasure: 2 round(s)" in note and "50%" in note for note in priced.notes)
     assert pricing.remeasure_rounds({"remeasure": True}) == 1 and pricing.remeasure_rounds({}) == 0
     assert pricing.remeasure_rounds({"remeasure": {"max_rounds": 3}}) == 3
+
+
+def test_the_remeasure_rate_counts_first_attempts_only():
+    """Two keys, one judged contended and then ok on its second attempt: half the trials were remeasured
+    (not a third of the runs)."""
+    frame = history_frame(["contended", "ok", "ok"]).assign(attempt=["1", "2", "1"])
+    frame.loc[1, "trial_key"] = frame.loc[0, "trial_key"]
+    share, note = pricing.remeasured_share(History(frame, "test"))
+    assert share == pytest.approx(0.5) and "of the 2 first attempt(s)" in note
+    assert pricing.remeasured_share(History(frame.drop(columns="attempt"), "test"))[0] == pytest.approx(1 / 3)
 
 
 def test_the_fit_learns_from_runs_measured_ok_only():

@@ -213,6 +213,17 @@ class CostModel:
             return spread(measured) + Span.factor(OUTSIDE_CHILD_S, 1.5)
         return priors.prior_harness()
 
+    def cold_start(self, trial: Mapping) -> Span:
+        """A worker's start-up, paid by the first trial it runs (history.cold_starts): as measured on this
+        device kind, else anywhere, else the prior."""
+        return self._memoized("cold_start", trial, (), self._cold_start)
+
+    def _cold_start(self, trial: Mapping) -> Span:
+        chain = [dict(device_kind=self.device_kind(trial)), {}]
+        measured = self._first("cold_start_s", chain)
+        measured = measured[measured > 0]
+        return spread(measured) if len(measured) else priors.prior_cold_start(trial)
+
     def timed_runs(self, trial: Mapping) -> Span:
         """Timed runs: as given, or for runs=auto what this family's auto runs made (else min..max)."""
         runs = fixed_runs(trial)
