@@ -164,6 +164,7 @@ def test_a_run_shorter_than_the_ticks_is_widened_not_misread(monkeypatch):
     fake_samples(monkeypatch, run, end)
     early = interference.Watch(threads=1).start().read()
     assert early["interference_others_cores"] is None and early["interference_window_s"] == pytest.approx(0.004)
+    assert early["interference_cpu_waited"] is None  # 4 ms of CPU wanted: too short to judge a share of it
     assert verdict(early, None, None) == ("ok", [])
     probe = (100.0 + window, 10.004, 1000.0 + tick + 0.004, None, None)
     slept = fake_samples(monkeypatch, run, end, probe)

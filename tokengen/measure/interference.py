@@ -25,6 +25,7 @@ Record fields (flat, as Watch.stop() and record_fields() return them):
     interference_cpu_util     float        our CPU time / (wall x min(threads, cores)): what the workload used
     interference_cpu_waited   float|None   of the time our threads wanted a core (ran + waited), the share
                                            they waited (schedstat, Linux); None where the kernel keeps none
+                                           or they wanted under MIN_WINDOW_S (too short to judge)
     interference_others_cores float|None   cores-worth of CPU that others used on our cores over the window, at
                                            most our cores; None without /proc/stat or over a window too short
                                            to judge (a read() before stop())
@@ -114,13 +115,14 @@ def threads_waited_s(task_dir: str = "/proc/self/task") -> dict[str, float] | No
 
 
 def _waited_share(before: dict | None, after: dict | None, cpu_s: float) -> float | None:
-    """Of the time our threads wanted a core (CPU time + waits), the share they waited. A thread begun inside
-    the window brings all its waits; one ended inside it takes its own away (an undercount, never a false wait)."""
+    """Of the time our threads wanted a core (CPU time + waits), the share they waited; None under MIN_WINDOW_S
+    of it, where a single wake-up's latency (tens of us) would be a share. A thread begun inside the window
+    brings all its waits; one ended inside it takes its own away (an undercount, never a false wait)."""
     if before is None or after is None:
         return None
     waited = sum(max(0.0, s - before.get(tid, 0.0)) for tid, s in after.items())
     wanted = cpu_s + waited
-    return waited / wanted if wanted > 0 else None
+    return waited / wanted if wanted >= MIN_WINDOW_S else None
 
 
 def _load() -> float | None:
