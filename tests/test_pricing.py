@@ -24,7 +24,6 @@ from sweep_helpers import small_sweep
 from sweeps import pricing
 from sweeps.dry_run import PLAN_CSV, PLAN_MD
 from sweeps.estimate.history import IdentityIndex, identical, prepare
-from sweeps.estimate.history import OUTSIDE_CHILD_S
 from sweeps.finished_runs import History, _read_mlflow, load_history
 from sweeps.grid import PlannedTrial
 from sweeps.pricing import PLAN_COLUMNS, REUSED, RUN, price_sweep
@@ -91,8 +90,9 @@ def test_dry_run_prices_the_plan_from_a_real_store_and_writes_nothing_to_it(tmp_
     known = plan[plan["max_seqlen"] < 64]
     for row in known.itertuples():  # each ran before: its measured child wall plus the harness outside it
         spec = TrialSpec(**{f: getattr(row, f) for f in TrialSpec.__dataclass_fields__})
-        measured = fake_record(PlannedTrial(spec), T0)["child_wall_s"]
-        assert row.basis == "history" and row.estimated_s == pytest.approx(measured + OUTSIDE_CHILD_S, rel=1e-6)
+        record = fake_record(PlannedTrial(spec), T0)
+        measured, held = record["child_wall_s"], record["node_finished_at"] - record["node_started_at"]
+        assert row.basis == "history" and row.estimated_s == pytest.approx(held, rel=1e-6)  # what it held its worker
         parts = sum(getattr(row, part) for part in pricing.PARTS)
         assert parts == pytest.approx(row.estimated_s) and row.in_trial_s == pytest.approx(measured - 0.05)
     assert store_state(tmp_path) == before and not ray.is_initialized()
@@ -174,8 +174,8 @@ def test_a_workers_start_is_priced_once_per_worker_not_on_the_key_that_ran_first
     assert run_sweep(grid(tmp_path, "sweep.dry_run=true", "sweep.resume=false", lengths="[8,32,64]")) == 0
     capsys.readouterr()
     plan = pd.read_csv(tmp_path / "reports" / "t" / PLAN_CSV).set_index("key")
-    warm = fake_record(first, T0)["child_wall_s"]  # what the key holds a warm worker
-    assert plan.loc[first.key, "estimated_s"] == pytest.approx(warm + OUTSIDE_CHILD_S, rel=1e-6)
+    warm = fake_record(first, T0)  # what the key holds a warm worker
+    assert plan.loc[first.key, "estimated_s"] == pytest.approx(warm["node_finished_at"] - warm["node_started_at"])
     assert plan.loc[first.key, "start_s"] == 0
     assert list(plan["start_s"]) == [pytest.approx(7.0)] + [0.0] * 5  # the plan's first trial, a 64-step one
     assert plan["max_seqlen"].iloc[0] == 64

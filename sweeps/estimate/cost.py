@@ -54,9 +54,10 @@ def _from_history(trial: Mapping, model: CostModel) -> Estimate | None:
     same, exact = model.identical(trial)
     if not len(same):  # exact is a part of same
         return None
-    totals = exact["warm_child_s"].dropna() if len(exact) else pd.Series(dtype=float)  # a worker's start apart
-    if len(totals):
-        total = totals + OUTSIDE_CHILD_S
+    # what it held a warm worker: the process without the worker's start, and the Ray task around it
+    total = (exact["warm_child_s"] + exact["in_task_s"].fillna(OUTSIDE_CHILD_S)).dropna() if len(exact) else \
+        pd.Series(dtype=float)
+    if len(total):
         span = Span.factor(float(total.iloc[0]), SINGLE_TOTAL_FACTOR) if len(total) == 1 else \
             Span(float(total.median()), float(total.min()), float(total.max()))
         return Estimate.of(span, HISTORY, {"measured": span.mid})

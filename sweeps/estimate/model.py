@@ -203,14 +203,15 @@ class CostModel:
         return _ratio_span(base.mid, ratios) if len(ratios) else base
 
     def harness(self, trial: Mapping) -> Span:
-        """The sweep's per-trial cost around the trial: the process's start-up as measured
-        (child_wall_s - trial_wall_s), plus Ray and MLflow outside it."""
+        """A worker's per-trial cost around the trial: the process's start-up and exit on a warm worker
+        (in_child_s), plus the Ray task around the process (in_task_s, else OUTSIDE_CHILD_S)."""
         return self._memoized("harness", trial, (), self._harness)
 
     def _harness(self, trial: Mapping) -> Span:
         measured = self._first("in_child_s", [dict(device_kind=self.device_kind(trial)), {}])
         if len(measured):
-            return spread(measured) + Span.factor(OUTSIDE_CHILD_S, 1.5)
+            task = self._first("in_task_s", [dict(device_kind=self.device_kind(trial)), {}])
+            return spread(measured) + (spread(task) if len(task) else Span.factor(OUTSIDE_CHILD_S, 1.5))
         return priors.prior_harness()
 
     def cold_start(self, trial: Mapping) -> Span:
