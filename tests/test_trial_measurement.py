@@ -58,6 +58,16 @@ def test_a_fixed_count_runs_exactly_that_many_and_pursues_no_target():
     assert record["measurement"] == interference.verdict(evidence, record["runtime_cv"], None)[0]
 
 
+def test_with_no_warmup_the_watch_spans_the_first_run_which_is_timed():
+    """The harness grid's trials (runs=1, warmup=0) time only their first run: a Watch started after it
+    watched nothing. A compiling trial's first run is left out: the compiler's workers would read as others."""
+    record = trial.run_trial(tiny(runs=1, warmup=0))
+    assert record["runtime_s"] == [record["first_run_s"]]
+    assert record["interference_wall_s"] >= record["first_run_s"]
+    assert trial.watch_first_run(tiny(warmup=0)) and not trial.watch_first_run(tiny(warmup=1))
+    assert not trial.watch_first_run(resolve("static_compiled", model="tiny", device="cpu", warmup=0))
+
+
 class QuietWatch:
     """A Watch that saw a quiet machine, or the evidence it is given."""
 
@@ -78,8 +88,6 @@ class QuietWatch:
                  "interference_others_cores": 0.02, "interference_load": 0.5, "interference_gpu_procs": None,
                  "interference_sm_clock_mhz": None, "interference_throttle": None}
         return {**quiet, **self.seen}
-
-    read = stop
 
 
 @pytest.fixture

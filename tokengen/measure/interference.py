@@ -11,24 +11,23 @@ keeps, per thread, the time it was runnable but waited for a core (the run-queue
 /proc/self/task/<tid>/schedstat, in ns); undisturbed it is near 0 however many threads the workload uses,
 and a neighbour on our cores (or a cgroup quota: throttled time is run-queue time) makes it grow.
 Others' CPU comes from /proc/stat, which counts whole ticks (1/CLK_TCK s) per core: over a few ms one
-tick reads as several cores. So others are judged only over MIN_WINDOW_S or more, and stop() widens a
-shorter window with an idle probe after the runs (a steady neighbour shows in it; one that came and
-went within a few ms is below what the counters can tell); the figure never exceeds our cores.
+tick reads as several cores. So others' figure is given only over MIN_WINDOW_S or more (shorter is too
+short to judge: no figure, no verdict from it) and never exceeds our cores; the threads' waits, in ns,
+still judge a short window once they add up to MIN_WAIT_S (a wake-up's latency is tens of us).
 
 Record fields (flat, as Watch.stop() and record_fields() return them):
     interference_device       str          the trial's device ("cpu", "cuda"); the CPU-share rule is for CPU trials
     interference_wall_s       float        seconds between start() and stop(): the timed runs
-    interference_window_s     float|None   seconds others' CPU was read over: the runs, widened to MIN_WINDOW_S
-                                           by stop(); None without /proc/stat
+    interference_window_s     float|None   seconds others' CPU was read over (the runs); None without /proc/stat
     interference_threads      int          threads the trial was given
     interference_cores        int          cores this process may run on (affinity), else os.cpu_count()
     interference_cpu_util     float        our CPU time / (wall x min(threads, cores)): what the workload used
     interference_cpu_waited   float|None   of the time our threads wanted a core (ran + waited), the share
-                                           they waited (schedstat, Linux); None where the kernel keeps none
-                                           or they wanted under MIN_WINDOW_S (too short to judge)
+                                           they waited (schedstat, Linux); None where the kernel keeps none,
+                                           or over a window too short to judge whose waits are under MIN_WAIT_S
     interference_others_cores float|None   cores-worth of CPU that others used on our cores over the window, at
-                                           most our cores; None without /proc/stat or over a window too short
-                                           to judge (a read() before stop())
+                                           most our cores; None without /proc/stat or over a window under
+                                           MIN_WINDOW_S (too short to judge)
     interference_load         float|None   1-minute load average, the larger of start and end
     interference_gpu_procs    int|None     other compute processes on our GPU (NVML), the larger of start and end
     interference_sm_clock_mhz int|None     SM clock, the lower of start and end (NVML)
@@ -37,7 +36,7 @@ Record fields (flat, as Watch.stop() and record_fields() return them):
     measurement_reasons       str          the reasons, "; "-joined, "" for ok
 
     watch = Watch(threads=torch.get_num_threads(), device=spec.device, nvml_handle=handle_or_callable).start()
-    ...                                          # timed runs, device drained; watch.read() looks without stopping
+    ...                                          # timed runs, device drained
     evidence = watch.stop()
     record.update(record_fields(evidence, cv=stats["runtime_cv"], target_ci_reached=runs.target_met))
 """
@@ -62,6 +61,8 @@ CPU_WAITED_MAX = 0.2
 # over 10 ticks a tenth of each core, under half the OTHERS_CORES_SHARE it is judged against
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 MIN_WINDOW_S = 10 * TICK_S
+# waits that add up to less over a short window are wake-up latencies (tens of us each), not a neighbour's slices
+MIN_WAIT_S = 0.001
 # more runnable than cores; judged only without /proc/stat, as it lags a minute and counts our own threads
 LOAD_PER_CORE = 1.0
 # any other compute context on our GPU takes its SMs and memory bandwidth in turns with ours
@@ -115,14 +116,14 @@ def threads_waited_s(task_dir: str = "/proc/self/task") -> dict[str, float] | No
 
 
 def _waited_share(before: dict | None, after: dict | None, cpu_s: float) -> float | None:
-    """Of the time our threads wanted a core (CPU time + waits), the share they waited; None under MIN_WINDOW_S
-    of it, where a single wake-up's latency (tens of us) would be a share. A thread begun inside the window
-    brings all its waits; one ended inside it takes its own away (an undercount, never a false wait)."""
+    """Of the time our threads wanted a core (CPU time + waits), the share they waited; None when they wanted
+    under MIN_WINDOW_S and waited under MIN_WAIT_S, where one wake-up's latency would make a share. A thread
+    begun inside the window brings all its waits; one ended inside it takes its own away (an undercount)."""
     if before is None or after is None:
         return None
     waited = sum(max(0.0, s - before.get(tid, 0.0)) for tid, s in after.items())
     wanted = cpu_s + waited
-    return waited / wanted if wanted >= MIN_WINDOW_S else None
+    return waited / wanted if wanted >= MIN_WINDOW_S or waited >= MIN_WAIT_S else None
 
 
 def _load() -> float | None:
@@ -149,8 +150,8 @@ class Sample(NamedTuple):
 
 
 class Watch:
-    """start() before the timed runs, stop() after: the evidence dict of the module docstring; read() is the
-    evidence so far, the Watch running on.
+    """start() before the timed runs, stop() after: the evidence dict of the module docstring (stop() only
+    reads: a look before the runs end leaves the Watch running).
 
     `nvml_handle`: the pynvml handle of the trial's GPU, or a callable returning it (the caller knows the
     device; no torch here); else NVML's handle of the first CUDA_VISIBLE_DEVICES entry (index or UUID) or
@@ -166,10 +167,7 @@ class Watch:
         self._ignore = {os.getpid(), *ignore_pids, *([int(launcher)] if launcher.isdigit() else [])}
         self._handle, self._nvml, self._start = nvml_handle, None, None
 
-    def _sample(self, probe: bool = False) -> Sample:
-        """Every counter; for the probe that ends a widened window, only the clocks and the host's."""
-        if probe:
-            return Sample(time.perf_counter(), time.process_time(), host_busy_s(self._cpus), None, None)
+    def _sample(self) -> Sample:
         gpu = self._nvml() if self._nvml else (None, None, None)
         return Sample(time.perf_counter(), time.process_time(), host_busy_s(self._cpus), _load(),
                       threads_waited_s(), gpu)
@@ -180,34 +178,17 @@ class Watch:
         self._start = self._sample()
         return self
 
-    def read(self) -> dict:
-        """The evidence from start() to now; others' CPU only once the window reaches MIN_WINDOW_S."""
-        return self._evidence(self._sample(), None)
-
     def stop(self) -> dict:
-        """The evidence over the runs; others' CPU over the runs and, where they took under MIN_WINDOW_S,
-        an idle probe after them that widens the window to it (we use no CPU meanwhile, so others' shows)."""
-        end = self._sample()
-        short = MIN_WINDOW_S - (end.wall - self._started().wall)
-        if short <= 0 or end.host is None:
-            return self._evidence(end, None)
-        time.sleep(short)
-        return self._evidence(end, self._sample(probe=True))
-
-    def _started(self) -> Sample:
         if self._start is None:
             raise RuntimeError("Watch.stop() before start()")
-        return self._start
+        return self._evidence(self._start, self._sample())
 
-    def _evidence(self, end: Sample, probe: Sample | None) -> dict:
-        start = self._started()
+    def _evidence(self, start: Sample, end: Sample) -> dict:
         wall, cpu_s = max(end.wall - start.wall, 1e-9), end.cpu - start.cpu
-        last = probe or end  # where the window for others' CPU ends
-        window = None if start.host is None or last.host is None else last.wall - start.wall
+        window = None if start.host is None or end.host is None else wall
         others = None
-        if window is not None and window >= MIN_WINDOW_S * (1 - 1e-6):
-            others_s = last.host - start.host - (last.cpu - start.cpu)
-            others = min(max(0.0, others_s / window), float(self.cores))  # more than our cores is rounding
+        if window is not None and window >= MIN_WINDOW_S:
+            others = min(max(0.0, (end.host - start.host - cpu_s) / window), float(self.cores))  # more is rounding
         (procs0, clock0, mask0), (procs1, clock1, mask1) = start.gpu, end.gpu
         masks = [m for m in (mask0, mask1) if m is not None]
         seen = {name for bit, name in THROTTLE_REASONS.items() for m in masks if m & bit}
