@@ -160,24 +160,29 @@ def test_the_guard_refuses_an_expensive_sweep_in_one_line_before_anything_starts
     assert status == 0 and len(cluster.submitted) == 4, err  # within both limits: it runs
 
 
-def test_a_workers_start_is_priced_once_per_worker_not_on_the_key_that_ran_first(tmp_path, monkeypatch, capsys):
-    """The history's first trial waited 7 s for its worker to start. Run again (resume=false, one worker, and
-    64 steps new, so longest and first), each known key is priced at what it holds a warm worker, and the 7 s
-    once, on the trial the worker takes first."""
-    status, _, err, cluster = swept(tmp_path, monkeypatch, capsys, cold_start_s=7.0)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_workers_start_is_priced_once_per_worker_not_on_the_key_that_ran_first(tmp_path, monkeypatch, capsys,
+                                                                                  workers):
+    """The history's first trial on each worker waited 7 s for the worker to start. Run again (resume=false,
+    as many workers, 64 steps new and so longest, first), each known key is priced at what it holds a warm
+    worker, and the 7 s once per worker, on the trials the workers take first."""
+    status, _, err, cluster = swept(tmp_path, monkeypatch, capsys, f"sweep.workers={workers}", workers=workers,
+                                    cold_start_s=7.0)
     assert status == 0, err
-    first = cluster.submitted[0]
+    firsts = [t.key for t in cluster.submitted[:workers]]
     frame = prepare(load_history(f"sqlite:///{tmp_path}/mlflow.db", "tokengen").frame).set_index("trial_key")
-    assert frame.loc[first.key, "cold_start_s"] == pytest.approx(7.0)
-    assert (frame.drop(index=first.key)["cold_start_s"] == 0).all()
+    assert list(frame.loc[firsts, "cold_start_s"]) == [pytest.approx(7.0)] * workers
+    assert (frame.drop(index=firsts)["cold_start_s"] == 0).all()
 
-    assert run_sweep(grid(tmp_path, "sweep.dry_run=true", "sweep.resume=false", lengths="[8,32,64]")) == 0
+    assert run_sweep(grid(tmp_path, "sweep.dry_run=true", "sweep.resume=false", f"sweep.workers={workers}",
+                          lengths="[8,32,64]")) == 0
     capsys.readouterr()
-    plan = pd.read_csv(tmp_path / "reports" / "t" / PLAN_CSV).set_index("key")
-    warm = fake_record(first, T0)  # what the key holds a warm worker
-    assert plan.loc[first.key, "estimated_s"] == pytest.approx(warm["node_finished_at"] - warm["node_started_at"])
-    assert plan.loc[first.key, "start_s"] == 0
-    assert list(plan["start_s"]) == [pytest.approx(7.0)] + [0.0] * 5  # the plan's first trial, a 64-step one
+    plan = pd.read_csv(tmp_path / "reports" / "t" / PLAN_CSV)
+    for trial in cluster.submitted[:workers]:
+        warm = fake_record(trial, T0)  # what the key holds a warm worker, less any start this plan charges it
+        row = plan[plan["key"] == trial.key].iloc[0]
+        assert row["estimated_s"] - row["start_s"] == pytest.approx(warm["node_finished_at"] - warm["node_started_at"])
+    assert list(plan["start_s"]) == [pytest.approx(7.0)] * workers + [0.0] * (6 - workers)  # the plan's firsts
     assert plan["max_seqlen"].iloc[0] == 64
 
 
