@@ -23,8 +23,9 @@ from tracking.markdown import to_markdown
 PLAN_CSV, PLAN_MD = PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
 ESTIMATE_NOTE = ("estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented "
                  "(the per-step timer's run) and profiled runs, the compile (the first run's extra), the model's "
-                 "build, the harness around each trial process (its start-up, Ray, MLflow) and remeasure rounds "
-                 "where sweep.remeasure is set (columns left out are zero); range_s: the model's low..high; basis: "
+                 "build, the harness around each trial process (its start-up and exit, the Ray task), remeasure "
+                 "rounds where sweep.remeasure is set, and start_s, a worker's start-up, on the first trial each "
+                 "worker takes (columns left out are zero); range_s: the model's low..high; basis: "
                  "history (the trial, or its spec, ran before), fit (its family's law) or prior (first principles, "
                  "rescaled by the nearest runs).")
 
