@@ -27,8 +27,9 @@ MEMORY_NOTE = ("Each trial's estimated peak (sweeps/estimate/memory.py; plan.csv
                "sweep.memory_guard of the free memory.")
 ESTIMATE_NOTE = ("estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented "
                  "(the per-step timer's run) and profiled runs, the compile (the first run's extra), the model's "
-                 "build, the harness around each trial process (its start-up, Ray, MLflow) and remeasure rounds "
-                 "where sweep.remeasure is set (columns left out are zero); range_s: the model's low..high; basis: "
+                 "build, the harness around each trial process (its start-up and exit, the Ray task), remeasure "
+                 "rounds where sweep.remeasure is set, and start_s, a worker's start-up, on the first trial each "
+                 "worker takes (columns left out are zero); range_s: the model's low..high; basis: "
                  "history (the trial, or its spec, ran before), fit (its family's law) or prior (first principles, "
                  "rescaled by the nearest runs).")
 

@@ -7,7 +7,9 @@ and cost per accelerator type, the wall on the workers, the budget guard and the
 
 A trial's estimate is sweeps.estimate's (warmup, timed runs, the instrumented run, the compile, the
 profiled run, the model's build, the harness around the trial process) plus, where the configuration
-has `sweep.remeasure`, its remeasure rounds. Nothing here starts Ray or writes to the store.
+has `sweep.remeasure`, its remeasure rounds (each the whole trial again, at the share of the history's
+first attempts that were not ok), plus on the first trial each worker runs the worker's start-up
+(`start_s`: once per worker, not per key). Nothing here starts Ray or writes to the store.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ import pandas as pd
 from sweeps.estimate import Estimate, estimate, fit, makespan
 from sweeps.estimate.hardware import DEFAULT_GPU
 from sweeps.estimate.memory import memory_columns
-from sweeps.estimate.trials import INSTRUMENTED_RUNS, fixed_runs, number, profile_runs
+from sweeps.estimate.trials import INSTRUMENTED_RUNS, number, profile_runs
 from sweeps.finished_runs import History, StoreReadError, load_history
 from sweeps.grid import GridPlan, PlannedTrial
 from sweeps.journal import Journal
 from sweeps.workers import CPU, Workers, find_workers, pool_of
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import SPEC_FIELDS
+from tracking.measurement import attempt_of
 
 RUN, REUSED = "run", "reused (unverified)"
 LIMITS = ("max_device_hours", "max_cost")
@@ -37,7 +40,7 @@ REMEASURE_SHARE_ASSUMED = 0.25  # trials remeasured, where no run of the history
 TRUSTED = "ok"
 PLAN_COLUMNS = ("order", "key", *SPEC_FIELDS, "accelerator_type", "action", "device_type", "pool", "estimated_s",
                 "low_s", "high_s", "basis", "in_trial_s", "warmup_s", "timed_s", "instrumented_s", "profiled_s",
-                "compile_s", "build_s", "harness_s", "remeasure_s", "memory_rss_gb", "memory_cuda_gb")
+                "compile_s", "build_s", "harness_s", "remeasure_s", "start_s", "memory_rss_gb", "memory_cuda_gb")
 
 
 def price_for(prices: dict, device: str) -> float | None:
@@ -70,13 +73,17 @@ def remeasure_rounds(sweep: dict) -> int:
 
 
 def remeasured_share(history: History) -> tuple[float, str]:
-    """The share of the history's trials that a verdict other than ok would have sent back to measure."""
+    """The share of the history's trials that a verdict other than ok sent back to measure: over first
+    attempts only (a later attempt is itself a remeasure, mostly ok, and would dilute the rate)."""
     frame = history.frame
     if frame.empty or "measurement" not in frame or frame["measurement"].isna().all():
         return REMEASURE_SHARE_ASSUMED, f"assumed {REMEASURE_SHARE_ASSUMED:.0%} (no run in the store carries a verdict)"
-    verdicts = frame["measurement"].dropna().astype(str).str.lower()
+    first = frame["attempt"].map(attempt_of) == 1 if "attempt" in frame else pd.Series(True, index=frame.index)
+    verdicts = frame.loc[first, "measurement"].dropna().astype(str).str.lower()
+    if verdicts.empty:
+        return REMEASURE_SHARE_ASSUMED, f"assumed {REMEASURE_SHARE_ASSUMED:.0%} (no first attempt carries a verdict)"
     share = float((verdicts != TRUSTED).mean())
-    return share, f"{share:.0%} of the {len(verdicts)} run(s) with a verdict were not ok"
+    return share, f"{share:.0%} of the {len(verdicts)} first attempt(s) with a verdict were not ok"
 
 
 def journaled_results(experiment: str, sweep: str) -> list[dict]:
@@ -100,6 +107,7 @@ class Priced:
     resume: bool
     limits: dict  # max_device_hours, max_cost (None: no limit)
     notes: list = field(default_factory=list)  # assumptions the plan rests on
+    starts: dict = field(default_factory=dict)  # pool -> a worker's start-up (Span), paid by its first trial
     journaled: int = 0  # results an earlier driver journaled and did not record: recorded, not run
     seconds: float = 0.0  # planning wall: plan, history, fit, every estimate
 
@@ -219,12 +227,23 @@ def _summary(label: str, runs: pd.DataFrame, reused: int) -> dict:
 
 
 def _ordered(priced: Priced) -> Priced:
-    """The table in submission order: trials to run longest first (numbered), then the reused ones."""
-    table = priced.table.assign(_run=priced.table["action"] == RUN, _pos=range(len(priced.table)))
+    """The table in submission order: trials to run longest first (numbered), then the reused ones; the
+    first trial each worker of a pool takes pays the worker's start-up (start_s), the others none."""
+    table = priced.table.copy()
+    for column in ("estimated_s", "low_s", "high_s"):  # the start-up charged before, taken off
+        table[column] -= table["start_s"]
+    table = table.assign(start_s=0.0, _run=table["action"] == RUN, _pos=range(len(table)))
     table = table.sort_values(["_run", "estimated_s", "_pos"], ascending=[False, False, True], kind="stable")
     runs = int(table["_run"].sum())
     table["order"] = list(range(1, runs + 1)) + [None] * (len(table) - runs)
-    priced.table = table.drop(columns=["_run", "_pos"]).reset_index(drop=True)
+    table = table.reset_index(drop=True)
+    for pool, start in priced.starts.items():
+        first = table.index[table["_run"] & (table["pool"] == pool)][: priced.workers.of(pool)]
+        table.loc[first, "start_s"] = start.mid
+        table.loc[first, "estimated_s"] += start.mid
+        table.loc[first, "low_s"] += start.low
+        table.loc[first, "high_s"] += start.high
+    priced.table = table.drop(columns=["_run", "_pos"])
     return priced
 
 
@@ -243,7 +262,8 @@ def device_type(fields: dict, model, cluster_types: list[str]) -> tuple[str, boo
     return DEFAULT_GPU, True
 
 
-PARTS = ("warmup_s", "timed_s", "instrumented_s", "profiled_s", "compile_s", "build_s", "harness_s", "remeasure_s")
+PARTS = ("warmup_s", "timed_s", "instrumented_s", "profiled_s", "compile_s", "build_s", "harness_s", "remeasure_s",
+         "start_s")
 """Where a trial's estimated seconds go; they add up to estimated_s."""
 
 
@@ -300,10 +320,8 @@ def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, clu
                 seconds, low, high = seconds * scale, low * scale, high * scale
             compiled.add(graph)
         extra = 0.0
-        if rounds:
-            timed = fixed_runs(fields)
-            one_round = (number(fields, "warmup") + (timed if timed is not None else number(fields, "max_runs"))) \
-                * parts["run_s"]
+        if rounds:  # a round runs the whole trial again, in a process of its own on a warm worker
+            one_round = found.seconds
             extra = rounds * share * one_round
             seconds, high = seconds + extra, high + rounds * one_round
         device, guessed = device_type(fields, model, cluster_types)
@@ -311,8 +329,8 @@ def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, clu
         rows.append({**fields, "action": RUN if resume_runs(resume, key, finished) else REUSED, "device_type": device,
                      "pool": pool_of(fields["device"], trial.accelerator_type), "estimated_s": seconds,
                      "low_s": low, "high_s": high, "basis": found.basis,
-                     "in_trial_s": seconds - parts["harness_s"], **parts, "remeasure_s": extra, "order": None,
-                     **memory_columns(trial.spec)})
+                     "in_trial_s": seconds - parts["harness_s"], **parts, "remeasure_s": extra, "start_s": 0.0,
+                     "order": None, **memory_columns(trial.spec)})
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS)), assumed
 
 
@@ -342,13 +360,18 @@ def price_sweep(config: dict, plan: GridPlan | None = None, history: History | N
         notes.append(f"{assumed} unpinned CUDA trial(s) priced as {DEFAULT_GPU}: the store has not run them on a "
                      "GPU and sweep.accelerator_types pins none")
     if rounds:
-        notes.append(f"sweep.remeasure: {rounds} round(s) of warmup + timed runs, priced at {share_note}; "
+        notes.append(f"sweep.remeasure: {rounds} round(s), each the whole trial again, priced at {share_note}; "
                      "the high end counts every round for every trial")
     if workers.assumed:
         notes.append(f"workers: {workers.source}")
     limits = {name: sweep.get(name) for name in LIMITS}
+    starts = {}  # a pool's workers are alike: its first trial prices their start-up
+    for trial in plan.trials:
+        pool = pool_of(trial.spec.device, trial.accelerator_type)
+        if pool not in starts:
+            starts[pool] = model.cold_start({**trial.spec.to_dict(), "accelerator_type": trial.accelerator_type})
     priced = Priced(plan, table, workers, history, dict(sweep.get("prices") or {}), bool(sweep["resume"]), limits,
-                    notes, journaled=len(waiting))
+                    notes, journaled=len(waiting), starts=starts)
     priced = _ordered(priced)
     priced.seconds = time.perf_counter() - started
     return priced

@@ -22,12 +22,13 @@ def fake_runtime(spec) -> float:
     return per_step * steps
 
 
-def fake_record(trial, started: float) -> dict:
-    """A finished trial as the task returns it: its run, walls and node span from fake_runtime."""
+def fake_record(trial, started: float, cold_start_s: float = 0.0) -> dict:
+    """A finished trial as the task returns it: its run, walls and node span from fake_runtime; a worker's
+    first trial waits `cold_start_s` for the worker's warm parent to start."""
     spec = trial.spec
     run = fake_runtime(spec)
     trial_wall = 0.3 + (spec.warmup + spec.runs + 1) * run + 0.2  # build, every run, the first run's extra
-    child_wall = trial_wall + 0.05
+    child_wall = trial_wall + 0.05 + cold_start_s
     steps = spec.max_seqlen
     tokens = hashlib.sha256(f"{spec.batch_size}-{steps}".encode()).hexdigest()
     return make_record(
@@ -37,7 +38,7 @@ def fake_record(trial, started: float) -> dict:
         runtime_min_s=run, runtime_max_s=run, runtime_cv=0.0, tokens_per_s=spec.batch_size * steps / run,
         useful_tokens_per_s=spec.batch_size * steps / run, first_run_s=run + 0.2, trial_wall_s=trial_wall,
         child_wall_s=child_wall, tokens_sha256=tokens, env_host="fake-node", env_torch="2.9.0", env_python="3.11",
-        node_started_at=started, node_finished_at=started + child_wall + 0.01,
+        node_started_at=started, node_finished_at=started + child_wall + 0.01, node_id="fake-node",
     )
 
 
@@ -47,6 +48,7 @@ class FakeCluster:
     taken in the order submitted by the first free worker (Ray's FIFO for equal resources)."""
 
     workers: int = 1
+    cold_start_s: float = 0.0  # each worker's first trial waits this long for the worker to start
     submitted: list = field(default_factory=list)
 
     def install(self, monkeypatch) -> "FakeCluster":
@@ -60,10 +62,11 @@ class FakeCluster:
     def schedule(self, trials, settings, node_cpus, on_result, progress=None) -> None:
         self.submitted.extend(trials)
         free = [(T0, w) for w in range(self.workers)]
-        done = []
+        done, started = [], set()
         for trial in trials:
             at, worker = heapq.heappop(free)
-            record = fake_record(trial, at)
+            record = fake_record(trial, at, 0.0 if worker in started else self.cold_start_s)
+            started.add(worker)
             heapq.heappush(free, (record["node_finished_at"], worker))
             done.append((record["node_finished_at"], trial, record))
         for _, trial, record in sorted(done, key=lambda item: item[0]):

@@ -24,7 +24,6 @@ from sweep_helpers import small_sweep
 from sweeps import pricing
 from sweeps.dry_run import PLAN_CSV, PLAN_MD
 from sweeps.estimate.history import IdentityIndex, identical, prepare
-from sweeps.estimate.history import OUTSIDE_CHILD_S
 from sweeps.finished_runs import History, _read_mlflow, load_history
 from sweeps.grid import PlannedTrial
 from sweeps.pricing import PLAN_COLUMNS, REUSED, RUN, price_sweep
@@ -56,10 +55,10 @@ def store_state(tmp_path: Path) -> dict:
     return state
 
 
-def swept(tmp_path, monkeypatch, capsys, *overrides, workers: int = 1, lengths: str = "[8,32]"):
+def swept(tmp_path, monkeypatch, capsys, *overrides, workers: int = 1, lengths: str = "[8,32]", cold_start_s=0.0):
     """A whole driver run with the fake cluster: (status, captured out, err, the cluster)."""
     monkeypatch.chdir(tmp_path)
-    cluster = FakeCluster(workers).install(monkeypatch)
+    cluster = FakeCluster(workers, cold_start_s).install(monkeypatch)
     status = run_sweep(grid(tmp_path, *overrides, lengths=lengths))
     out = capsys.readouterr()
     return status, out.out, out.err, cluster
@@ -91,8 +90,9 @@ def test_dry_run_prices_the_plan_from_a_real_store_and_writes_nothing_to_it(tmp_
     known = plan[plan["max_seqlen"] < 64]
     for row in known.itertuples():  # each ran before: its measured child wall plus the harness outside it
         spec = TrialSpec(**{f: getattr(row, f) for f in TrialSpec.__dataclass_fields__})
-        measured = fake_record(PlannedTrial(spec), T0)["child_wall_s"]
-        assert row.basis == "history" and row.estimated_s == pytest.approx(measured + OUTSIDE_CHILD_S, rel=1e-6)
+        record = fake_record(PlannedTrial(spec), T0)
+        measured, held = record["child_wall_s"], record["node_finished_at"] - record["node_started_at"]
+        assert row.basis == "history" and row.estimated_s == pytest.approx(held, rel=1e-6)  # what it held its worker
         parts = sum(getattr(row, part) for part in pricing.PARTS)
         assert parts == pytest.approx(row.estimated_s) and row.in_trial_s == pytest.approx(measured - 0.05)
     assert store_state(tmp_path) == before and not ray.is_initialized()
@@ -123,7 +123,7 @@ def test_plan_files_hold_every_trial_longest_first_and_the_totals(tmp_path, monk
     assert (plan["low_s"] <= plan["estimated_s"]).all() and (plan["estimated_s"] <= plan["high_s"]).all()
     assert np.allclose(plan[list(pricing.PARTS)].sum(axis=1), plan["estimated_s"])  # the parts add up
     assert np.allclose(plan["timed_s"] / plan["warmup_s"], 2.0) and (plan["profiled_s"] == 0).all()  # runs=2, warmup 1
-    assert np.allclose(plan["in_trial_s"], plan["estimated_s"] - plan["harness_s"])
+    assert np.allclose(plan["in_trial_s"], plan["estimated_s"] - plan["harness_s"] - plan["start_s"])
     assert set(plan["variant"]) == {"baseline", "kv_cache"} and set(plan["device_type"]) == {"cpu"}
     total = plan["estimated_s"].sum()
     hours = total / 3600
@@ -158,6 +158,31 @@ def test_the_guard_refuses_an_expensive_sweep_in_one_line_before_anything_starts
 
     status, _, err, cluster = swept(tmp_path, monkeypatch, capsys, "sweep.max_device_hours=100", "sweep.max_cost=100")
     assert status == 0 and len(cluster.submitted) == 4, err  # within both limits: it runs
+
+
+def test_a_workers_start_is_priced_once_per_worker_not_on_the_key_that_ran_first(tmp_path, monkeypatch, capsys):
+    """The history's first trial on each of two workers waited 7 s for its worker to start. Run again
+    (resume=false, two workers, 64 steps new and so longest, first), each known key is priced at what it
+    holds a warm worker, and the 7 s once per worker, on the two trials the workers take first."""
+    workers = 2
+    status, _, err, cluster = swept(tmp_path, monkeypatch, capsys, f"sweep.workers={workers}", workers=workers,
+                                    cold_start_s=7.0)
+    assert status == 0, err
+    firsts = [t.key for t in cluster.submitted[:workers]]
+    frame = prepare(load_history(f"sqlite:///{tmp_path}/mlflow.db", "tokengen").frame).set_index("trial_key")
+    assert list(frame.loc[firsts, "cold_start_s"]) == [pytest.approx(7.0)] * workers
+    assert (frame.drop(index=firsts)["cold_start_s"] == 0).all()
+
+    assert run_sweep(grid(tmp_path, "sweep.dry_run=true", "sweep.resume=false", f"sweep.workers={workers}",
+                          lengths="[8,32,64]")) == 0
+    capsys.readouterr()
+    plan = pd.read_csv(tmp_path / "reports" / "t" / PLAN_CSV)
+    for trial in cluster.submitted[:workers]:
+        warm = fake_record(trial, T0)  # what the key holds a warm worker, less any start this plan charges it
+        row = plan[plan["key"] == trial.key].iloc[0]
+        assert row["estimated_s"] - row["start_s"] == pytest.approx(warm["node_finished_at"] - warm["node_started_at"])
+    assert list(plan["start_s"]) == [pytest.approx(7.0)] * workers + [0.0] * (6 - workers)  # the plan's firsts
+    assert plan["max_seqlen"].iloc[0] == 64
 
 
 def test_trials_are_submitted_longest_first_and_the_estimate_is_recorded(tmp_path, monkeypatch, capsys):
@@ -332,11 +357,22 @@ def test_remeasure_rounds_are_priced_at_the_history_share_not_ok(tmp_path, monke
     assert (table["remeasure_s"] > 0).all() and (plain["remeasure_s"] == 0).all()
     for key, row in table.iterrows():
         one_round = row["remeasure_s"] / (2 * 0.5)  # half the history's verdicts were not ok
+        assert one_round == pytest.approx(plain.loc[key, "estimated_s"] - plain.loc[key, "start_s"])  # the whole trial
         assert row["estimated_s"] == pytest.approx(plain.loc[key, "estimated_s"] + row["remeasure_s"])
         assert row["high_s"] == pytest.approx(plain.loc[key, "high_s"] + 2 * one_round)
     assert any("sweep.remeasure: 2 round(s)" in note and "50%" in note for note in priced.notes)
     assert pricing.remeasure_rounds({"remeasure": True}) == 1 and pricing.remeasure_rounds({}) == 0
     assert pricing.remeasure_rounds({"remeasure": {"max_rounds": 3}}) == 3
+
+
+def test_the_remeasure_rate_counts_first_attempts_only():
+    """Two keys, one judged contended and then ok on its second attempt: half the trials were remeasured
+    (not a third of the runs)."""
+    frame = history_frame(["contended", "ok", "ok"]).assign(attempt=["1", "2", "1"])
+    frame.loc[1, "trial_key"] = frame.loc[0, "trial_key"]
+    share, note = pricing.remeasured_share(History(frame, "test"))
+    assert share == pytest.approx(0.5) and "of the 2 first attempt(s)" in note
+    assert pricing.remeasured_share(History(frame.drop(columns="attempt"), "test"))[0] == pytest.approx(1 / 3)
 
 
 def test_the_fit_learns_from_runs_measured_ok_only():

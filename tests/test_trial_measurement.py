@@ -30,7 +30,8 @@ def test_the_record_declares_the_verdict_as_a_tag_and_the_numbers_as_metrics():
     tags, metrics = set(with_role(TAG)), set(with_role(METRIC))
     assert {"measurement", "measurement_reasons", "interference_device", "interference_throttle", "attempt"} <= tags
     assert {"runs_done", "runtime_ci_rel", "warmup_done", "interference_cpu_util", "interference_others_cores",
-            "interference_wall_s", "interference_gpu_procs", "interference_sm_clock_mhz"} <= metrics
+            "interference_wall_s", "interference_window_s", "interference_cpu_waited", "interference_gpu_procs",
+            "interference_sm_clock_mhz"} <= metrics
 
 
 def test_a_real_auto_trial_records_its_runs_its_interval_and_a_verdict_that_matches_its_evidence():
@@ -57,6 +58,16 @@ def test_a_fixed_count_runs_exactly_that_many_and_pursues_no_target():
     assert record["measurement"] == interference.verdict(evidence, record["runtime_cv"], None)[0]
 
 
+def test_with_no_warmup_the_watch_spans_the_first_run_which_is_timed():
+    """The harness grid's trials (runs=1, warmup=0) time only their first run: a Watch started after it
+    watched nothing. A compiling trial's first run is left out: the compiler's workers would read as others."""
+    record = trial.run_trial(tiny(runs=1, warmup=0))
+    assert record["runtime_s"] == [record["first_run_s"]]
+    assert record["interference_wall_s"] >= record["first_run_s"]
+    assert trial.watch_first_run(tiny(warmup=0)) and not trial.watch_first_run(tiny(warmup=1))
+    assert not trial.watch_first_run(resolve("static_compiled", model="tiny", device="cpu", warmup=0))
+
+
 class QuietWatch:
     """A Watch that saw a quiet machine, or the evidence it is given."""
 
@@ -72,7 +83,8 @@ class QuietWatch:
 
     def stop(self):
         quiet = {"interference_device": self.kwargs["device"], "interference_wall_s": 1.0,
-                 "interference_threads": self.kwargs["threads"], "interference_cores": 2, "interference_cpu_util": 0.98,
+                 "interference_window_s": 1.0, "interference_threads": self.kwargs["threads"],
+                 "interference_cores": 2, "interference_cpu_util": 0.98, "interference_cpu_waited": 0.01,
                  "interference_others_cores": 0.02, "interference_load": 0.5, "interference_gpu_procs": None,
                  "interference_sm_clock_mhz": None, "interference_throttle": None}
         return {**quiet, **self.seen}
@@ -124,11 +136,12 @@ def test_auto_warmup_goes_on_until_a_run_settles(scripted):
 
 def test_a_trial_made_to_look_contended_is_judged_contended(monkeypatch, scripted):
     scripted(itertools.repeat(1.0))
-    busy = {"interference_others_cores": 1.7, "interference_cpu_util": 0.4}
+    busy = {"interference_others_cores": 1.7, "interference_cpu_util": 0.4, "interference_cpu_waited": 0.55}
     monkeypatch.setattr(trial, "Watch", lambda **kw: QuietWatch(**kw, seen=busy))
     record = trial.run_trial(tiny(runs=0))
     assert record["measurement"] == "contended"
-    assert record["measurement_reasons"] == "others used 1.7 of 2 cores; CPU time 0.40 of 2 threads x wall"
+    assert record["measurement_reasons"] == ("others used 1.7 of 2 cores; threads waited for a core 55% of the "
+                                             "time they wanted one")
     assert record["interference_others_cores"] == 1.7
 
 
@@ -178,7 +191,7 @@ def test_auto_runs_stop_in_time_for_the_sweeps_deadline(monkeypatch):
     assert trial.give_up([6.0], quiet) and not trial.give_up([1.0], quiet)  # 30 s left: 2 x 6 s + 20 s do not fit
     monkeypatch.delenv(DEADLINE_ENV)
     assert not trial.give_up([1e6], quiet)  # no deadline: only interference ends the runs early
-    busy = QuietWatch(threads=2, seen={"interference_cpu_util": 0.3})
+    busy = QuietWatch(threads=2, seen={"interference_cpu_waited": 0.7})
     assert trial.give_up([0.01], busy, deadline=time.time() + 3600)
 
 

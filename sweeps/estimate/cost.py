@@ -2,6 +2,8 @@
 
 total = runs x (warmup + timed + the instrumented run + the profiled run's cost) + compile + build
         + harness
+A worker's own start-up is not in it: the first trial on each worker pays it once (CostModel.cold_start,
+added by sweeps/pricing.py), whichever key that is.
 The basis says how much to trust it: `history` (this very trial, or its spec, ran before),
 `fit` (its family's fitted law, extrapolated in batch/prompt/steps if need be) or `prior`
 (first principles, rescaled by the nearest runs when the history has any).
@@ -52,9 +54,10 @@ def _from_history(trial: Mapping, model: CostModel) -> Estimate | None:
     same, exact = model.identical(trial)
     if not len(same):  # exact is a part of same
         return None
-    totals = exact["child_wall_s"].dropna() if len(exact) else pd.Series(dtype=float)
-    if len(totals):
-        total = totals + OUTSIDE_CHILD_S
+    # what it held a warm worker: the process without the worker's start, and the Ray task around it
+    total = (exact["warm_child_s"] + exact["in_task_s"].fillna(OUTSIDE_CHILD_S)).dropna() if len(exact) else \
+        pd.Series(dtype=float)
+    if len(total):
         span = Span.factor(float(total.iloc[0]), SINGLE_TOTAL_FACTOR) if len(total) == 1 else \
             Span(float(total.median()), float(total.min()), float(total.max()))
         return Estimate.of(span, HISTORY, {"measured": span.mid})

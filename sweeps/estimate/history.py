@@ -6,7 +6,15 @@ the neighbours as much as the trial. Derived columns:
   steady_run_s  one run without compile (with warmup=0 the mean holds the first run: it is taken out)
   compile_s     first_run_s - steady_run_s: compile, or the device's start-up with compile=off
   build_s       trial_wall_s less every run: model build and whatever else the trial process does
-  in_child_s    child_wall_s - trial_wall_s: the trial process's start-up as the sweep saw it
+  in_child_s    child_wall_s - trial_wall_s - cold_start_s: the trial process's start-up from a warm worker
+  cold_start_s  the worker's own start-up, carried by the trial it ran first (0 for the others)
+  warm_child_s  child_wall_s - cold_start_s: the trial process on a warm worker
+  in_task_s     node span (node_finished_at - node_started_at) - child_wall_s: the Ray task around it
+
+A worker's first trial waits for the worker's warm parent to start (sweeps/trial_process.py: a
+forkserver that imports torch and transformers once): seconds that belong to the worker, not to the
+key. Left in, they priced the key as if every later sweep ran it first (a 48-step baseline at 15.2 s
+against the 7.7 s it then held); the cost model prices a worker's start once per worker instead.
 """
 
 from __future__ import annotations
@@ -27,9 +35,13 @@ KEY_COLUMNS = ("trial_key", "key")
 MEASUREMENT_FIELDS = ("warmup", "runs", "profile")  # change the total, not a run's time
 IDENTITY_IGNORED = {"variant", "key", "trial_key", "min_runs", "max_runs", "profile_steps", "accelerator_type",
                     *MEASUREMENT_FIELDS}
-OUTSIDE_CHILD_S = 1.05
-"""Per-trial harness outside the trial process (Ray, MLflow writes): README's 1.11 s less the fork
-and start-up that child_wall_s - trial_wall_s already counts (tens of ms)."""
+COLD_START_MIN_S = 0.5
+"""A first trial's start-up beyond its warm neighbours' smaller than this is noise, not a worker's start."""
+OUTSIDE_CHILD_S = 0.01
+"""A worker's time on a trial outside its trial process (in_task_s: about 1 ms measured), for a run that
+recorded no node span. The driver's MLflow writes overlap the next trial and Ray starts before the first:
+they make the sweep's wall, not a trial's time on its worker (priced at 1.05 s a trial, they put a
+12-trial sweep's estimate 12 s above what its trials held)."""
 
 
 def device_kind(row: Mapping) -> str:
@@ -65,6 +77,24 @@ def _timed_runs_done(frame: pd.DataFrame) -> pd.Series:
     return done
 
 
+def _number(frame: pd.DataFrame, column: str) -> pd.Series:
+    return pd.to_numeric(frame[column], errors="coerce") if column in frame else pd.Series(np.nan, index=frame.index)
+
+
+def cold_starts(frame: pd.DataFrame, in_child: pd.Series) -> pd.Series:
+    """Seconds of a worker's start-up each row carries. A row its worker ran first (it started before any
+    other trial of its sweep on its node finished; every row where the spans are not recorded) carries its
+    start-up (`in_child`) beyond the median of the rows of its device kind that were not first; others 0."""
+    started, finished = _number(frame, "node_started_at"), _number(frame, "node_finished_at")
+    groups = [frame[c].astype(str) for c in ("sweep", "node_id") if c in frame]
+    earliest_end = finished.groupby(groups).transform("min") if groups else pd.Series(finished.min(), frame.index)
+    first = ~(started >= earliest_end)  # NaN spans compare False: such a row may be a first
+    kinds = frame["device_kind"]
+    warm = kinds.map(in_child[~first].groupby(kinds[~first]).median()).fillna(0.0)
+    excess = (in_child - warm).where(first, 0.0)
+    return excess.where(excess > COLD_START_MIN_S, 0.0).fillna(0.0)
+
+
 def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     """Trusted rows with defaults filled and the derived columns added; empty if nothing is usable."""
     if history is None or len(history) == 0 or any(c not in history for c in REQUIRED):
@@ -95,7 +125,12 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     profiled = frame["profile"].map(lambda p: PROFILE_SLOWDOWN.get(str(p), 2.0))
     others = warmup + runs + INSTRUMENTED_RUNS - 1 + profiled
     frame["build_s"] = (frame["trial_wall_s"] - first - others * frame["steady_run_s"]).clip(lower=0)
-    frame["in_child_s"] = (frame["child_wall_s"] - frame["trial_wall_s"]).clip(lower=0)
+    in_child = (frame["child_wall_s"] - frame["trial_wall_s"]).clip(lower=0)
+    frame["cold_start_s"] = cold_starts(frame, in_child)
+    frame["in_child_s"] = in_child - frame["cold_start_s"]
+    frame["warm_child_s"] = frame["child_wall_s"] - frame["cold_start_s"]
+    span = _number(frame, "node_finished_at") - _number(frame, "node_started_at")
+    frame["in_task_s"] = (span - frame["child_wall_s"]).clip(lower=0)
     return frame.reset_index(drop=True)
 
 

@@ -203,15 +203,27 @@ class CostModel:
         return _ratio_span(base.mid, ratios) if len(ratios) else base
 
     def harness(self, trial: Mapping) -> Span:
-        """The sweep's per-trial cost around the trial: the process's start-up as measured
-        (child_wall_s - trial_wall_s), plus Ray and MLflow outside it."""
+        """A worker's per-trial cost around the trial: the process's start-up and exit on a warm worker
+        (in_child_s), plus the Ray task around the process (in_task_s, else OUTSIDE_CHILD_S)."""
         return self._memoized("harness", trial, (), self._harness)
 
     def _harness(self, trial: Mapping) -> Span:
         measured = self._first("in_child_s", [dict(device_kind=self.device_kind(trial)), {}])
         if len(measured):
-            return spread(measured) + Span.factor(OUTSIDE_CHILD_S, 1.5)
+            task = self._first("in_task_s", [dict(device_kind=self.device_kind(trial)), {}])
+            return spread(measured) + (spread(task) if len(task) else Span.factor(OUTSIDE_CHILD_S, 1.5))
         return priors.prior_harness()
+
+    def cold_start(self, trial: Mapping) -> Span:
+        """A worker's start-up, paid by the first trial it runs (history.cold_starts): as measured on this
+        device kind, else anywhere, else the prior."""
+        return self._memoized("cold_start", trial, (), self._cold_start)
+
+    def _cold_start(self, trial: Mapping) -> Span:
+        chain = [dict(device_kind=self.device_kind(trial)), {}]
+        measured = self._first("cold_start_s", chain)
+        measured = measured[measured > 0]
+        return spread(measured) if len(measured) else priors.prior_cold_start(trial)
 
     def timed_runs(self, trial: Mapping) -> Span:
         """Timed runs: as given, or for runs=auto what this family's auto runs made (else min..max)."""

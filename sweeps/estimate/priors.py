@@ -52,7 +52,10 @@ BUILD_FIXED_S = 0.3  # transformers' model class set-up
 BUILD_PARAMS_PER_S = 2e8  # random initialisation on the host
 HOST_TO_DEVICE_GBS = 10.0  # pageable host-to-GPU copies
 
-HARNESS_PRIOR_S = 1.1  # per trial, measured by benchmarks/harness_cost.py (README: "What the harness costs")
+COLD_START_PRIOR_S = {"cpu": 6.0, "cuda": 10.0}  # a worker's warm parent importing torch and transformers; CUDA's
+# first context besides (a 2-core VM's first smoke trial waited about 7 s)
+HARNESS_PRIOR_S = 0.3  # a worker's time on a trial outside the trial's own clock: the process's fork, start-up
+# and exit (child_wall_s - trial_wall_s: 0.26-0.7 s on a loaded 2-core VM); the driver's writes overlap the next trial
 PRIOR_FACTOR = 3.0  # the prior's range: x/3 .. x3
 UNSURE_FACTOR = 6.0  # an unknown GPU or a model whose shape cannot be read: x/6 .. x6
 FALLBACK_SHAPE = PRESET_SHAPES["gpt2"]
@@ -133,3 +136,8 @@ def prior_build(trial: Mapping) -> Span:
 
 def prior_harness() -> Span:
     return Span.factor(HARNESS_PRIOR_S, 2.0)
+
+
+def prior_cold_start(trial: Mapping) -> Span:
+    """A worker's start-up before its first trial can begin, x/2..x2."""
+    return Span.factor(COLD_START_PRIOR_S["cuda" if text(trial, "device") == "cuda" else "cpu"], 2.0)

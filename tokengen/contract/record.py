@@ -86,11 +86,13 @@ class TrialResult:
     # interference over the timed runs (tokengen/measure/interference.py: Watch, verdict)
     measurement: str | None = _f(TAG)  # ok | noisy (spread above target) | contended (the machine interfered)
     measurement_reasons: str | None = _f(TAG)  # "; "-joined, "" when ok
-    interference_device: str | None = _f(TAG)  # the device the CPU-time rule judged
+    interference_device: str | None = _f(TAG)  # the device the CPU-share rule judged
     interference_wall_s: float | None = _f(METRIC)  # the Watch's span: the timed runs
+    interference_window_s: float | None = _f(METRIC)  # others' CPU read over: the runs, widened to 10 ticks
     interference_threads: int | None = _f(METRIC)  # torch threads the trial had
     interference_cores: int | None = _f(METRIC)  # cores the process may run on
     interference_cpu_util: float | None = _f(METRIC)  # our CPU time / (wall x min(threads, cores))
+    interference_cpu_waited: float | None = _f(METRIC)  # share of our threads' wanted CPU time spent waiting
     interference_others_cores: float | None = _f(METRIC)  # cores-worth of CPU others used on our cores (/proc/stat)
     interference_load: float | None = _f(METRIC)  # 1-minute load average, the larger of start and end
     interference_gpu_procs: int | None = _f(METRIC)  # other compute processes on our GPU (NVML)

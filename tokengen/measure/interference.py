@@ -5,13 +5,29 @@ runs records what the trial's own clock cannot see; `verdict` makes it `measurem
 (spread above target after the most runs allowed) | contended (interference seen), with reasons.
 Stdlib only, no torch; NVML (`pynvml`) is imported only for a CUDA trial; without it GPU fields are None.
 
+A CPU trial's share is judged against what its own threads asked for, not against threads x wall: a
+batch-1 tiny model keeps one thread of two busy, and that is the workload, not a neighbour. The kernel
+keeps, per thread, the time it was runnable but waited for a core (the run-queue delay in
+/proc/self/task/<tid>/schedstat, in ns); undisturbed it is near 0 however many threads the workload uses,
+and a neighbour on our cores (or a cgroup quota: throttled time is run-queue time) makes it grow.
+Others' CPU comes from /proc/stat, which counts whole ticks (1/CLK_TCK s) per core: over a few ms one
+tick reads as several cores. So others' figure is given only over MIN_WINDOW_S or more (shorter is too
+short to judge: no figure, no verdict from it) and never exceeds our cores; the threads' waits, in ns,
+still judge a short window once they add up to MIN_WAIT_S (a wake-up's latency is tens of us).
+
 Record fields (flat, as Watch.stop() and record_fields() return them):
-    interference_device       str          the trial's device ("cpu", "cuda"); the CPU-time rule is for CPU trials
-    interference_wall_s       float        seconds between start() and stop()
+    interference_device       str          the trial's device ("cpu", "cuda"); the CPU-share rule is for CPU trials
+    interference_wall_s       float        seconds between start() and stop(): the timed runs
+    interference_window_s     float|None   seconds others' CPU was read over (the runs); None without /proc/stat
     interference_threads      int          threads the trial was given
     interference_cores        int          cores this process may run on (affinity), else os.cpu_count()
-    interference_cpu_util     float        our CPU time (user+sys, all threads) / (wall x min(threads, cores))
-    interference_others_cores float|None   cores-worth of CPU that others used on our cores (/proc/stat, Linux)
+    interference_cpu_util     float        our CPU time / (wall x min(threads, cores)): what the workload used
+    interference_cpu_waited   float|None   of the time our threads wanted a core (ran + waited), the share
+                                           they waited (schedstat, Linux); None where the kernel keeps none,
+                                           or over a window too short to judge whose waits are under MIN_WAIT_S
+    interference_others_cores float|None   cores-worth of CPU that others used on our cores over the window, at
+                                           most our cores; None without /proc/stat or over a window under
+                                           MIN_WINDOW_S (too short to judge)
     interference_load         float|None   1-minute load average, the larger of start and end
     interference_gpu_procs    int|None     other compute processes on our GPU (NVML), the larger of start and end
     interference_sm_clock_mhz int|None     SM clock, the lower of start and end (NVML)
@@ -29,7 +45,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 GPU_LAUNCHER_ENV = "TOKENGEN_GPU_LAUNCHER_PID"
 """The pid of an idle launcher holding the trial's GPU (benchmarks/article_table.py's parent while a row
@@ -38,8 +54,15 @@ runs in its own process): ours, not another tenant."""
 OK, NOISY, CONTENDED = "ok", "noisy", "contended"
 # others on a quarter of our cores: decode is memory-bound, so even "spare" cores share its bandwidth and cache
 OTHERS_CORES_SHARE = 0.25
-# a CPU trial's threads ran < 80% of the wall: starved by others, or by a cgroup quota that /proc/stat cannot show
-CPU_UTIL_MIN = 0.8
+# a CPU trial's threads waited for a core over 20% of the time they wanted one: they got under 80% of the CPU
+# the workload asks for, whatever its thread count
+CPU_WAITED_MAX = 0.2
+# /proc/stat's busy time is off by up to a tick per core over any window, cores x TICK_S / window cores-worth:
+# over 10 ticks a tenth of each core, under half the OTHERS_CORES_SHARE it is judged against
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+MIN_WINDOW_S = 10 * TICK_S
+# waits that add up to less over a short window are wake-up latencies (tens of us each), not a neighbour's slices
+MIN_WAIT_S = 0.001
 # more runnable than cores; judged only without /proc/stat, as it lags a minute and counts our own threads
 LOAD_PER_CORE = 1.0
 # any other compute context on our GPU takes its SMs and memory bandwidth in turns with ours
@@ -75,6 +98,34 @@ def host_busy_s(cpus: set[int] | None, stat: str = "/proc/stat") -> float | None
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def threads_waited_s(task_dir: str = "/proc/self/task") -> dict[str, float] | None:
+    """Each of our threads' seconds runnable but waiting for a core since it began (the run-queue delay,
+    schedstat's second field, ns); None where the kernel keeps no schedstat (off Linux, some sandboxes)."""
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return None
+    waited = {}
+    for tid in tids:
+        try:
+            with open(f"{task_dir}/{tid}/schedstat") as f:
+                waited[tid] = int(f.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended since the listing
+    return waited or None
+
+
+def _waited_share(before: dict | None, after: dict | None, cpu_s: float) -> float | None:
+    """Of the time our threads wanted a core (CPU time + waits), the share they waited; None when they wanted
+    under MIN_WINDOW_S and waited under MIN_WAIT_S, where one wake-up's latency would make a share. A thread
+    begun inside the window brings all its waits; one ended inside it takes its own away (an undercount)."""
+    if before is None or after is None:
+        return None
+    waited = sum(max(0.0, s - before.get(tid, 0.0)) for tid, s in after.items())
+    wanted = cpu_s + waited
+    return waited / wanted if wanted >= MIN_WINDOW_S or waited >= MIN_WAIT_S else None
+
+
 def _load() -> float | None:
     try:
         return os.getloadavg()[0]
@@ -87,8 +138,20 @@ def _either(pick, a, b):  # of the start and end samples, those taken
     return pick(present) if present else None
 
 
+class Sample(NamedTuple):
+    """The counters at one instant: clocks, the host's busy seconds, load, our threads' waits, the GPU's state."""
+
+    wall: float  # time.perf_counter()
+    cpu: float  # our process's CPU seconds, every thread
+    host: float | None  # host_busy_s() on our cores
+    load: float | None
+    waited: dict | None  # threads_waited_s()
+    gpu: tuple = (None, None, None)  # other processes, SM clock MHz, clock event reason mask
+
+
 class Watch:
-    """start() before the timed runs, stop() after: the evidence dict of the module docstring.
+    """start() before the timed runs, stop() after: the evidence dict of the module docstring (stop() only
+    reads: a look before the runs end leaves the Watch running).
 
     `nvml_handle`: the pynvml handle of the trial's GPU, or a callable returning it (the caller knows the
     device; no torch here); else NVML's handle of the first CUDA_VISIBLE_DEVICES entry (index or UUID) or
@@ -104,9 +167,10 @@ class Watch:
         self._ignore = {os.getpid(), *ignore_pids, *([int(launcher)] if launcher.isdigit() else [])}
         self._handle, self._nvml, self._start = nvml_handle, None, None
 
-    def _sample(self) -> tuple:
+    def _sample(self) -> Sample:
         gpu = self._nvml() if self._nvml else (None, None, None)
-        return time.perf_counter(), time.process_time(), host_busy_s(self._cpus), _load(), *gpu
+        return Sample(time.perf_counter(), time.process_time(), host_busy_s(self._cpus), _load(),
+                      threads_waited_s(), gpu)
 
     def start(self) -> "Watch":
         if self.device.startswith("cuda"):
@@ -117,20 +181,27 @@ class Watch:
     def stop(self) -> dict:
         if self._start is None:
             raise RuntimeError("Watch.stop() before start()")
-        wall1, cpu1, host1, load1, procs1, clock1, mask1 = self._sample()
-        wall0, cpu0, host0, load0, procs0, clock0, mask0 = self._start
-        wall, cpu_s = max(wall1 - wall0, 1e-9), cpu1 - cpu0
-        others = None if host0 is None or host1 is None else max(0.0, host1 - host0 - cpu_s) / wall
+        return self._evidence(self._start, self._sample())
+
+    def _evidence(self, start: Sample, end: Sample) -> dict:
+        wall, cpu_s = max(end.wall - start.wall, 1e-9), end.cpu - start.cpu
+        window = None if start.host is None or end.host is None else wall
+        others = None
+        if window is not None and window >= MIN_WINDOW_S:
+            others = min(max(0.0, (end.host - start.host - cpu_s) / window), float(self.cores))  # more is rounding
+        (procs0, clock0, mask0), (procs1, clock1, mask1) = start.gpu, end.gpu
         masks = [m for m in (mask0, mask1) if m is not None]
         seen = {name for bit, name in THROTTLE_REASONS.items() for m in masks if m & bit}
         return {
             "interference_device": self.device,
             "interference_wall_s": wall,
+            "interference_window_s": window,
             "interference_threads": self.threads,
             "interference_cores": self.cores,
             "interference_cpu_util": cpu_s / (wall * min(self.threads, self.cores)),
+            "interference_cpu_waited": _waited_share(start.waited, end.waited, cpu_s),
             "interference_others_cores": others,
-            "interference_load": _either(max, load0, load1),
+            "interference_load": _either(max, start.load, end.load),
             "interference_gpu_procs": _either(max, procs0, procs1),
             "interference_sm_clock_mhz": _either(min, clock0, clock1),
             "interference_throttle": ",".join(sorted(seen)) if masks else None,
@@ -176,16 +247,18 @@ def _nvml_sampler(handle: Any, ignore: set[int]) -> Callable[[], tuple] | None:
 
 def verdict(evidence: dict, cv: float | None, target_ci_reached: bool | None, noisy_cv: float = NOISY_CV):
     """(measurement, reasons): contended when interference was seen, else noisy when the spread is
-    above target (`target_ci_reached` False, or None for a fixed run count and cv > noisy_cv), else ok."""
+    above target (`target_ci_reached` False, or None for a fixed run count and cv > noisy_cv), else ok.
+    Evidence recorded before a field existed is judged on the fields it has."""
     e, cores = evidence, evidence.get("interference_cores") or 1
     contended, noisy = [], []
     others, load = e.get("interference_others_cores"), e.get("interference_load")
     if others is not None and others > OTHERS_CORES_SHARE * cores:
-        contended.append(f"others used {others:.1f} of {cores} cores")
-    util, threads = e.get("interference_cpu_util"), min(e.get("interference_threads") or 1, cores)
-    if e.get("interference_device") == "cpu" and util is not None and util < CPU_UTIL_MIN:
-        contended.append(f"CPU time {util:.2f} of {threads} thread{'s' * (threads != 1)} x wall")
-    if others is None and load is not None and load > LOAD_PER_CORE * cores:
+        contended.append(f"others used {min(others, cores):.1f} of {cores} cores")
+    waited = e.get("interference_cpu_waited")
+    if e.get("interference_device") == "cpu" and waited is not None and waited > CPU_WAITED_MAX:
+        contended.append(f"threads waited for a core {waited:.0%} of the time they wanted one")
+    no_stat = others is None and e.get("interference_window_s") is None  # not a window too short to judge
+    if no_stat and load is not None and load > LOAD_PER_CORE * cores:
         contended.append(f"load {load:.1f} on {cores} cores")
     procs = e.get("interference_gpu_procs")
     if procs is not None and procs > GPU_PROCS_MAX:

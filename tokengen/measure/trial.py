@@ -74,9 +74,10 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
 
     memory.release_cached(spec.device)
     compile_counters.start()
+    watch = watch_of(spec).start() if watch_first_run(spec) else None
     first, first_run_s = clocks.timed(generate, spec.device)
     warmup_done = warm(generate, spec, first_run_s)
-    runs = timed_runs(generate, spec, first, first_run_s)
+    runs = timed_runs(generate, spec, first, first_run_s, watch)
     compiled = compile_counters.read(spec.compile)
     held = memory.memory_stats(spec.device)
     allocator_live = live_allocator_tag(spec.device)  # read while the model's memory is held
@@ -128,13 +129,24 @@ def policy_of(spec: TrialSpec) -> RunPolicy:
     return RunPolicy(AUTO if spec.runs == AUTO_RUNS else spec.runs, spec.min_runs, spec.max_runs, spec.target_ci)
 
 
-def timed_runs(generate, spec: TrialSpec, first, first_run_s: float) -> TimedRuns:
+def watch_of(spec: TrialSpec) -> Watch:
+    handle = nvml_device_handle if spec.device == "cuda" else None  # the GPU the energy meter reads
+    return Watch(threads=torch.get_num_threads(), device=spec.device, nvml_handle=handle)
+
+
+def watch_first_run(spec: TrialSpec) -> bool:
+    """With no warmup the first run is a timed one, so the Watch spans it too; unless it compiles: the
+    compiler's worker processes would read as others."""
+    return spec.warmup == 0 and spec.compile == "off"
+
+
+def timed_runs(generate, spec: TrialSpec, first, first_run_s: float, watch: Watch | None = None) -> TimedRuns:
     """The timed runs as policy_of(spec) says (with no warmup, the first run is the first timed one), NVML's
-    energy counter and the interference Watch around them all, memory peaks reset (nothing freed) before each."""
+    energy counter and the interference Watch around them all (`watch`: one started before the first run),
+    memory peaks reset (nothing freed) before each."""
     runs = TimedRuns()
     meter = EnergyMeter(spec.device)  # the board's counter over all timed runs together (null without one)
-    handle = nvml_device_handle if spec.device == "cuda" else None  # the GPU the energy meter reads
-    watch = Watch(threads=torch.get_num_threads(), device=spec.device, nvml_handle=handle).start()
+    watch = watch or watch_of(spec).start()
     meter.start()
 
     def one_run() -> float:
