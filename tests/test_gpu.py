@@ -25,7 +25,7 @@ import torch
 from tokengen.measure.energy import EnergyMeter
 from tokengen.decode.loop import Generation, Generator
 from tokengen.decode.models import build_model
-from tokengen.decode.stop_checks import STOP_CHECKS
+from tokengen.decode.stop_checks import sync_check
 from tokengen.decode.stopping import target_lengths
 from tokengen.contract.rules import resolve
 
@@ -73,7 +73,7 @@ def with_sync_check(generate: Generator) -> Generation:
     """The same generator (compiled code, cache, prompts, stop policy) with the article's sync check:
     the reference its lagged check must reproduce, with nothing else different (and no second compile)."""
     lagged = generate.stop_check
-    generate.stop_check = STOP_CHECKS["sync"]
+    generate.stop_check = sync_check
     try:
         return generate()
     finally:
