@@ -86,7 +86,8 @@ def _axes(raw: dict, where: str) -> dict[str, list]:
         if name not in TRIAL_FIELDS:
             raise SpecError(f"{where} axis {name!r} is not a trial field: use one of {', '.join(sorted(TRIAL_FIELDS))}")
         if values == ALL and name not in CHOICES and name != "variant":
-            raise SpecError(f"{where} axis {name!r} has no fixed set of values for `all`: list them, e.g. {where}.{name}=[...]")
+            raise SpecError(f"{where} axis {name!r} has no fixed set of values for `all`: "
+                            f"list them, e.g. {where}.{name}=[...]")
         values = every_value(name) if values == ALL else _as_list(values)
         if not values:
             raise SpecError(f"{where} axis {name!r} has no values: give it at least one, e.g. {where}.{name}=[...]")

@@ -116,3 +116,20 @@ def test_every_declared_value_has_its_line_in_docs_trial_md(value):
 def test_docs_trial_md_lists_no_value_that_is_not_declared():
     listed = [re.match(r"- `(\w+)=([\w-]+)`", line).groups() for line in _knob_lines()]
     assert [(k, v) for k, v in listed if v not in names(k)] == []
+
+
+def test_the_report_benchmark_synthesizes_a_trial_for_every_preset():
+    """benchmarks/report_speed.py's runtimes and tokens come from the declarations' facts: every preset,
+    a generated one included, gets a record (no table of names to fall behind)."""
+    import importlib.util
+
+    import numpy as np
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "report_speed.py"
+    spec = importlib.util.spec_from_file_location("report_speed", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(0)
+    for variant in VARIANTS:
+        record, tokens = bench.trial(variant, 4, 100, "float32", "H100", rng)
+        assert record["variant"] == variant and record["runtime_mean_s"] > 0 and tokens.shape[0] == 4

@@ -28,7 +28,8 @@ def full_count() -> int:
     """+grid=full's trials from the declarations: our loop with every cache x compile mode (CUDA graphs on
     fixed-shape caches only) x stop check x allocator; generate() with its own check, compiling on fixed
     shapes only; times the workload axes (2 dtypes x 5 batches x 2 prompts x 3 lengths)."""
-    loop = sum(not (mode.cuda_graphs and not cache.fixed_shapes) for cache in values("cache") for mode in values("compile"))
+    loop = sum(not (mode.cuda_graphs and not cache.fixed_shapes)
+               for cache in values("cache") for mode in values("compile"))
     peer = sum(1 + cache.fixed_shapes * (len(values("compile")) - 1) for cache in values("cache"))
     return (loop * len(values("stop_check")) + peer) * len(values("allocator")) * 2 * 5 * 2 * 3
 
@@ -92,8 +93,8 @@ def test_full_drops_cudagraphs_without_a_static_cache_and_peers_with_our_stop_ch
         **{f"compile={m.name} needs cache=static: CUDA graphs want fixed shapes":  # both engines
            2 * len(loose) * len(values("stop_check")) * points for m in graphed},
         "engine=generate has its own stop check: use stop_check=sync":
-            (len(values("stop_check")) - 1) * (len(values("cache")) * len(values("compile")) - len(graphed) * len(loose))
-            * points,
+            (len(values("stop_check")) - 1) * points
+            * (len(values("cache")) * len(values("compile")) - len(graphed) * len(loose)),
         "engine=generate compiles only with cache=static (generate() does not compile a dynamic cache)":
             peers_compiled_loose * points,
     }

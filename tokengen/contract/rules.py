@@ -10,18 +10,18 @@ from __future__ import annotations
 import dataclasses
 import shutil
 
-from tokengen.contract.declarations import BOUND, DECLARED, PEER as PEER_FAMILY, declared
+from tokengen.contract.declarations import BOUND, KNOBS as DECLARED_KNOBS, PEER as PEER_FAMILY, declared
+from tokengen.contract.declarations import values as knob_values
 from tokengen.contract.forms import parse_sampling, parse_stop, parse_window
 from tokengen.contract.models import is_local_path, model_facts
 from tokengen.contract.spec import CHOICES, SpecError, TrialSpec, parse_field
 from tokengen.contract.variants import CUSTOM, VARIANTS, label_for
 
 PEER = "generate_batch"  # transformers' continuous batching, the request workloads' peer
-CUDA_ONLY: dict[str, tuple[str, ...]] = {}
-for _value in DECLARED:
-    if _value.cuda_only:
-        CUDA_ONLY[_value.knob] = (*CUDA_ONLY.get(_value.knob, ()), _value.name)
-CUDA_ONLY["profile"] = ("nsys",)
+CUDA_ONLY: dict[str, tuple[str, ...]] = {
+    **{knob: cuda for knob in DECLARED_KNOBS if (cuda := tuple(d.name for d in knob_values(knob) if d.cuda_only))},
+    "profile": ("nsys",),
+}
 """Values that need a CUDA device: the knobs' from their declarations, and the profiler's."""
 PLAIN = TrialSpec()
 """The knobs' plain settings (each knob's first declared value), for the rules that ask for one."""
