@@ -42,9 +42,8 @@ def _loop_presets():
             if mode.preset and not cache.fixed_shapes:
                 continue
             for check in values("stop_check"):
-                name, knobs = _named(check)
-                yield "_".join(filter(None, (_stem(cache, mode), name))), {**knobs, "cache": cache.name,
-                                                                         "compile": mode.name}
+                name = "_".join(filter(None, (_stem(cache, mode), check.preset)))
+                yield name, {**PLAIN, "cache": cache.name, "compile": mode.name, "stop_check": check.name}
         if not cache.fixed_shapes:
             for allocator in values("allocator")[1:]:
                 yield _named(cache, allocator)
