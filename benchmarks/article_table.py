@@ -32,6 +32,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from tokengen.contract.declarations import EAGER, declared, load
 from tokengen.contract.names import FAILED, FINISHED
 from tokengen.contract.record import first_line
 from tokengen.measure.interference import GPU_LAUNCHER_ENV
@@ -146,13 +147,17 @@ _generators: dict = {}
 """One generator per compiled graph: (model id, the spec's fields but its stop check) -> Generator."""
 
 
+def compiles(spec: TrialSpec) -> bool:
+    return declared("compile", spec.compile).family != EAGER
+
+
 def _graph_key(model, spec: TrialSpec) -> tuple:
     return (id(model), *(v for k, v in sorted(spec.to_dict().items()) if k not in ("variant", "stop_check")))
 
 
 def shares_a_generator(spec: TrialSpec) -> bool:
     """Whether the row's compiled graph is already built (its dynamo state must then be kept)."""
-    return spec.compile != "off" and any(key[1:] == _graph_key(None, spec)[1:] for key in _generators)
+    return compiles(spec) and any(key[1:] == _graph_key(None, spec)[1:] for key in _generators)
 
 
 @contextmanager
@@ -160,20 +165,19 @@ def one_generator_per_graph():
     """Rows that differ only in their stop check run the same compiled generator with that check
     swapped in (Generator.stop_check), so the graph is compiled once for all of them."""
     from tokengen.decode.loop import Generator
-    from tokengen.decode.stop_checks import STOP_CHECKS
     from tokengen.measure import trial
 
     make = trial.make_generator
 
     def make_once(model, spec):
-        if spec.compile == "off" or spec.engine != "loop" or spec.requests:
+        if not compiles(spec) or spec.engine != "loop" or spec.requests:
             return make(model, spec)
         key = _graph_key(model, spec)
         if key not in _generators:
             _generators.clear()  # a new graph: dynamo was reset, the last one is gone
             _generators[key] = make(model, spec)
         generator: Generator = _generators[key]
-        generator.spec, generator.stop_check = spec, STOP_CHECKS[spec.stop_check]
+        generator.spec, generator.stop_check = spec, load("stop_check", spec.stop_check)
         return generator
 
     trial.make_generator = make_once
@@ -217,7 +221,7 @@ def _allocator(record: dict) -> str:
 
 def _same_tokens(record: dict, base: dict | None) -> str:
     """docs/design.md's promise: every row with a stop check returns the baseline's tokens."""
-    if base is None or record["stop_check"] == "none":  # none: the baseline's tokens, then padding
+    if base is None or declared("stop_check", record["stop_check"]).overrun is None:  # the baseline's tokens, then padding
         return "n/a"
     return "yes" if record["tokens_sha256"] == base["tokens_sha256"] else "NO"
 

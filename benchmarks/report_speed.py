@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from mlflow import MlflowClient
 
+from tokengen.contract.declarations import BOUND, EAGER, LAGGED, RECOMPUTE, REFERENCE, declared
 from tokengen.contract.names import FAILED, TOKENS_FILE
 from tokengen.contract.variants import VARIANTS
 from tokengen.contract.record import make_record
@@ -55,20 +56,21 @@ def tokens_for(batch: int, length: int, seed: int) -> np.ndarray:
 
 def variant_tokens(base: np.ndarray, knobs: dict, dtype: str, max_seqlen: int, rng) -> np.ndarray:
     out = base.copy()
-    if dtype != "float32" and knobs["cache"] != "none" and rng.random() < 0.4:
+    if dtype != "float32" and declared("cache", knobs["cache"]).family != RECOMPUTE and rng.random() < 0.4:
         out[rng.integers(0, len(out)), rng.integers(1, out.shape[1]):] = rng.integers(0, EOS)
-    if knobs["stop_check"] == "none":
+    if declared("stop_check", knobs["stop_check"]).overrun is None:  # no check: every step, padded
         out = np.concatenate([out, np.full((len(out), 1 + max_seqlen - out.shape[1]), EOS)], axis=1)
     return out
 
 
 def runtime_for(knobs: dict, batch: int, steps: int, gpu: str, dtype: str) -> float:
     step = 0.004 * (1 + batch / 64) * (0.5 if gpu == "H100" else 1.0) * (0.7 if dtype == "bfloat16" else 1.0)
-    if knobs["cache"] == "none":
+    cache, mode, check = (declared(knob, knobs[knob]) for knob in ("cache", "compile", "stop_check"))
+    if cache.family == RECOMPUTE:
         return step * steps * steps / 40
-    factor = {"dynamic": 1.0, "static": 0.9}[knobs["cache"]]
-    factor *= {"off": 1.0, "default": 0.45, "reduce-overhead": 0.3}[knobs["compile"]]
-    factor *= {"sync": 1.0, "pipelined": 0.85, "deferred": 0.84, "none": 0.8}[knobs["stop_check"]]
+    factor = 0.9 if cache.fixed_shapes else 1.0
+    factor *= 0.3 if mode.cuda_graphs else 1.0 if mode.family == EAGER else 0.45
+    factor *= {REFERENCE: 1.0, LAGGED: 0.85, BOUND: 0.8}[check.family]
     return step * factor * steps
 
 
@@ -82,15 +84,15 @@ def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng) -> t
     steps = tokens.shape[1] - 1
     mean = runtime_for(knobs, batch, steps, gpu, dtype) * rng.uniform(0.97, 1.03)
     weight_bytes = 497_759_232 // (2 if dtype == "bfloat16" else 1)
-    allocated = weight_bytes + batch * length * 36_864 * (2 if knobs["cache"] == "static" else 1)
-    reserved = int(allocated * (1.05 if knobs["allocator"] == "expandable" else rng.uniform(1.1, 1.6)))
+    allocated = weight_bytes + batch * length * 36_864 * (2 if declared("cache", knobs["cache"]).fixed_shapes else 1)
+    reserved = int(allocated * (1.05 if knobs["allocator"] != TrialSpec().allocator else rng.uniform(1.1, 1.6)))
     gpu_name, peak = GPUS[gpu]
     record = make_record(
         spec, key="", accelerator_type=gpu, steps=steps, tokens_generated=batch * steps,
         runtime_s=[mean * f for f in rng.uniform(0.98, 1.03, 10)], runtime_mean_s=mean, runtime_std_s=mean * 0.01,
         runtime_min_s=mean * 0.98, runtime_max_s=mean * 1.03, runtime_median_s=mean, runtime_cv=0.01,
         tokens_per_s=batch * steps / mean, step_latency_median_s=mean / steps, step_latency_p90_s=1.2 * mean / steps,
-        first_run_s=mean * (40 if knobs["compile"] != "off" else 1.2), mem_allocated_peak_bytes=allocated,
+        first_run_s=mean * (40 if declared("compile", knobs["compile"]).family != EAGER else 1.2), mem_allocated_peak_bytes=allocated,
         mem_reserved_peak_bytes=reserved, mem_fragmentation_bytes=reserved - allocated,
         mem_fragmentation_pct=100 * (reserved - allocated) / reserved, peak_rss_bytes=2_100_000_000,
         weight_bytes=weight_bytes, weight_bandwidth_gbs=weight_bytes * steps / mean / 1e9,

@@ -124,6 +124,7 @@ gpu_tests=(
   "tests/test_gpu.py::test_expandable_allocator_is_live_in_the_trial_process"
   "tests/test_gpu.py::test_a_lagged_check_on_a_lagging_gpu_returns_the_sync_tokens"
   "tests/test_gpu.py::test_a_lagged_generation_never_waits_for_the_gpu"
+  "tests/test_max_autotune.py::test_on_a_gpu_max_autotune_returns_the_eager_tokens_through_cuda_graphs"
   "tests/test_serving.py::test_on_the_gpu_static_and_continuous_serve_every_request_its_solo_generate_tokens"
   "tests/test_serving.py::test_on_a_lagging_gpu_every_continuous_variant_serves_static_batchings_tokens"
   "tests/test_gpu.py::test_torch_profile_on_cuda_sees_the_gpu_idle_between_synced_steps"

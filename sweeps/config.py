@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from sweeps.grid import knob_axes
 from tokengen.contract.spec import FIELD_TYPES, SPELLINGS, TrialSpec
 
 TrialSchema = dataclasses.make_dataclass(
@@ -71,7 +72,7 @@ class SweepConfig:
     sweep: SweepSettings = field(default_factory=SweepSettings)
     ray: RaySettings = field(default_factory=RaySettings)
     tracking: TrackingSettings = field(default_factory=TrackingSettings)
-    grid: Optional[dict[str, Any]] = None  # appended by +grid=NAME: axes, and `exclude` rules
+    grid: Optional[dict[str, Any]] = field(default_factory=knob_axes)  # +grid=NAME appends axes, blocks, `exclude`
 
 
 def register() -> None:

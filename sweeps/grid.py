@@ -3,7 +3,10 @@
 A grid is axes (lists of values for any trial field), optional `blocks` (sub-grids whose products
 are joined; top-level axes apply to, and override, every block) and `exclude` rules (a point is
 dropped when it matches every field of a rule; a rule's value may be a list). `variant: all` means
-every preset. Each point starts from `trial`, takes its variant's knobs, then its own axes.
+every preset, and `all` on a field with choices (a knob: every declared value) every choice. Every knob
+is an axis of every grid, unset (null) until a grid file or the command line sets it, so
+`grid.stop_check=[every_k]` needs no `+`. Each point starts from `trial`, takes its variant's knobs,
+then its own axes.
 Combinations that cannot run are dropped with their reason; anything else wrong is a config error.
 """
 
@@ -17,11 +20,27 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from tokengen.contract.variants import CUSTOM, VARIANTS
-from tokengen.contract.spec import SpecError, TrialSpec, parse_field
+from tokengen.contract.spec import CHOICES, KNOBS, SpecError, TrialSpec, parse_field
 from tokengen.contract.rules import incompatibility, problem, resolve
 
 TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
 GRID_KEYS = {"blocks", "exclude"}
+ALL = "all"
+
+
+def knob_axes() -> dict:
+    """The schema's grid before a grid file is appended: every knob an axis, none set."""
+    return {knob: None for knob in KNOBS}
+
+
+def has_axes(grid: dict | None) -> bool:
+    """Whether a grid sets anything (the schema's unset knob axes alone are no grid)."""
+    return any(value is not None for value in (grid or {}).values())
+
+
+def every_value(name: str) -> list:
+    """What `all` stands for on an axis: every preset, or every choice (a knob's declared values)."""
+    return list(VARIANTS) if name == "variant" else list(CHOICES[name])
 
 
 @dataclass(frozen=True)
@@ -62,11 +81,14 @@ def _as_list(value) -> list:
 def _axes(raw: dict, where: str) -> dict[str, list]:
     axes = {}
     for name, values in raw.items():
-        if name in GRID_KEYS:
+        if name in GRID_KEYS or values is None:  # None: an axis the grid leaves unset
             continue
         if name not in TRIAL_FIELDS:
             raise SpecError(f"{where} axis {name!r} is not a trial field: use one of {', '.join(sorted(TRIAL_FIELDS))}")
-        values = list(VARIANTS) if name == "variant" and values == "all" else _as_list(values)
+        if values == ALL and name not in CHOICES and name != "variant":
+            raise SpecError(f"{where} axis {name!r} has no fixed set of values for `all`: "
+                            f"list them, e.g. {where}.{name}=[...]")
+        values = every_value(name) if values == ALL else _as_list(values)
         if not values:
             raise SpecError(f"{where} axis {name!r} has no values: give it at least one, e.g. {where}.{name}=[...]")
         for value in values:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,7 +24,7 @@ import pandas as pd
 from sweeps.estimate import Estimate, estimate, fit, makespan
 from sweeps.estimate.hardware import DEFAULT_GPU
 from sweeps.estimate.memory import memory_columns
-from sweeps.estimate.trials import INSTRUMENTED_RUNS, number, profile_runs
+from sweeps.estimate.trials import INSTRUMENTED_RUNS, compiles, number, profile_runs
 from sweeps.finished_runs import History, StoreReadError, load_history
 from sweeps.grid import GridPlan, PlannedTrial
 from sweeps.journal import Journal
@@ -312,7 +311,7 @@ def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, clu
         parts = breakdown(fields, model, found)
         seconds, low, high = found.seconds, found.low, found.high
         graph = tuple(fields.get(name) for name in COMPILED_GRAPH)
-        if shared_compiles and fields.get("compile", "off") != "off" and resume_runs(resume, key, finished):
+        if shared_compiles and compiles(fields) and resume_runs(resume, key, finished):
             if graph in compiled:
                 saved = parts["compile_s"] * (1.0 - WARM_COMPILE_SHARE)
                 parts["compile_s"] -= saved

@@ -29,7 +29,7 @@ from sweeps.entry_errors import refuse_bad_command_line
 from sweeps.estimate.memory import check_local_memory
 from sweeps.fingerprints import cluster_fingerprints, environment_change, local_fingerprints
 from sweeps.full_disk import mark_full, stopped_full
-from sweeps.grid import GridPlan, PlannedTrial, count_points, expand
+from sweeps.grid import GridPlan, PlannedTrial, count_points, expand, has_axes
 from sweeps.journal import Journal, JournalError, Outbox
 from sweeps.logs import quiet_terminal
 from sweeps.progress import Progress
@@ -94,7 +94,7 @@ def _say(message: str) -> None:
 
 def plan_sweep(config: dict) -> GridPlan:
     check_settings(config["sweep"])
-    if not config.get("grid"):
+    if not has_axes(config.get("grid")):
         raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling, serving, harness)")
     points, limit = count_points(config["grid"]), int(config["sweep"]["max_trials"])
     if points > limit:

@@ -14,6 +14,7 @@ from transformers import masking_utils
 from tokengen.decode.loop import Generator
 from tokengen.decode.models import eos_ids
 from tokengen.decode.models import build_model
+from tokengen.contract.declarations import declared, names, values
 from tokengen.contract.variants import VARIANTS
 from tokengen.engines.hf_generate import hf_generate
 from tokengen.decode.stopping import target_lengths
@@ -21,7 +22,9 @@ from tokengen.contract.rules import cuda_only_reason, resolve
 
 MODELS = ["tiny", "llama-tiny"]
 STOPS = ["never", "model", "uniform:2-10"]
-KNOBS = [(cache, check) for cache in ("none", "dynamic", "static") for check in ("sync", "none")]
+CPU_CHECKS = [d.name for d in values("stop_check") if not d.cuda_only]
+KNOBS = [(cache, check) for cache in names("cache") for check in CPU_CHECKS]
+"""Every declared cache with every declared stop check a CPU runs."""
 B, P, S = 3, 8, 14  # batch, prompt_len, max_seqlen
 
 _models: dict = {}
@@ -89,6 +92,7 @@ def test_the_knob_grid_covers_every_cpu_preset():
         and knobs.get("engine", "loop") == "loop"
     }
     assert {("none", "sync"), ("dynamic", "sync"), ("static", "sync"), ("static", "none")} <= cpu <= set(KNOBS)
+    assert {check for _, check in KNOBS} == {check for _, check in cpu}, "every CPU check is some CPU preset's"
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -100,7 +104,7 @@ def test_every_cpu_knob_combination_returns_generates_tokens(model, stop, eos_ch
     pad = eos_ids(model_for(name).config)[0]
     for cache, check in KNOBS:
         got = generate(name, cache=cache, stop_check=check, stop=stop)
-        if check == "none":
+        if declared("stop_check", check).overrun is None:
             # runs every step: generate()'s tokens, then EOS padding (none for stop=never)
             assert got.steps == S and got.tokens.shape == (B, P + S), (cache, check)
             assert torch.equal(got.tokens[:, : expected.shape[1]], expected), (cache, check)

@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 from sweeps.config import register
 from sweeps.grid import expand
 from sweeps.run import plan_sweep, run_sweep
+from tokengen.contract.declarations import values
 from tokengen.contract.spec import SpecError
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
@@ -23,18 +24,46 @@ def composed(*overrides: str) -> dict:
         return OmegaConf.to_container(compose("config", overrides=list(overrides)), resolve=True)
 
 
-@pytest.mark.parametrize(
-    "grid, count",
-    [("smoke", 16), ("article", 41), ("full", 3960), ("scaling", 192), ("harness", 12), ("serving", 12), ("gpu", 25)],
-)
-def test_every_grid_composes_and_expands(grid, count):
+def full_count() -> int:
+    """+grid=full's trials from the declarations: our loop with every cache x compile mode (CUDA graphs on
+    fixed-shape caches only) x stop check x allocator; generate() with its own check, compiling on fixed
+    shapes only; times the workload axes (2 dtypes x 5 batches x 2 prompts x 3 lengths)."""
+    loop = sum(not (mode.cuda_graphs and not cache.fixed_shapes)
+               for cache in values("cache") for mode in values("compile"))
+    peer = sum(1 + cache.fixed_shapes * (len(values("compile")) - 1) for cache in values("cache"))
+    return (loop * len(values("stop_check")) + peer) * len(values("allocator")) * 2 * 5 * 2 * 3
+
+
+def article_count() -> int:
+    """Eight variants at three lengths, static_compiled with every stop check at six batch sizes, one shared."""
+    return 8 * 3 + len(values("stop_check")) * 6 - 1
+
+
+COUNTS = {"smoke": 16, "article": article_count(), "full": full_count(), "scaling": 192, "harness": 12,
+          "serving": 12, "gpu": 27}
+
+
+@pytest.mark.parametrize("grid", COUNTS, ids=lambda g: f"+grid={g}")  # a bare `gpu` id would read as the gpu marker
+def test_every_grid_composes_and_expands(grid):
     plan = plan_sweep(composed(f"+grid={grid}"))
-    assert len(plan.trials) == count
-    assert len({t.key for t in plan.trials}) == count
+    assert len(plan.trials) == COUNTS[grid]
+    assert len({t.key for t in plan.trials}) == COUNTS[grid]
 
 
 def test_every_grid_file_is_counted():
-    assert {p.stem for p in Path(CONF, "grid").glob("*.yaml")} == {"smoke", "article", "full", "scaling", "harness", "serving", "gpu"}
+    assert {p.stem for p in Path(CONF, "grid").glob("*.yaml")} == set(COUNTS)
+
+
+def test_any_knob_axis_is_set_without_a_plus_and_all_is_every_declared_value():
+    plan = plan_sweep(composed("+grid=smoke", "grid.stop_check=all", "grid.variant=[static_cache]"))
+    assert sorted({t.spec.stop_check for t in plan.trials}) == sorted(
+        d.name for d in values("stop_check") if not d.cuda_only)
+    assert any("needs a CUDA device" in reason for reason in plan.describe())
+    assert {t.spec.cache for t in plan_sweep(composed("+grid=smoke", "grid.cache=[dynamic]")).trials} == {"dynamic"}
+    with pytest.raises(SpecError, match="axis 'batch_size' has no fixed set of values for `all`"):
+        expand(composed()["trial"], {"batch_size": "all"})
+    with pytest.raises(SpecError, match="append one with"):
+        plan_sweep(composed())
 
 
 def test_the_gpu_grid_holds_the_articles_point_with_generates_peers_and_rehearses_on_a_cpu():
@@ -76,10 +105,18 @@ def test_every_preset_on_the_cpu_drops_the_cuda_only_ones_with_one_reason_per_ru
 
 def test_full_drops_cudagraphs_without_a_static_cache_and_peers_with_our_stop_checks():
     plan = plan_sweep(composed("+grid=full"))
+    points = 2 * 5 * 2 * 3 * len(values("allocator"))
+    graphed = [m for m in values("compile") if m.cuda_graphs]
+    loose = [c for c in values("cache") if not c.fixed_shapes]
+    peers_compiled_loose = len(loose) * (len(values("compile")) - 1 - len(graphed))
     assert plan.dropped == {
-        "compile=reduce-overhead needs cache=static: CUDA graphs want fixed shapes": 1920,
-        "engine=generate has its own stop check: use stop_check=sync": 2520,
-        "engine=generate compiles only with cache=static (generate() does not compile a dynamic cache)": 240,
+        **{f"compile={m.name} needs cache=static: CUDA graphs want fixed shapes":  # both engines
+           2 * len(loose) * len(values("stop_check")) * points for m in graphed},
+        "engine=generate has its own stop check: use stop_check=sync":
+            (len(values("stop_check")) - 1) * points
+            * (len(values("cache")) * len(values("compile")) - len(graphed) * len(loose)),
+        "engine=generate compiles only with cache=static (generate() does not compile a dynamic cache)":
+            peers_compiled_loose * points,
     }
     variants = {t.spec.variant for t in plan.trials}
     assert variants >= {"baseline", "static_cudagraph_deferred", "custom", "hf_generate", "hf_generate_compiled"}

@@ -20,7 +20,8 @@ import pytest
 from mlflow import MlflowClient
 
 from tokengen.contract.names import TOKENS_FILE
-from tokengen.contract.variants import VARIANTS
+from tokengen.contract.declarations import LAGGED, in_family
+from tokengen.contract.variants import VARIANTS, label_for
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
 from tracking import report_tables as tables
@@ -343,3 +344,23 @@ def test_a_speedup_over_a_baseline_measured_elsewhere_names_the_difference():
     ])
     named = env_vs_baseline(frame, baseline_of(frame, match=REPORT_MATCH))
     assert named == ["", "threads 1 vs 2", "code 5ca1ed vs c0de", ""]  # a changed decode loop is named too
+
+
+def test_every_declared_check_has_its_rows_in_tables_d_and_e(tmp_path):
+    """Tables (d) and (e) find their rows from the checks' declared families: a check that is declared
+    gets its rows with no change to the tables (each lagged beside sync, each checked beside none)."""
+    lagged = in_family("stop_check", LAGGED)
+    s = Store(tmp_path)
+    s.start_sweep("checks")
+    s.trial("base", "baseline", runtime=0.4, tokens=B8)
+    s.trial("sync", "static_compiled", runtime=0.12, tokens=B8)
+    s.trial("none", "static_compiled_nocheck", runtime=0.08, tokens=padded(B8, 8))
+    names = [label_for({**VARIANTS["static_compiled"], "stop_check": check}) for check in lagged]
+    for i, (check, name) in enumerate(zip(lagged, names)):
+        s.trial(check, name, runtime=0.1 - 0.001 * i, tokens=B8)
+    runs = load_sweep(s.uri, "tokengen", None)
+    frame, _ = tables.prepare(runs.trials, runs.outside_baselines, runs.client, PRICES)
+    gains = {r.variant: r.gain_pct for r in tables.pipelining_table(frame).itertuples()}
+    assert gains == {name: pytest.approx(100 * (0.02 + 0.001 * i) / 0.12) for i, name in enumerate(names)}
+    bounded = set(tables.nocheck_table(frame)["variant"])
+    assert bounded == {"static_compiled", *gains}

@@ -26,7 +26,7 @@ from tokengen.decode.prompts import prompt_ids
 from tokengen.contract.rules import serving_problem
 from tokengen.engines.request_server import request_lengths, serving_figures
 from tokengen.contract.spec import TrialSpec
-from tokengen.decode.stop_checks import deferred_check, pipelined_check
+from tokengen.contract.declarations import LAGGED, in_family, load
 from tokengen.decode.stopping import target_lengths
 from tokengen.contract.rules import resolve
 
@@ -207,10 +207,11 @@ class EagerCpu:
         return contextlib.nullcontext()
 
 
-@pytest.mark.parametrize("check", [deferred_check, pipelined_check])
-def test_lagged_checks_serve_the_same_tokens_one_step_late_per_segment(check, eos_model):
-    """Under stop=model a slot run past its EOS says more than padding: the step a lagged check runs
-    too far must not reach any request's tokens."""
+@pytest.mark.parametrize("name", in_family("stop_check", LAGGED))
+def test_lagged_checks_serve_the_same_tokens_one_step_late_per_segment(name, eos_model):
+    """Under stop=model a slot run past its EOS says more than padding: the steps a lagged check runs
+    too far (every declared lagged check, each given a CPU device) must not reach any request's tokens."""
+    check = load("stop_check", name)
     net = eos_model[0]
     spec = spec_for("llama-tiny", "static_cache_continuous", stop="model")
     sync = make_generator(net, spec)()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tokengen.contract.declarations import LAGGED, REFERENCE, in_family
 from tokengen.contract.names import FINISHED, path_component
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import TrialSpec
@@ -109,6 +110,7 @@ def measurement_summary(mine: pd.DataFrame) -> str:
     return summary_line(done["measurement"], done["measurement_reasons"], remeasured)
 
 
+_REFERENCE = in_family("stop_check", REFERENCE)[0]
 NOTES = {
     "overview": "Speedup: geometric mean, min and max over the variant's trials; not_significant: how many of "
                 "them have a 95% interval that holds 1.0; vs_generate: runtime over the fastest transformers "
@@ -135,8 +137,8 @@ NOTES = {
     "c": "runtime_mean_s (s) per max_seqlen; steps = decode steps taken at each; exponent = slope of log runtime "
          "over log steps taken: ~2 is O(N^2) (full recompute), ~1 is O(N) (a KV cache); n/a where a length "
          "distribution ended every max_seqlen at the same step.",
-    "d": "Each lagged stop check (pipelined, deferred) beside the sync check with the same cache and compile; "
-         "gain_pct = time saved over sync.",
+    "d": f"Each lagged stop check ({', '.join(in_family('stop_check', LAGGED))}) beside the {_REFERENCE} check "
+         f"with the same cache and compile; gain_pct = time saved over {_REFERENCE}.",
     "e": "Per decode step (a no-check run takes all max_seqlen steps, a checked one stops with its batch); "
          "overhead_pct = extra time per step over the no-check variant with the same cache and compile.",
     "f": "One column per GPU type, the trials run on more than one side by side.",

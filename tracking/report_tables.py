@@ -15,6 +15,7 @@ import pandas as pd
 
 from tokengen.contract.fingerprint import differences, from_text
 from tokengen.contract.names import FINISHED
+from tokengen.contract.declarations import BOUND, LAGGED, PEER, REFERENCE, in_family
 from tokengen.contract.variants import VARIANTS
 from tracking.baselines import MATCH, as_float, baseline_of, match_keys, partners, with_speedup
 from tracking.intervals import NOISY_CV
@@ -115,7 +116,7 @@ def vs_generate(frame: pd.DataFrame) -> pd.Series:
     workload and GPU type): below 1.0, ours is faster than the library people would use instead."""
     engine = frame["engine"] if "engine" in frame else pd.Series("loop", index=frame.index)
     done = frame["status"] == FINISHED
-    peers = frame[done & engine.astype(str).str.startswith("generate")]
+    peers = frame[done & engine.astype(str).isin(in_family("engine", PEER))]
     best = peers.assign(_key=match_keys(peers, REPORT_MATCH)).groupby("_key")["runtime_mean_s"].min()
     keys = match_keys(frame, REPORT_MATCH)
     runtime = pd.to_numeric(frame["runtime_mean_s"], errors="coerce")
@@ -271,9 +272,10 @@ def _peer_table(frame: pd.DataFrame, checks: tuple[str, ...], peer_check: str) -
 
 
 def pipelining_table(frame: pd.DataFrame) -> pd.DataFrame | None:
-    """(d) What hiding the host's stop check gains at each batch size: the sync variant beside its
-    pipelined and deferred twins (same cache, compile, workload)."""
-    mine, sync = _peer_table(frame, ("pipelined", "deferred"), "sync")
+    """(d) What hiding the host's stop check gains at each batch size: the reference (sync) variant
+    beside its twins with a lagged check (same cache, compile, workload), every check the
+    declarations put in the lagged family."""
+    mine, sync = _peer_table(frame, in_family("stop_check", LAGGED), in_family("stop_check", REFERENCE)[0])
     if mine.empty:
         return None
     table = pd.DataFrame({
@@ -289,7 +291,7 @@ def pipelining_table(frame: pd.DataFrame) -> pd.DataFrame | None:
 def nocheck_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     """(e) What a stop check costs against the no-check upper bound with the same cache and compile,
     per decode step: a no-check run takes all max_seqlen steps, a checked one stops with its batch."""
-    mine, bound = _peer_table(frame, ("sync", "pipelined", "deferred"), "none")
+    mine, bound = _peer_table(frame, in_family("stop_check", REFERENCE, LAGGED), in_family("stop_check", BOUND)[0])
     if mine.empty:
         return None
     table = pd.DataFrame({

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tokengen.contract.declarations import BOUND, in_family
 from tokengen.contract.names import FINISHED, TOKENS_FILE
 from tracking.reader import fetch_artifacts, is_missing
 
@@ -36,7 +37,7 @@ def extra_steps_ok(tokens: np.ndarray, base: np.ndarray, stop_check: str) -> boo
     throughout; any other extra step (a lagged check that kept its extra token) is a bug."""
     if tokens.shape[1] <= base.shape[1]:
         return tokens.shape[1] == base.shape[1]
-    if stop_check != "none" or tokens.shape[0] != base.shape[0]:
+    if stop_check not in in_family("stop_check", BOUND) or tokens.shape[0] != base.shape[0]:
         return False
     return np.unique(tokens[:, base.shape[1]:]).size == 1
 

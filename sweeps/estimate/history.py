@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from sweeps.estimate.hardware import gpu_kind
+from tokengen.contract.declarations import EAGER, in_family
 from sweeps.estimate.trials import AUTO, DEFAULTS, INSTRUMENTED_RUNS, PROFILE_SLOWDOWN, family, is_auto, law, missing, text
 
 REQUIRED = ("model", "device", "dtype", "batch_size", "max_seqlen", "steps", "runtime_mean_s")
@@ -118,7 +119,7 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     without_first = (runs * mean - first) / (runs - 1)  # warmup=0: the first run is among the timed ones
     first_inside = (warmup == 0) & first.notna()
     steady = mean.where(~first_inside, without_first.where(runs > 1))
-    steady = steady.where(steady.notna() | (frame["compile"] != "off"), mean)  # compile off: first run ~ plain
+    steady = steady.where(steady.notna() | ~frame["compile"].isin(in_family("compile", EAGER)), mean)  # compile off: first run ~ plain
     frame["timed_runs_done"] = runs
     frame["steady_run_s"] = steady.where(steady > 0)
     frame["compile_s"] = (first - frame["steady_run_s"]).clip(lower=0)

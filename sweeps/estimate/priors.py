@@ -18,7 +18,7 @@ import numpy as np
 from sweeps.estimate.hardware import DEFAULT_GPU, GPUS, CpuSpeed, cpu_speed, gpu_spec
 from sweeps.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
 from sweeps.estimate.span import Span
-from sweeps.estimate.trials import batches, law, number, text
+from sweeps.estimate.trials import batches, compile_mode, compiles, law, number, text
 
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 GPU_BANDWIDTH_EFFICIENCY = 0.8  # large sequential reads reach ~80% of a datasheet bandwidth
@@ -27,24 +27,25 @@ CPU_BANDWIDTH_EFFICIENCY = 0.8
 CPU_COMPUTE_EFFICIENCY = 0.6  # torch's decode GEMMs against numpy's square 1024x1024 calibration matmul
 CPU_DTYPE_SLOWDOWN = {"float32": 1.0, "bfloat16": 2.0, "float16": 4.0}  # CPUs without native bf16/fp16 GEMMs
 
-# Host overhead per decode step, (fixed, per layer) seconds: eager transformers launches ~15 kernels a
-# layer from Python; inductor fuses them; CUDA graphs replay a step as one launch. A CPU step pays the
-# same Python with slower dispatch.
+# Host overhead per decode step, (fixed, per layer) seconds, by what the compile mode's declaration says
+# it does: eager transformers launches ~15 kernels a layer from Python; inductor fuses them; CUDA graphs
+# replay a step as one launch. A CPU step pays the same Python with slower dispatch, and replays no graph.
+EAGER_STEP, FUSED_STEP, GRAPHED_STEP = "eager", "fused", "graphed"
 STEP_OVERHEAD_S = {
-    ("cuda", "off"): (1.0e-3, 0.25e-3), ("cuda", "default"): (0.3e-3, 0.03e-3),
-    ("cuda", "reduce-overhead"): (0.05e-3, 0.003e-3),
-    ("cpu", "off"): (1.5e-3, 0.4e-3), ("cpu", "default"): (0.5e-3, 0.05e-3), ("cpu", "reduce-overhead"): (0.5e-3, 0.05e-3),
+    ("cuda", EAGER_STEP): (1.0e-3, 0.25e-3), ("cuda", FUSED_STEP): (0.3e-3, 0.03e-3),
+    ("cuda", GRAPHED_STEP): (0.05e-3, 0.003e-3),
+    ("cpu", EAGER_STEP): (1.5e-3, 0.4e-3), ("cpu", FUSED_STEP): (0.5e-3, 0.05e-3), ("cpu", GRAPHED_STEP): (0.5e-3, 0.05e-3),
 }
 ENGINE_OVERHEAD_S = {"loop": 0.0, "generate": 0.5e-3, "generate_batch": 1.0e-3}  # logits processors, stopping criteria
 
-# Compile (cold inductor cache): seconds for compile=default by size family; reduce-overhead adds graph
-# capture and recompiles; inductor's C++ codegen on a CPU is slower. compile=off: the first run still pays
+# Compile (cold inductor cache): seconds for compile=default by size family, times the mode's declared
+# compile_cost (CUDA graphs add capture and recompiles, autotuning benchmarks kernels); inductor's C++
+# codegen on a CPU is slower. compile=off: the first run still pays
 # cuBLAS/allocator start-up.
 COMPILE_PRIOR_S = {"small": 20.0, "base": 40.0, "large": 70.0, "huge": 120.0}
 # On CUDA the compile is the host's work: gpt2 (base) compile=default took 15.9 s on an H200 node's host
 # (docs/results.md, "On a GPU"); the other families scale with depth from it.
 CUDA_COMPILE_PRIOR_S = {"small": 8.0, "base": 16.0, "large": 40.0, "huge": 80.0}
-COMPILE_MODE_FACTOR = {"default": 1.0, "reduce-overhead": 1.3}
 CPU_COMPILE_FACTOR = 1.5
 FIRST_RUN_EXTRA_S = {"cuda": 0.5, "cpu": 0.05}
 
@@ -86,7 +87,9 @@ def rates(trial: Mapping, gpu: str | None, cpu: CpuSpeed | None = None) -> Rates
 
 def step_overhead_s(trial: Mapping, shape: ModelShape) -> float:
     device = "cuda" if text(trial, "device") == "cuda" else "cpu"
-    fixed, per_layer = STEP_OVERHEAD_S.get((device, text(trial, "compile")), STEP_OVERHEAD_S[(device, "off")])
+    mode = compile_mode(trial)
+    kind = EAGER_STEP if mode is None or not compiles(trial) else GRAPHED_STEP if mode.cuda_graphs else FUSED_STEP
+    fixed, per_layer = STEP_OVERHEAD_S[(device, kind)]
     return fixed + per_layer * shape.layers + ENGINE_OVERHEAD_S.get(text(trial, "engine"), 0.0)
 
 
@@ -116,12 +119,12 @@ def prior_run(trial: Mapping, gpu: str | None = None, cpu: CpuSpeed | None = Non
 def prior_compile(trial: Mapping) -> Span:
     """The first run's extra time: compilation, or with compile=off the device's start-up."""
     device = "cuda" if text(trial, "device") == "cuda" else "cpu"
-    mode = text(trial, "compile")
-    if mode == "off":
+    if not compiles(trial):
         return Span.factor(FIRST_RUN_EXTRA_S[device], PRIOR_FACTOR)
+    mode = compile_mode(trial)
     family = (shape_of(text(trial, "model")) or FALLBACK_SHAPE).size_family
     base = COMPILE_PRIOR_S[family] * CPU_COMPILE_FACTOR if device == "cpu" else CUDA_COMPILE_PRIOR_S[family]
-    seconds = base * COMPILE_MODE_FACTOR.get(mode, 1.0)
+    seconds = base * (mode.compile_cost if mode else 1.0)
     return Span.factor(seconds, PRIOR_FACTOR)
 
 

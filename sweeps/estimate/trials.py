@@ -1,8 +1,8 @@
 """A trial's fields as the cost model reads them: defaults, counts of runs and steps, its family.
 
-The defaults mirror tokengen.spec.TrialSpec as of this writing. They are copied, not imported, so
-the cost model stays torch-free and keeps working while tokengen is restructured; a trial dict that
-names every field (as a sweep's plan does) never reaches them.
+The defaults mirror tokengen.spec.TrialSpec as of this writing, the knobs' from their declarations
+(tokengen.contract.declarations, torch-free like the cost model); a trial dict that names every field
+(as a sweep's plan does) never reaches them.
 """
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+from tokengen.contract.declarations import EAGER, KNOBS, RECOMPUTE, declared, in_family, plain
+
 DEFAULTS: dict = {
     "model": "gpt2", "dtype": "float32", "device": "cpu", "batch_size": 32, "max_seqlen": 100,
-    "prompt_len": 1, "cache": "none", "compile": "off", "stop_check": "sync", "engine": "loop",
-    "batching": "static", "requests": 0, "warmup": 1, "runs": 10, "profile": "off", "variant": None,
+    "prompt_len": 1, **{knob: plain(knob).name for knob in KNOBS},
+    "requests": 0, "warmup": 1, "runs": 10, "profile": "off", "variant": None,
     "accelerator_type": None, "matmul_precision": "highest", "stop": "never",
     # runs=auto (stored as 0, tokengen/measure/run_count.py RunPolicy): timed runs between these
     "min_runs": 3, "max_runs": 20,
@@ -82,7 +84,20 @@ def profile_runs(trial: Mapping) -> float:
 
 def law(trial: Mapping) -> str:
     """cache=none recomputes the prefix every step (per-step cost grows with position); caches do not."""
-    return "recompute" if text(trial, "cache") == "none" else "cached"
+    return "recompute" if text(trial, "cache") in in_family("cache", RECOMPUTE) else "cached"
+
+
+def compiles(trial: Mapping) -> bool:
+    """Whether the trial's compile mode compiles (an unknown mode, from an older store, counts as compiled)."""
+    return text(trial, "compile") not in in_family("compile", EAGER)
+
+
+def compile_mode(trial: Mapping):
+    """The trial's compile mode's declaration, or None for a mode no longer declared."""
+    try:
+        return declared("compile", text(trial, "compile"))
+    except KeyError:
+        return None
 
 
 def variant_family(trial: Mapping) -> str:

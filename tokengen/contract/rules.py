@@ -10,18 +10,21 @@ from __future__ import annotations
 import dataclasses
 import shutil
 
+from tokengen.contract.declarations import BOUND, KNOBS as DECLARED_KNOBS, PEER as PEER_FAMILY, declared
+from tokengen.contract.declarations import values as knob_values
 from tokengen.contract.forms import parse_sampling, parse_stop, parse_window
 from tokengen.contract.models import is_local_path, model_facts
 from tokengen.contract.spec import CHOICES, SpecError, TrialSpec, parse_field
 from tokengen.contract.variants import CUSTOM, VARIANTS, label_for
 
 PEER = "generate_batch"  # transformers' continuous batching, the request workloads' peer
-CUDA_ONLY = {
-    "stop_check": ("pipelined", "deferred"),
-    "compile": ("reduce-overhead",),
-    "allocator": ("expandable",),
+CUDA_ONLY: dict[str, tuple[str, ...]] = {
+    **{knob: cuda for knob in DECLARED_KNOBS if (cuda := tuple(d.name for d in knob_values(knob) if d.cuda_only))},
     "profile": ("nsys",),
 }
+"""Values that need a CUDA device: the knobs' from their declarations, and the profiler's."""
+PLAIN = TrialSpec()
+"""The knobs' plain settings (each knob's first declared value), for the rules that ask for one."""
 
 
 def resolve(variant: str | None = None, **fields) -> TrialSpec:
@@ -49,25 +52,36 @@ def cuda_only_reason(spec: TrialSpec) -> str | None:
     return None
 
 
+def choice_problem(spec: TrialSpec) -> str | None:
+    """The first field whose value is not one of its choices (a knob's: its declared values), or None."""
+    for name, allowed in CHOICES.items():
+        if getattr(spec, name) not in allowed:
+            return f"{name}={getattr(spec, name)!r} is not one of {', '.join(allowed)}"
+    return None
+
+
 def incompatibility(spec: TrialSpec) -> str | None:
-    """Why these otherwise valid values cannot run together, or None: a grid drops such points."""
+    """Why these otherwise valid values cannot run together, or None: a grid drops such points (a value
+    that is not a choice is no incompatibility: `problem` refuses it)."""
+    if choice_problem(spec):
+        return None
     reason = cuda_only_reason(spec)
     if reason:
         return reason
-    if spec.compile == "reduce-overhead" and spec.cache != "static":
-        return "compile=reduce-overhead needs cache=static: CUDA graphs want fixed shapes"
+    if declared("compile", spec.compile).cuda_graphs and not declared("cache", spec.cache).fixed_shapes:
+        return f"compile={spec.compile} needs cache=static: CUDA graphs want fixed shapes"
     return peer_incompatibility(spec) or serving_incompatibility(spec)
 
 
 def peer_incompatibility(spec: TrialSpec) -> str | None:
     """What transformers' generate() cannot be asked to do, so a grid drops such peers with the reason."""
-    if not spec.engine.startswith("generate"):
+    if declared("engine", spec.engine).family != PEER_FAMILY:
         return None
     if spec.sampling != "greedy":
         return f"engine={spec.engine} is greedy only (generate() samples with its own random draws): use sampling=greedy"
-    if spec.stop_check != "sync":
-        return f"engine={spec.engine} has its own stop check: use stop_check=sync"
-    if spec.compile != "off" and spec.cache != "static":
+    if spec.stop_check != PLAIN.stop_check:
+        return f"engine={spec.engine} has its own stop check: use stop_check={PLAIN.stop_check}"
+    if spec.compile != PLAIN.compile and not declared("cache", spec.cache).fixed_shapes:
         return f"engine={spec.engine} compiles only with cache=static (generate() does not compile a dynamic cache)"
     return None
 
@@ -76,7 +90,7 @@ def serving_problem(spec: TrialSpec) -> str | None:
     """What is wrong with the spec's request workload, in one line naming the fix, or None."""
     if not isinstance(spec.requests, int) or spec.requests < 0:
         return f"requests must be an integer >= 0 (got {spec.requests!r}): 0 runs one batch, N > 0 serves N requests"
-    return serving_incompatibility(spec)
+    return choice_problem(spec) or serving_incompatibility(spec)
 
 
 def serving_incompatibility(spec: TrialSpec) -> str | None:
@@ -95,7 +109,7 @@ def serving_incompatibility(spec: TrialSpec) -> str | None:
         return (f"sampling={spec.sampling} with requests: a request's draws would depend on its slot; "
                 "use sampling=greedy")
     if spec.engine == PEER:
-        fixed = {"batching": "continuous", "cache": "static", "compile": "off", "stop_check": "sync"}
+        fixed = {"batching": "continuous", "cache": "static", "compile": PLAIN.compile, "stop_check": PLAIN.stop_check}
         wrong = [f"{k}={getattr(spec, k)}" for k, v in fixed.items() if getattr(spec, k) != v]
         if wrong:
             return (f"engine=generate_batch has its own batching, paged cache and loop ({', '.join(wrong)}): "
@@ -104,16 +118,16 @@ def serving_incompatibility(spec: TrialSpec) -> str | None:
     if spec.cache != "static":
         return (f"requests with cache={spec.cache}: slots keep their own positions in per-slot KV buffers; "
                 "use cache=static")
-    if spec.stop_check == "none":
-        return "requests end through the stop check: use stop_check=sync (pipelined or deferred on CUDA)"
+    if declared("stop_check", spec.stop_check).family == BOUND:
+        return f"requests end through the stop check: use stop_check={PLAIN.stop_check} (or a lagged check)"
     return None
 
 
 def problem(spec: TrialSpec) -> str | None:
     """The first thing wrong with the spec as a spec, or None."""
-    for name, allowed in CHOICES.items():
-        if getattr(spec, name) not in allowed:
-            return f"{name}={getattr(spec, name)!r} is not one of {', '.join(allowed)}"
+    reason = choice_problem(spec)
+    if reason:
+        return reason
     for name in ("batch_size", "max_seqlen", "prompt_len", "min_runs"):
         if not isinstance(getattr(spec, name), int) or getattr(spec, name) < 1:
             return f"{name} must be an integer >= 1 (got {getattr(spec, name)!r})"

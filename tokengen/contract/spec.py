@@ -15,6 +15,8 @@ import json
 import typing
 from dataclasses import dataclass, fields
 
+from tokengen.contract import declarations
+
 KNOB, WORKLOAD, MEASUREMENT, LABEL = "knob", "workload", "measurement", "label"
 
 
@@ -22,15 +24,15 @@ def _field(default, role: str):
     return dataclasses.field(default=default, metadata={"role": role})
 
 
+def _knob(name: str):
+    """A knob's field: its default is its first declared value (tokengen.contract.declarations)."""
+    return _field(declarations.plain(name).name, KNOB)
+
+
 CHOICES = {
-    "engine": ("loop", "generate", "generate_batch"),
-    "batching": ("static", "continuous"),
+    **{knob: declarations.names(knob) for knob in declarations.KNOBS},  # a knob's values are its declarations
     "dtype": ("float32", "bfloat16", "float16"),
     "device": ("cpu", "cuda"),
-    "cache": ("none", "dynamic", "static"),
-    "compile": ("off", "default", "reduce-overhead"),
-    "stop_check": ("sync", "pipelined", "deferred", "none"),
-    "allocator": ("default", "expandable"),
     "matmul_precision": ("highest", "high"),
     "profile": ("off", "torch", "nsys", "auto"),
 }
@@ -54,10 +56,10 @@ class TrialSpec:
     device: str = _field("cpu", WORKLOAD)
     batch_size: int = _field(32, WORKLOAD)  # the article's main batch
     max_seqlen: int = _field(100, WORKLOAD)  # decode steps, as in the article (prompt excluded)
-    cache: str = _field("none", KNOB)
-    compile: str = _field("off", KNOB)
-    stop_check: str = _field("sync", KNOB)
-    allocator: str = _field("default", KNOB)
+    cache: str = _knob("cache")
+    compile: str = _knob("compile")
+    stop_check: str = _knob("stop_check")
+    allocator: str = _knob("allocator")
     stop: str = _field("never", WORKLOAD)  # model | never | fixed:N | uniform:LO-HI | lognormal:MEDIAN,SIGMA
     sampling: str = _field("greedy", WORKLOAD)  # greedy | topk:K[,TEMPERATURE]
     seed: int = _field(0, WORKLOAD)  # weights, prompts, target lengths and sampling all derive from it
@@ -68,9 +70,9 @@ class TrialSpec:
     # fields below came after the first release: at their default they stay out of the key
     prompt_len: int = _field(1, WORKLOAD)  # 1 = BOS only (the article); P > 1: BOS + P-1 seeded ids per row
     matmul_precision: str = _field("highest", WORKLOAD)  # high = TF32, as the article runs float32
-    engine: str = _field("loop", KNOB)  # loop: this project's decode loop; generate: transformers' generate()
+    engine: str = _knob("engine")  # loop: this project's decode loop; generate: transformers' generate()
     requests: int = _field(0, WORKLOAD)  # 0: one batch of batch_size rows; N > 0: N requests served by batch_size slots
-    batching: str = _field("static", KNOB)  # with requests: static (batch after batch) | continuous (refill slots)
+    batching: str = _knob("batching")  # with requests: static (batch after batch) | continuous (refill slots)
     # runs=auto (0): at least min_runs, then until the 95% interval of the mean runtime is within target_ci of the
     # mean (half-width / mean), at most max_runs (tokengen/measure/run_count.py); a fixed count ignores them
     min_runs: int = _field(3, MEASUREMENT)

@@ -1,55 +1,82 @@
-"""Named generator variants: the article's table rows and the ones beyond it.
+"""Named generator variants, generated from the knobs' declarations (tokengen.contract.declarations).
 
 A preset is a setting of the knobs (tokengen.contract.spec.KNOBS) and nothing else, so a variant's name can always be
-recovered from a spec's knobs (`label_for`) and a grid may give knobs without naming a variant.
+recovered from a spec's knobs (`label_for`) and a grid may give knobs without naming a variant. Names are the
+declared words joined: the cache (`kv_cache`, `static_cache`; `static_` + the compile mode's word once compiled),
+then the stop check's (`_deferred`), then the allocator's or the batching's; transformers' engines start with
+their own word (`hf_generate_cudagraph`). So a declared value gets its presets with no line here:
+
+- our loop: the baseline (no cache) once; every other cache with every stop check; the compile modes on caches of
+  fixed shapes only (the one shape a compiled decode step keeps); an allocator on a growing cache, eager;
+- request workloads: fixed-shape caches, every compile mode, every stop check that ends a request (not `none`),
+  refilled slots (`_continuous`);
+- generate(): every cache that keeps keys and values, its compiled modes on fixed shapes, its own stop check;
+  generate_batch: its paged cache and continuous batching, eager.
 """
 
 from __future__ import annotations
 
+from tokengen.contract.declarations import BOUND, CACHED, RECOMPUTE, Declared, plain, values
 from tokengen.contract.spec import KNOBS
 
-
-def _knobs(cache: str, compile: str = "off", stop_check: str = "sync", allocator: str = "default",
-           engine: str = "loop", batching: str = "static") -> dict:
-    return {"cache": cache, "compile": compile, "stop_check": stop_check, "allocator": allocator, "engine": engine,
-            "batching": batching}
+PLAIN = {knob: plain(knob).name for knob in KNOBS}
 
 
-VARIANTS: dict[str, dict] = {
-    # the article, in the order of its tables
-    "baseline": _knobs("none"),
-    "kv_cache": _knobs("dynamic"),
-    "kv_cache_expandable": _knobs("dynamic", allocator="expandable"),
-    "static_cache": _knobs("static"),
-    "static_compiled": _knobs("static", "default"),
-    "static_compiled_pipelined": _knobs("static", "default", "pipelined"),
-    # the article's upper bounds: no stop check at all
-    "kv_cache_nocheck": _knobs("dynamic", stop_check="none"),
-    "static_cache_nocheck": _knobs("static", stop_check="none"),
-    "static_compiled_nocheck": _knobs("static", "default", "none"),
-    # beyond the article: one stream, flag read one step late
-    "kv_cache_deferred": _knobs("dynamic", stop_check="deferred"),
-    "static_cache_deferred": _knobs("static", stop_check="deferred"),
-    "static_compiled_deferred": _knobs("static", "default", "deferred"),
-    # beyond the article: CUDA graphs via torch.compile(mode="reduce-overhead")
-    "static_cudagraph": _knobs("static", "reduce-overhead"),
-    "static_cudagraph_pipelined": _knobs("static", "reduce-overhead", "pipelined"),
-    "static_cudagraph_deferred": _knobs("static", "reduce-overhead", "deferred"),
-    "static_cudagraph_nocheck": _knobs("static", "reduce-overhead", "none"),
-    # peers: transformers' own generate(), greedy, on the same workload (tokengen/engines/hf_generate.py)
-    "hf_generate": _knobs("dynamic", engine="generate"),
-    "hf_generate_static": _knobs("static", engine="generate"),
-    "hf_generate_compiled": _knobs("static", "default", engine="generate"),
-    "hf_generate_cudagraph": _knobs("static", "reduce-overhead", engine="generate"),  # generate()'s best on CUDA
-    # request workloads (requests > 0, tokengen/engines/request_server.py): a slot takes the next request when its own
-    # ends; static_cache and its compiled kin serve the same requests batch after batch
-    "static_cache_continuous": _knobs("static", batching="continuous"),
-    "static_compiled_continuous": _knobs("static", "default", batching="continuous"),
-    "static_cudagraph_continuous": _knobs("static", "reduce-overhead", batching="continuous"),
-    "static_cudagraph_deferred_continuous": _knobs("static", "reduce-overhead", "deferred", batching="continuous"),
-    # peer: transformers' continuous batching (generate_batch's manager, paged attention)
-    "hf_generate_batch": _knobs("static", engine="generate_batch", batching="continuous"),
-}
+def _named(*parts: Declared) -> tuple[str, dict]:
+    """A preset's name (the parts' words) and its knobs (the plain setting, then each part's value)."""
+    knobs = {**PLAIN, **{p.knob: p.name for p in parts}}
+    return "_".join(p.preset for p in parts if p.preset), knobs
+
+
+def _stem(cache: Declared, mode: Declared) -> str:
+    """static_cache eager, static_<mode> compiled: a compiled preset's name says its mode in the cache's place."""
+    return cache.preset if not mode.preset else f"{cache.preset.split('_')[0]}_{mode.preset}"
+
+
+def _loop_presets():
+    for cache in values("cache"):
+        if cache.family == RECOMPUTE:
+            yield _named(cache)  # the article's baseline, the reference every variant is checked against
+            continue
+        for mode in values("compile"):
+            if mode.preset and not cache.fixed_shapes:
+                continue
+            for check in values("stop_check"):
+                name = "_".join(filter(None, (_stem(cache, mode), check.preset)))
+                yield name, {**PLAIN, "cache": cache.name, "compile": mode.name, "stop_check": check.name}
+        if not cache.fixed_shapes:
+            for allocator in values("allocator")[1:]:
+                yield _named(cache, allocator)
+
+
+def _request_presets():
+    continuous = [b for b in values("batching") if b.preset]
+    for cache in (c for c in values("cache") if c.fixed_shapes):
+        for mode in values("compile"):
+            for check in (c for c in values("stop_check") if c.family != BOUND):
+                for batching in continuous:
+                    words = (_stem(cache, mode), check.preset, batching.preset)
+                    yield "_".join(filter(None, words)), {**PLAIN, "cache": cache.name, "compile": mode.name,
+                                                          "stop_check": check.name, "batching": batching.name}
+
+
+def _peer_presets():
+    for engine in values("engine")[1:]:
+        if engine.impl is None:  # serves requests only: its own paged cache, continuous batching
+            cache = next(c for c in values("cache") if c.fixed_shapes)
+            yield engine.preset, {**PLAIN, "engine": engine.name, "cache": cache.name,
+                                  "batching": next(b.name for b in values("batching") if b.preset)}
+            continue
+        for cache in (c for c in values("cache") if c.family == CACHED):
+            for mode in values("compile"):
+                if mode.preset and not cache.fixed_shapes:
+                    continue
+                word = mode.preset or (cache.preset.split("_")[0] if cache.fixed_shapes else "")
+                yield "_".join(filter(None, (engine.preset, word))), {**PLAIN, "engine": engine.name,
+                                                                      "cache": cache.name, "compile": mode.name}
+
+
+VARIANTS: dict[str, dict] = dict([*_loop_presets(), *_request_presets(), *_peer_presets()])
 
 CUSTOM = "custom"
 

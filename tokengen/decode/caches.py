@@ -145,6 +145,3 @@ class StaticKV(DynamicKV):
 
     def prefill(self, model, prompt: torch.Tensor) -> torch.Tensor:
         return self._forward(model, prompt, {**self.prefill_kwargs, "attention_mask": self.prefill_mask})
-
-
-CACHES = {"none": NoCache, "dynamic": DynamicKV, "static": StaticKV}

@@ -16,13 +16,12 @@ from typing import Callable
 
 import torch
 
-from tokengen.decode.caches import CACHES
+from tokengen.contract.declarations import declared, load
 from tokengen.decode.models import eos_ids
 from tokengen.decode.ranges import NO_RANGES, NoRanges
 from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.sampling import make_sampler
 from tokengen.contract.spec import TrialSpec
-from tokengen.decode.stop_checks import STOP_CHECKS
 from tokengen.decode.stopping import StopPolicy
 
 
@@ -34,9 +33,9 @@ class Generation:
 
 
 def compile_model(model: torch.nn.Module, mode: str) -> torch.nn.Module:
-    if mode == "off":
-        return model
-    return torch.compile(model, mode=None if mode == "default" else mode)
+    """The model as the compile mode's declaration says to compile it (torch.compile's keywords), or as it is."""
+    options = load("compile", mode)
+    return model if options is None else torch.compile(model, **options)
 
 
 class Generator:
@@ -55,9 +54,9 @@ class Generator:
         self.device = next(model.parameters()).device
         self.eager = model
         self.model = compile_model(model, spec.compile)
-        self.cache = CACHES[spec.cache](model, spec.batch_size, spec.prompt_len, spec.max_seqlen)
-        self.graphed = spec.compile == "reduce-overhead"
-        self.stop_check = STOP_CHECKS[spec.stop_check]
+        self.cache = load("cache", spec.cache)(model, spec.batch_size, spec.prompt_len, spec.max_seqlen)
+        self.graphed = declared("compile", spec.compile).cuda_graphs
+        self.stop_check = load("stop_check", spec.stop_check)
         self.policy = StopPolicy.build(
             spec.stop, eos_ids(self.config), spec.batch_size, spec.max_seqlen, spec.seed, self.device
         )

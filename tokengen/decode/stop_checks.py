@@ -1,10 +1,12 @@
-"""When the host learns that every sequence has ended: four loops with one signature.
+"""When the host learns that every sequence has ended: loops with one signature.
 
-Each takes `step(i)`, which enqueues decode step i on the current stream, `all_finished()`, which
-returns a device bool scalar for the steps enqueued so far, `max_steps`, and the profiling
-`ranges` (no-ops unless profiling); each returns the
-number of steps whose tokens count. A lagged check (pipelined, deferred) has already enqueued
-step i when it learns that step i-1 ended the batch: it returns i, and step i's token is dropped.
+tokengen.contract.declarations names each stop check's loop (here, or a module of its own such as
+tokengen.decode.every_k). Each takes `step(i)`, which enqueues decode step i on the current stream,
+`all_finished()`, which returns a device bool scalar for the steps enqueued so far, `max_steps`, the
+profiling `ranges` (no-ops unless profiling) and, by keyword, `device` (unused by the checks that
+only call `.item()`), so one harness drives them all; each returns the number of steps whose tokens
+count. A lagged check (pipelined, deferred) has already enqueued step i when it learns that step i-1
+ended the batch: it returns i, and step i's token is dropped.
 
 The lagged checks take the streams, events and pinned flags they are built from through `device`
 (CUDA by default), so tests/test_stop_checks.py can run them on a simulated GPU that falls behind
@@ -23,7 +25,7 @@ Step = Callable[[int], None]
 AllFinished = Callable[[], torch.Tensor]
 
 
-def sync_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES) -> int:
+def sync_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES, *, device=None) -> int:
     """The article's check: the host blocks on `.item()` every step, so the GPU idles meanwhile."""
     for i in range(max_steps):
         with ranges.step(i):
@@ -34,7 +36,7 @@ def sync_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: No
     return max_steps
 
 
-def no_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES) -> int:
+def no_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES, *, device=None) -> int:
     """The upper bound: never asks, always runs max_steps."""
     for i in range(max_steps):
         with ranges.step(i):
@@ -125,5 +127,3 @@ def pipelined_check(
         origin.wait_stream(stream)  # whoever reads the tokens next reads them on origin
     return steps
 
-
-STOP_CHECKS = {"sync": sync_check, "pipelined": pipelined_check, "deferred": deferred_check, "none": no_check}

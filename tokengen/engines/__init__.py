@@ -4,7 +4,8 @@ request workloads, our request server, or transformers' continuous batching.
 All are built once per trial and called once per run with the same interface (`wrap_step`,
 `ranges`) and return the same Generation (a Served for requests), so the trial's measurement, the
 record and the token checksum treat a peer exactly like one of our variants. `make_generator` picks
-one; an engine is one small module here, registered below.
+one; an engine is one small module here, declared in tokengen.contract.declarations (`impl` for a
+batch, `server` for requests).
 """
 
 from __future__ import annotations
@@ -13,24 +14,10 @@ from typing import Callable
 
 import torch
 
+from tokengen.contract.declarations import load
 from tokengen.contract.rules import serving_problem
 from tokengen.contract.spec import SpecError, TrialSpec
-from tokengen.decode.loop import Generation, Generator
-from tokengen.engines.hf_generate import GenerateEngine
-from tokengen.engines.hf_generate_batch import GenerateBatchEngine
-from tokengen.engines.request_server import RequestServer, Served
-
-ENGINES: dict[str, Callable[[torch.nn.Module, TrialSpec], Callable[..., Generation]]] = {
-    "loop": Generator,
-    "generate": GenerateEngine,
-}
-"""A batch of batch_size rows (requests = 0)."""
-
-SERVERS: dict[str, Callable[[torch.nn.Module, TrialSpec], Callable[..., Served]]] = {
-    "loop": RequestServer,
-    "generate_batch": GenerateBatchEngine,
-}
-"""N requests served by batch_size slots (requests > 0)."""
+from tokengen.decode.loop import Generation
 
 
 def make_generator(model: torch.nn.Module, spec: TrialSpec) -> Callable[..., Generation]:
@@ -38,4 +25,5 @@ def make_generator(model: torch.nn.Module, spec: TrialSpec) -> Callable[..., Gen
     problem = serving_problem(spec)
     if problem:
         raise SpecError(problem)
-    return (SERVERS if spec.requests > 0 else ENGINES)[spec.engine](model, spec)
+    build = load("engine", spec.engine, "server" if spec.requests > 0 else "impl")
+    return build(model, spec)

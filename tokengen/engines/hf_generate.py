@@ -20,6 +20,7 @@ from transformers import (
     StoppingCriteriaList,
 )
 
+from tokengen.contract.declarations import RECOMPUTE, declared, load
 from tokengen.contract.forms import parse_stop
 from tokengen.decode.models import eos_ids
 from tokengen.contract.spec import SpecError, TrialSpec
@@ -97,7 +98,8 @@ def hf_generate(
     prompts = prompt_ids(config, spec.batch_size, spec.prompt_len, spec.seed, device)  # (B, P)
     eos = eos_ids(config)
     rules = _stop_rules(spec, eos, device)
-    cache = {"use_cache": False} if spec.cache == "none" else {"cache_implementation": spec.cache}  # dynamic | static, generate()'s names too
+    recompute = declared("cache", spec.cache).family == RECOMPUTE
+    cache = {"use_cache": False} if recompute else {"cache_implementation": spec.cache}  # dynamic | static, generate()'s names too
     generation = GenerationConfig(
         do_sample=False,
         max_new_tokens=spec.max_seqlen,
@@ -161,14 +163,15 @@ class StepRanges(LogitsProcessor):
 class GenerateEngine:
     """transformers' `model.generate()` on the trial's prompts, greedy, with the trial's cache and
     stop rule (tokengen.engines.hf_generate). compile=default is generate()'s own compilation of the decode
-    step (a CompileConfig, allowed on every device so the CPU compiles too)."""
+    step (a CompileConfig with the mode's torch.compile keywords, allowed on every device so the CPU
+    compiles too)."""
 
     def __init__(self, model: torch.nn.Module, spec: TrialSpec):
         self.model, self.spec = model, spec
         self.compile_config = None
-        if spec.compile != "off":
-            mode = "reduce-overhead" if spec.compile == "reduce-overhead" else "default"
-            self.compile_config = CompileConfig(mode=mode)
+        options = load("compile", spec.compile)
+        if options is not None:
+            self.compile_config = CompileConfig(**options)
             self.compile_config._compile_all_devices = True  # generate() otherwise compiles on CUDA only
 
     @torch.inference_mode()

@@ -35,6 +35,7 @@ from typing import Callable
 
 import torch
 
+from tokengen.contract.declarations import declared, load
 from tokengen.decode.loop import Generation, compile_model
 from tokengen.measure.clocks import percentile
 from tokengen.decode.models import eos_ids
@@ -43,7 +44,6 @@ from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.sampling import make_sampler
 from tokengen.engines.slot_cache import SlotKV
 from tokengen.contract.spec import TrialSpec
-from tokengen.decode.stop_checks import STOP_CHECKS
 from tokengen.contract.forms import parse_stop
 from tokengen.decode.stopping import row_lengths, target_lengths
 
@@ -108,11 +108,11 @@ class RequestServer:
         self.spec, self.eager = spec, model
         self.device = next(model.parameters()).device
         self.model = compile_model(model, spec.compile)
-        self.graphed = spec.compile == "reduce-overhead"
+        self.graphed = declared("compile", spec.compile).cuda_graphs
         self.slots, self.count, self.prompt_len = spec.batch_size, spec.requests, spec.prompt_len
         # positions 0 .. P + max_seqlen - 2: the last token is never fed back
         self.cache = SlotKV(model, self.slots, spec.prompt_len, spec.prompt_len + spec.max_seqlen - 1)
-        self.stop_check = STOP_CHECKS[spec.stop_check]
+        self.stop_check = load("stop_check", spec.stop_check)
         prompts = prompt_ids(model.config, self.count, spec.prompt_len, spec.seed, self.device)  # (N, P)
         self.prompts = torch.cat([prompts, prompts[:1]])  # (N + 1, P): row N stands in for "no request"
         self.kind, _ = parse_stop(spec.stop)

@@ -1,10 +1,10 @@
 """What torch.compile did in a trial, from torch's own bookkeeping: graphs, graph breaks, recompiles,
-and the CUDA-graph skips of mode="reduce-overhead".
+and the CUDA-graph skips of a compile mode that replays CUDA graphs (its declaration's cuda_graphs).
 
 A graph break or a recompile silently turns a compiled row into a partly eager one, and a skipped
 CUDA graph (torch says "skipping cudagraphs due to ...", once, in a log) turns a `static_cudagraph*`
 row into plain compiled timings. So a trial reads the counters over its warmup and timed runs and
-the record says what ran: `cuda_graphs` is `ran` or `skipped` for a reduce-overhead trial, and the
+the record says what ran: `cuda_graphs` is `ran` or `skipped` for a CUDA-graph trial, and the
 report never shows a skipped one as a CUDA-graph result.
 
 torch 2.13's names: `torch._dynamo.utils.counters` ("graph_break": reason -> count; "stats":
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
 
+from tokengen.contract.declarations import EAGER, declared
+
 RAN, SKIPPED = "ran", "skipped"
 WARM, COLD, PARTLY_WARM = "warm", "cold", "partly warm"  # inductor's FX graph cache: every graph found, none, some
 
@@ -28,7 +30,8 @@ def start() -> None:
 
 def read(compile_mode: str) -> dict:
     """The record's compile fields; all None for an eager trial."""
-    if compile_mode == "off":
+    mode = declared("compile", compile_mode)
+    if mode.family == EAGER:
         return {"compile_graphs": None, "compile_graph_breaks": None, "compile_recompiles": None,
                 "cudagraph_skips": None, "cuda_graphs": None, "compile_notes": None, "compile_cache": None}
     metrics = get_compilation_metrics()
@@ -39,7 +42,7 @@ def read(compile_mode: str) -> dict:
     notes = [f"graph break: {_first_line(r)}" for r in list(breaks)[:2]]
     notes += [f"recompile: {_first_line(r)}" for r in recompiles[:2]]
     notes += [f"cudagraphs skipped: {_first_line(r)}" for r in skip_reasons[:2]]
-    graphed = compile_mode == "reduce-overhead"
+    graphed = mode.cuda_graphs
     return {
         "compile_graphs": counters["stats"]["unique_graphs"],
         "compile_graph_breaks": sum(breaks.values()),
