@@ -1,7 +1,7 @@
 """scripts/gpu_sweep.sh's two checks, each ending in one line that says what is wrong (exit 2) or ok (exit 0).
 
     gpu_probe.py [--cpu] --out versions.txt    before the sweep: the versions, and what cannot work
-    gpu_probe.py --check URI --out check.txt   after it: every finished trial saw the device Ray assigned
+    gpu_probe.py --check URI [--sweep gpu] --out check.txt   after it: every finished trial saw the device Ray assigned
                                                it, and generate() peers are among them
 """
 
@@ -48,12 +48,12 @@ def probe(cpu: bool) -> list[str]:
     return lines + ["ok"]
 
 
-def check(uri: str) -> list[str]:
+def check(uri: str, sweep: str) -> list[str]:
     from tokengen.contract.names import FINISHED
     from tracking.reader import ReportError, load_sweep
 
     try:
-        runs = load_sweep(uri, "tokengen", "gpu")
+        runs = load_sweep(uri, "tokengen", sweep)
     except ReportError as exc:
         raise SystemExit([f"the store holds no GPU sweep to check: {exc}"]) from None
     trials = runs.trials
@@ -75,10 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", action="store_true", help="a rehearsal: no CUDA device expected")
     parser.add_argument("--check", metavar="URI", help="check the sweep recorded in this store")
+    parser.add_argument("--sweep", default="gpu", help="the sweep to check (default: %(default)s)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
-        lines, status = (check(args.check) if args.check else probe(args.cpu)), 0
+        lines, status = (check(args.check, args.sweep) if args.check else probe(args.cpu)), 0
     except SystemExit as stop:
         if not isinstance(stop.code, list):
             raise

@@ -5,6 +5,7 @@
 #
 #   OUT=DIR scripts/gpu_sweep.sh              # on the GPU machine; the bundle travels in .gpu_bundle/
 #                                             # (scripts/gpu_bundle.sh 3.12 .gpu_bundle, here first)
+#   GRID=gpu_more OUT=DIR scripts/gpu_sweep.sh  # the second run, where GPU time remains (conf/grid/gpu_more.yaml)
 #   OUT=DIR scripts/gpu_sweep.sh --rehearse   # on a CPU machine: a stand-in of the image (Python here, torch
 #                                             # 2.13.0 CPU, transformers 5.17.0, no Ray, MLflow or Hydra),
 #                                             # the same bundle steps, the grid on the CPU (models shrunk,
@@ -25,6 +26,7 @@ OUT=$(cd "$OUT" && pwd)
 STATE=${TOKENGEN_GPU_STATE:-$REPO/.gpu_sweep}
 BUNDLE=${TOKENGEN_BUNDLE:-$REPO/.gpu_bundle}
 PYTHON=${PYTHON:-python3}
+GRID=${GRID:-gpu}  # the grid, and the sweep's name
 LARGE_MIB=${LARGE_MIB:-4}
 LOG=$OUT/steps.log
 : >"$LOG"
@@ -69,18 +71,18 @@ step probe 25 "$PYTHON" "$REPO/scripts/gpu_probe.py" $([[ $REHEARSE == 1 ]] && e
 
 # 3. the sweep (a rerun resumes from the journal and the store in $STATE)
 URI=sqlite:///$STATE/mlflow.db
-overrides=(+grid=gpu "tracking.uri=$URI" "sweep.workdir=$STATE/work" ray.num_gpus=1)
+overrides=("+grid=$GRID" "tracking.uri=$URI" "sweep.workdir=$STATE/work" ray.num_gpus=1)
 [[ $REHEARSE == 1 ]] && overrides+=(trial.device=cpu sweep.trial_gpus=1 '+grid.model=[tiny]' '+grid.max_seqlen=[32]' '+grid.batch_size=[4]'
   trial.runs=1 trial.warmup=1 '+grid.exclude=[{dtype: bfloat16, compile: default}]')  # the path, not the figures
 (cd "$STATE" && step sweep 200 "$PYTHON" -m sweeps.run "${overrides[@]}")
 sweep_status=$?
 
 # 4. the report from what the store holds (the sweep writes one when it ends; a stopped one did not)
-(cd "$STATE" && step report 30 "$PYTHON" -m tracking.report --uri "$URI" --sweep gpu --out "$STATE/reports")
+(cd "$STATE" && step report 30 "$PYTHON" -m tracking.report --uri "$URI" --sweep "$GRID" --out "$STATE/reports")
 
 # 5. every trial on the device Ray assigned it; the UI's view opens on the store
-(cd "$STATE" && step check 25 "$PYTHON" "$REPO/scripts/gpu_probe.py" --check "$URI" --out "$OUT/check.txt" &&
-  step ui 15 "$PYTHON" -m tracking.ui --uri "$URI" --sweep gpu --print-only)
+(cd "$STATE" && step check 25 "$PYTHON" "$REPO/scripts/gpu_probe.py" --check "$URI" --sweep "$GRID" --out "$OUT/check.txt" &&
+  step ui 15 "$PYTHON" -m tracking.ui --uri "$URI" --sweep "$GRID" --print-only)
 check_status=$?
 
 # 6. at most 8 files back: artifacts over LARGE_MIB (traces, nsys reports) stay behind, listed

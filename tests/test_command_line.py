@@ -8,10 +8,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
 from sweep_helpers import driver_environment, small_overrides
 from sweeps.entry_errors import command_line_problem, refuse_bad_command_line
+
+GRIDS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "grid").glob("*.yaml"))
 
 SECRET = "s3cret-Pa55"
 FIELDS = "use one of variant, model, dtype, device, batch_size, max_seqlen, cache, compile, stop_check, allocator, "
@@ -23,7 +27,7 @@ FIELDS = "use one of variant, model, dtype, device, batch_size, max_seqlen, cach
         (["+grid=smoke", "trial.bogus=1"], "trial.bogus is not a trial field: " + FIELDS),
         (["+grid=smoke", "trial.batch_size=abc"],
          "trial.batch_size='abc': give a whole number, e.g. trial.batch_size=32"),
-        (["+grid=nope"], "+grid=nope: no grid named 'nope': use one of article, full, harness, scaling, serving, smoke "
+        (["+grid=nope"], f"+grid=nope: no grid named 'nope': use one of {', '.join(GRIDS)} "
                          "(conf/grid/), or add nope.yaml there"),
         (["+grid=smoke", "grid.batchsize=[1]"], "grid axis 'batchsize' is not a trial field: did you mean batch_size? "
                                                 "(use one of allocator, batch_size, "),

@@ -40,7 +40,7 @@ def article_count() -> int:
 
 
 COUNTS = {"smoke": 16, "article": article_count(), "full": full_count(), "scaling": 192, "harness": 12,
-          "serving": 12, "gpu": 27}
+          "serving": 12, "gpu": 15, "gpu_more": 12}
 
 
 @pytest.mark.parametrize("grid", COUNTS, ids=lambda g: f"+grid={g}")  # a bare `gpu` id would read as the gpu marker
@@ -66,25 +66,30 @@ def test_any_knob_axis_is_set_without_a_plus_and_all_is_every_declared_value():
         plan_sweep(composed())
 
 
-def test_the_gpu_grid_holds_the_articles_point_with_generates_peers_and_rehearses_on_a_cpu():
+def test_the_gpu_grids_hold_the_articles_point_with_generates_peers_and_rehearse_on_a_cpu():
     config = composed("+grid=gpu")
     assert config["sweep"]["remeasure"] == 0 and config["trial"]["runs"] == 3  # GPU time is dear: fixed counts
     trials = plan_sweep(config).trials
-    point = {t.spec.variant for t in trials if (t.spec.model, t.spec.dtype, t.spec.batch_size) == ("gpt2", "float32", 32)
-             and t.spec.requests == 0}
-    assert {"baseline", "static_cudagraph_pipelined", "hf_generate", "hf_generate_static", "hf_generate_compiled",
-            "hf_generate_cudagraph"} <= point
-    assert {t.spec.variant for t in trials if t.spec.model == "gpt2-xl"} == {"static_cudagraph_pipelined",
-                                                                               "hf_generate_cudagraph"}
+    assert {(t.spec.model, t.spec.dtype, t.spec.batch_size) for t in trials} == {("gpt2", "float32", 32)}
+    assert {"baseline", "static_cudagraph_pipelined", "static_cudagraph_every_k", "hf_generate", "hf_generate_static",
+            "hf_generate_compiled", "hf_generate_cudagraph"} <= {t.spec.variant for t in trials}
     assert [t.spec.variant for t in trials if t.spec.profile == "nsys"] == ["static_cudagraph_pipelined"]
-    assert {t.spec.variant for t in trials if t.spec.requests} == {"static_cache", "static_cache_continuous",
-                                                                   "hf_generate_batch"}
-    # scripts/gpu_sweep.sh --rehearse: the same grid on the CPU, models shrunk, CUDA-only rows dropped with reasons
-    rehearsal = plan_sweep(composed("+grid=gpu", "trial.device=cpu", "+grid.model=[tiny]", "+grid.max_seqlen=[32]"))
-    assert {t.spec.model for t in rehearsal.trials} == {"tiny"} and "hf_generate_compiled" in {
-        t.spec.variant for t in rehearsal.trials}
-    assert any("needs a CUDA device" in reason for reason in rehearsal.dropped)
-
+    more = plan_sweep(composed("+grid=gpu_more")).trials
+    assert {t.spec.variant for t in more if t.spec.model == "gpt2-xl"} == {"static_cudagraph_pipelined",
+                                                                             "hf_generate_cudagraph"}
+    assert {t.spec.variant for t in more if t.spec.dtype == "bfloat16" and t.spec.model == "gpt2"} == {
+        "static_cudagraph_pipelined", "static_cudagraph_deferred", "hf_generate_compiled", "hf_generate_cudagraph"}
+    assert {t.spec.variant for t in more if t.spec.requests} == {"static_cache", "static_cache_continuous",
+                                                                 "hf_generate_batch"}
+    assert {t.spec.key() for t in trials}.isdisjoint({t.spec.key() for t in more})
+    # scripts/gpu_sweep.sh --rehearse: the same grids on the CPU, models shrunk, CUDA-only rows dropped with reasons
+    for grid in ("gpu", "gpu_more"):
+        rehearsal = plan_sweep(composed(f"+grid={grid}", "trial.device=cpu", "+grid.model=[tiny]",
+                                        "+grid.max_seqlen=[32]"))
+        assert {t.spec.model for t in rehearsal.trials} == {"tiny"}
+        assert any("needs a CUDA device" in reason for reason in rehearsal.dropped)
+    assert "hf_generate_compiled" in {t.spec.variant for t in plan_sweep(composed(
+        "+grid=gpu", "trial.device=cpu", "+grid.model=[tiny]")).trials}
 
 def test_smoke_tells_the_story_on_the_cpu_beside_the_generate_peers():
     plan = plan_sweep(composed("+grid=smoke"))
