@@ -14,7 +14,7 @@ worker (the sum of node_finished_at - node_started_at, what estimated_s predicts
 their `trial_wall_s` (the trials' own clocks). Targets: within 25% with the history, within a factor of 3 without. Then the dry run
 of `+grid=full` on L40S: its device-hours, cost and how long it took to plan. The last line is JSON.
 
-    python benchmarks/dry_run_accuracy.py [extra Hydra overrides for every run]
+    python benchmarks/dry_run_accuracy.py [extra Hydra overrides for every smoke run]
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET = ("+grid=smoke", "grid.max_seqlen=[8,48,96]", "sweep.resume=false")
 
 
-def sweep(tmp: Path, name: str, *overrides: str) -> tuple[str, float]:
-    """One `python -m sweeps.run` in tmp; what it printed (stdout, then stderr) and its wall seconds."""
+def sweep(tmp: Path, name: str, *overrides: str, extra: bool = True) -> tuple[str, float]:
+    """One `python -m sweeps.run` in tmp (with the command line's overrides where `extra`); what it printed
+    (stdout, then stderr) and its wall seconds."""
     command = [sys.executable, "-m", "sweeps.run", *overrides, f"sweep.name={name}", f"sweep.workdir={tmp}/work",
-               f"tracking.uri=sqlite:///{tmp}/mlflow.db", *sys.argv[1:]]
+               f"tracking.uri=sqlite:///{tmp}/mlflow.db", *(sys.argv[1:] if extra else [])]
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                           text=True)
@@ -72,7 +73,8 @@ def main() -> None:
         fitted = estimated_s(tmp, "fitted")
         sweep(tmp, "real", *TARGET)
         real, inside = trial_walls(tmp, "real")
-        full_out, full_wall = sweep(tmp, "full", "+grid=full", "sweep.accelerator_types=[L40S]", "sweep.dry_run=true")
+        full_out, full_wall = sweep(tmp, "full", "+grid=full", "sweep.accelerator_types=[L40S]", "sweep.dry_run=true",
+                                     extra=False)  # the overrides are the smoke target's
     hours = re.search(r"\*\*Total\*\*: .*", full_out)
     summary = {
         "real_held_s": real, "real_trial_wall_s": inside, "fitted_estimate_s": fitted, "fitted_over_real": fitted / real,
