@@ -198,3 +198,13 @@ def record_plan(recorder, priced: Priced, config: dict) -> None:
                        ", ".join(f"{p}:{w}" for p, w in zip(pools["pool"], pools["workers"])) or "none")
 
     send()
+
+
+def record_estimate(recorder, priced: Priced, config: dict, say) -> None:
+    """The estimate on the parent run before the first trial; a store that fails it only loses the estimate."""
+    from tokengen.contract.record import first_line
+
+    try:
+        record_plan(recorder, priced, config)
+    except Exception as exc:  # noqa: BLE001 - the trials matter more than their estimate
+        say(f"tracking: the sweep's estimate is not recorded ({first_line(exc)})")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from tokengen.contract.variants import CUSTOM, VARIANTS
 from tokengen.contract.spec import CHOICES, KNOBS, SpecError, TrialSpec, parse_field
 from tokengen.contract.rules import incompatibility, problem, resolve
+from sweeps.settings import check_settings
 
 TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
 GRID_KEYS = {"blocks", "exclude"}
@@ -170,3 +171,16 @@ def expand(trial: dict, grid: dict | None, accelerator_types: list[str] | None =
         why = "; ".join(plan.describe()) or "no points"
         raise SpecError(f"the grid expands to no runnable trial ({why}): widen its axes or drop an exclude rule")
     return plan
+
+
+def plan_sweep(config: dict) -> GridPlan:
+    """The sweep's trials from its composed config: settings checked, the grid's size bounded, then expanded.
+    SpecError in one line for a bad setting, a missing grid or one over sweep.max_trials."""
+    check_settings(config["sweep"])
+    if not has_axes(config.get("grid")):
+        raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling, serving, harness)")
+    points, limit = count_points(config["grid"]), int(config["sweep"]["max_trials"])
+    if points > limit:
+        raise SpecError(f"the grid has {points:,} points, more than sweep.max_trials={limit}: narrow its axes, "
+                        "or raise sweep.max_trials to run them all")
+    return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])

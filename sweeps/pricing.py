@@ -26,7 +26,7 @@ from sweeps.estimate.hardware import DEFAULT_GPU
 from sweeps.estimate.memory import memory_columns
 from sweeps.estimate.trials import INSTRUMENTED_RUNS, compiles, number, profile_runs
 from sweeps.finished_runs import History, StoreReadError, load_history
-from sweeps.grid import GridPlan, PlannedTrial
+from sweeps.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.journal import Journal
 from sweeps.workers import CPU, Workers, find_workers, pool_of
 from tokengen.contract.names import FINISHED
@@ -338,8 +338,6 @@ def price_sweep(config: dict, plan: GridPlan | None = None, history: History | N
     """Plan the sweep as a real run would (grid, drops, resume against the store and the journal), read
     the store read-only, fit the cost model once and estimate every planned trial. SpecError for a bad
     grid, finished_runs.StoreReadError for a store that cannot be read."""
-    from sweeps.run import plan_sweep
-
     started = time.perf_counter()
     sweep, tracking = config["sweep"], config["tracking"]
     plan = plan or plan_sweep(config)
@@ -414,14 +412,3 @@ def summary_line(priced: Priced) -> str:
             f"{runs['high_s'].sum():,.0f}), {priced.device_hours:,.3f} device-hours"
             + (f", {money(cost)}" if cost is not None else "")
             + f"; wall about {wall:,.0f} s on {workers or 'no'} worker(s) (bound {bound:,.0f} s); longest first")
-
-
-def record_estimate(recorder, priced: Priced, config: dict, say) -> None:
-    """The estimate on the parent run before the first trial; a store that fails it only loses the estimate."""
-    from sweeps.dry_run import record_plan
-    from tokengen.contract.record import first_line
-
-    try:
-        record_plan(recorder, priced, config)
-    except Exception as exc:  # noqa: BLE001 - the trials matter more than their estimate
-        say(f"tracking: the sweep's estimate is not recorded ({first_line(exc)})")

@@ -24,18 +24,19 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from sweeps import pricing
+from sweeps.dry_run import record_estimate
 from sweeps.config import register
 from sweeps.entry_errors import refuse_bad_command_line
 from sweeps.estimate.memory import check_local_memory
 from sweeps.fingerprints import cluster_fingerprints, environment_change, local_fingerprints
 from sweeps.full_disk import mark_full, stopped_full
-from sweeps.grid import GridPlan, PlannedTrial, count_points, expand, has_axes
+from sweeps.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.journal import Journal, JournalError, Outbox
 from sweeps.logs import quiet_terminal
 from sweeps.progress import Progress
 from sweeps.remeasure import Remeasured, remeasure, stamp
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
-from sweeps.settings import check_settings, local_gpus, prepare_workdir
+from sweeps.settings import local_gpus, prepare_workdir
 from sweeps.space import OutOfSpace, full_line, out_of_space, reason_of, sqlite_path
 from tokengen.contract.fingerprint import revision
 from tokengen.contract.names import FINISHED, OUT_OF_SPACE
@@ -90,17 +91,6 @@ def interruptible():
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def plan_sweep(config: dict) -> GridPlan:
-    check_settings(config["sweep"])
-    if not has_axes(config.get("grid")):
-        raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling, serving, harness)")
-    points, limit = count_points(config["grid"]), int(config["sweep"]["max_trials"])
-    if points > limit:
-        raise SpecError(f"the grid has {points:,} points, more than sweep.max_trials={limit}: narrow its axes, "
-                        "or raise sweep.max_trials to run them all")
-    return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])
 
 
 def execute(trials: list[PlannedTrial], config: dict, outbox: Outbox, plan: GridPlan, records: list[dict],
@@ -173,7 +163,7 @@ def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[Planne
         where = sqlite_path(config["tracking"]["uri"]) or config["tracking"]["uri"]
         raise OutOfSpace(full_line("the tracking store", where, None, reason_of(exc))) from None
     if priced is not None:
-        pricing.record_estimate(outbox.recorder, priced, config, _say)
+        record_estimate(outbox.recorder, priced, config, _say)
     outbox.flush()
 
 

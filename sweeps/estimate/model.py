@@ -16,7 +16,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from sweeps.estimate import priors
+import sweeps.estimate.priors as priors
 from sweeps.estimate.laws import fit_families
 from sweeps.estimate.hardware import CpuSpeed, gpu_kind
 from sweeps.estimate.history import OUTSIDE_CHILD_S, IdentityIndex, prepare
