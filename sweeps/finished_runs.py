@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokengen.contract.names import FINISHED, OK
+from tokengen.contract.names import FINISHED
 from tokengen.contract.record import typed
 from tokengen.contract.spec import TrialSpec
 from tracking.derived import is_derived
@@ -28,7 +28,7 @@ from tracking.measurement import attempt_of
 from tracking.reader import SERIES_FIELDS, series_of
 
 PARENT_TAG = "mlflow.parentRunId"
-TRUSTED_MEASUREMENT = (OK,)  # the `measurement` tag, where a run has one
+TRUSTED_MEASUREMENT = ("ok",)  # the `measurement` tag, where a run has one
 _SPEC_DEFAULTS = TrialSpec().to_dict()
 
 

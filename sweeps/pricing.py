@@ -29,13 +29,14 @@ from sweeps.finished_runs import History, StoreReadError, load_history
 from sweeps.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.journal import Journal
 from sweeps.workers import CPU, Workers, find_workers, pool_of
-from tokengen.contract.names import FINISHED, OK
+from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import SPEC_FIELDS
 from tracking.measurement import attempt_of
 
 RUN, REUSED = "run", "reused (unverified)"
 LIMITS = ("max_device_hours", "max_cost")
 REMEASURE_SHARE_ASSUMED = 0.25  # trials remeasured, where no run of the history carries a `measurement` verdict
+TRUSTED = "ok"
 PLAN_COLUMNS = ("order", "key", *SPEC_FIELDS, "accelerator_type", "action", "device_type", "pool", "estimated_s",
                 "low_s", "high_s", "basis", "in_trial_s", "warmup_s", "timed_s", "instrumented_s", "profiled_s",
                 "compile_s", "build_s", "harness_s", "remeasure_s", "start_s", "memory_rss_gb", "memory_cuda_gb")
@@ -80,7 +81,7 @@ def remeasured_share(history: History) -> tuple[float, str]:
     verdicts = frame.loc[first, "measurement"].dropna().astype(str).str.lower()
     if verdicts.empty:
         return REMEASURE_SHARE_ASSUMED, f"assumed {REMEASURE_SHARE_ASSUMED:.0%} (no first attempt carries a verdict)"
-    share = float((verdicts != OK).mean())
+    share = float((verdicts != TRUSTED).mean())
     return share, f"{share:.0%} of the {len(verdicts)} first attempt(s) with a verdict were not ok"
 
 

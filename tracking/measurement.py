@@ -13,8 +13,9 @@ import re
 from collections import Counter
 from typing import Iterable
 
-from tokengen.contract.names import CONTENDED, FINISHED, NOISY, OK
+from tokengen.contract.names import FINISHED
 
+OK, NOISY, CONTENDED = "ok", "noisy", "contended"
 JUDGED = (OK, NOISY, CONTENDED)
 MARK = "!"
 """Beside a speedup whose trial or baseline is judged noisy or contended (tracking.report_tables)."""

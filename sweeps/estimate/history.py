@@ -27,11 +27,10 @@ import pandas as pd
 from sweeps.estimate.hardware import gpu_kind
 from tokengen.contract.declarations import EAGER, in_family
 from sweeps.estimate.trials import AUTO, DEFAULTS, INSTRUMENTED_RUNS, PROFILE_SLOWDOWN, family, is_auto, law, missing, text
-from tokengen.contract.names import OK
 
 REQUIRED = ("model", "device", "dtype", "batch_size", "max_seqlen", "steps", "runtime_mean_s")
 METRICS = ("steps", "runtime_mean_s", "runtime_median_s", "first_run_s", "trial_wall_s", "child_wall_s")
-TRUSTED_MEASUREMENT = {OK}  # the `measurement` tag; a run recorded before the tag existed counts as ok
+TRUSTED_MEASUREMENT = {"ok"}  # the `measurement` tag; a run recorded before the tag existed counts as ok
 RUN_COUNT_COLUMNS = ("runs_done", "timed_runs", "runs_timed")  # runs=auto: how many ran (name not settled yet)
 KEY_COLUMNS = ("trial_key", "key")
 MEASUREMENT_FIELDS = ("warmup", "runs", "profile")  # change the total, not a run's time

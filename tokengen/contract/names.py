@@ -10,7 +10,6 @@ import re
 
 # a trial's status, in its record and as the MLflow tag `status`
 FINISHED, FAILED = "finished", "failed"
-OK, NOISY, CONTENDED = "ok", "noisy", "contended"  # a trial's measurement verdict (tokengen/measure/interference.py)
 OUT_OF_SPACE = "OutOfSpace"  # a trial's error type when its folder's disk is full: the sweep stops (exit 3)
 
 # files a trial leaves beside its record, and the artifacts of its MLflow run

@@ -47,12 +47,11 @@ import os
 import time
 from typing import Any, Callable, Iterable, NamedTuple
 
-from tokengen.contract.names import CONTENDED, NOISY, OK
-
 GPU_LAUNCHER_ENV = "TOKENGEN_GPU_LAUNCHER_PID"
 """The pid of an idle launcher holding the trial's GPU (benchmarks/article_table.py's parent while a row
 runs in its own process): ours, not another tenant."""
 
+OK, NOISY, CONTENDED = "ok", "noisy", "contended"
 # others on a quarter of our cores: decode is memory-bound, so even "spare" cores share its bandwidth and cache
 OTHERS_CORES_SHARE = 0.25
 # a CPU trial's threads waited for a core over 20% of the time they wanted one: they got under 80% of the CPU
