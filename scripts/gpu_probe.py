@@ -64,7 +64,7 @@ def check(uri: str, sweep: str) -> list[str]:
     for _, row in wrong.iterrows():
         lines.append(f"{row['variant']}: Ray assigned GPU {row['node_gpu_ids']!r}, the trial saw "
                      f"CUDA_VISIBLE_DEVICES={row['env_visible_devices']!r}")
-    peers = sorted(set(finished["variant"]) & {v for v in finished["variant"] if str(v).startswith("hf_generate")})
+    peers = sorted(set(finished.loc[finished["engine"] != "loop", "variant"]))  # transformers' own engines
     lines.append(f"generate() peers finished: {', '.join(peers) or 'none'}")
     if finished.empty or len(wrong) or not peers:
         raise SystemExit(lines + ["not every finished trial saw its assigned device, or no peer finished"])

@@ -310,8 +310,9 @@ def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, clu
         found = estimate(fields, model)
         parts = breakdown(fields, model, found)
         seconds, low, high = found.seconds, found.low, found.high
-        graph = tuple(fields.get(name) for name in COMPILED_GRAPH)
-        if shared_compiles and compiles(fields) and resume_runs(resume, key, finished):
+        runs = resume_runs(resume, key, finished)
+        if shared_compiles and runs and compiles(fields):
+            graph = tuple(fields.get(name) for name in COMPILED_GRAPH)
             if graph in compiled:
                 saved = parts["compile_s"] * (1.0 - WARM_COMPILE_SHARE)
                 parts["compile_s"] -= saved
@@ -325,7 +326,7 @@ def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, clu
             seconds, high = seconds + extra, high + rounds * one_round
         device, guessed = device_type(fields, model, cluster_types)
         assumed += guessed
-        rows.append({**fields, "action": RUN if resume_runs(resume, key, finished) else REUSED, "device_type": device,
+        rows.append({**fields, "action": RUN if runs else REUSED, "device_type": device,
                      "pool": pool_of(fields["device"], trial.accelerator_type), "estimated_s": seconds,
                      "low_s": low, "high_s": high, "basis": found.basis,
                      "in_trial_s": seconds - parts["harness_s"], **parts, "remeasure_s": extra, "start_s": 0.0,

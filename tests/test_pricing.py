@@ -416,3 +416,19 @@ def test_the_full_grid_on_l40s_is_priced_in_seconds(tmp_path, monkeypatch):
     assert math.isfinite(priced.device_hours) and priced.device_hours > 0
     assert took < 120, f"pricing {len(priced.table)} trials took {took:.1f} s"
     print(f"full grid on L40S: {priced.device_hours:,.1f} device-hours, ${priced.cost:,.0f}, priced in {took:.1f} s")
+
+
+def test_a_shared_compile_cache_prices_a_twins_compile_warm(tmp_path):
+    """With sweep.inductor_cache=per_sweep the first trial of a compiled graph pays its compile and a twin
+    that compiles the same graphs (another stop check) a share of it; per trial, every one pays in full."""
+    def compile_s(cache: str) -> dict:
+        config = small_sweep(tmp_path, "trial.device=cuda", f"sweep.inductor_cache={cache}",
+                             "grid.variant=[static_cudagraph,static_cudagraph_pipelined,static_cudagraph_deferred]",
+                             "grid.max_seqlen=[32]")
+        table = price_sweep(config, history=History(pd.DataFrame(), "empty")).table
+        return dict(zip(table["variant"], table["compile_s"]))
+
+    cold, shared = compile_s("per_trial"), compile_s("per_sweep")
+    assert len(set(cold.values())) == 1  # the same graphs, priced alike
+    assert sorted(shared.values()) == pytest.approx(sorted([cold["static_cudagraph"]] +
+                                                           [cold["static_cudagraph"] * pricing.WARM_COMPILE_SHARE] * 2))
