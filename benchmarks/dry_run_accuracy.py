@@ -53,11 +53,11 @@ def estimated_s(tmp: Path, name: str) -> float:
 
 def trial_walls(tmp: Path, name: str) -> tuple[float, float]:
     """(what the sweep's trials held their worker, the sum of their own trial_wall_s)."""
-    from mlflow import MlflowClient
+    from tracking.store.reading import open_experiment
+    from tracking.store.search import search
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp}/mlflow.db")
-    experiment = client.get_experiment_by_name("tokengen")
-    runs = client.search_runs([experiment.experiment_id], f"tags.sweep = '{name}'", max_results=5000)
+    client, experiment_id = open_experiment(f"sqlite:///{tmp}/mlflow.db", "tokengen")
+    runs = search(client, experiment_id, f"tags.sweep = '{name}'")
     metrics = [r.data.metrics for r in runs if "trial_wall_s" in r.data.metrics]
     held = sum(m["node_finished_at"] - m["node_started_at"] for m in metrics)
     return held, sum(m["trial_wall_s"] for m in metrics)

@@ -39,12 +39,11 @@ def main() -> None:
         found = re.search(r"(\d+) finished, (\d+) failed(?:; (\d+) remeasured[^,]*)?, in ([\d.]+) s", proc.stderr)
         if proc.returncode != 0 or not found:
             sys.exit(f"the sweep failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        from mlflow import MlflowClient
+        from tracking.store.reading import open_experiment
+        from tracking.store.search import search
 
-        client = MlflowClient(tracking_uri=f"sqlite:///{tmp}/mlflow.db")
-        experiment = client.get_experiment_by_name("tokengen")
-        runs = [r for r in client.search_runs([experiment.experiment_id], max_results=1000)
-                if "mlflow.parentRunId" in r.data.tags]
+        client, experiment_id = open_experiment(f"sqlite:///{tmp}/mlflow.db", "tokengen")
+        runs = [r for r in search(client, experiment_id, "") if "mlflow.parentRunId" in r.data.tags]
     wall = float(found[4])
     inside = sum(r.data.metrics["trial_wall_s"] for r in runs)
     verdicts = Counter(r.data.tags.get("measurement") for r in runs if r.data.tags.get("attempt", "1") == "1")

@@ -25,14 +25,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from mlflow import MlflowClient
 
 from tokengen.contract.declarations import BOUND, EAGER, LAGGED, RECOMPUTE, REFERENCE, declared
 from tokengen.contract.names import FAILED, TOKENS_FILE
 from tokengen.contract.variants import VARIANTS
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import SPEC_FIELDS, TrialSpec
-from tracking.recorder import Recorder
+from tracking.store.connect import open_client
+from tracking.store.recorder import Recorder
 
 BATCHES = (1, 4, 16, 32, 64)
 LENGTHS = (100, 200, 400)
@@ -107,7 +107,7 @@ def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng) -> t
 
 def build_store(uri: str, n_runs: int, root: Path) -> None:
     """One parent and n_runs children, written through the sweep driver's own Recorder."""
-    MlflowClient(tracking_uri=uri).create_experiment("tokengen", artifact_location=str(root / "artifacts"))
+    open_client(uri).create_experiment("tokengen", artifact_location=str(root / "artifacts"))
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep(SWEEP, {"sweep": {"name": SWEEP}}, resume=False)
     rng = np.random.default_rng(0)
@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--keep", help="build the store in this directory and keep it")
     args = parser.parse_args()
-    from tracking.report import build_report
+    from tracking.report.build import build_report
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.keep or tmp).resolve()

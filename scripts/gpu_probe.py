@@ -50,7 +50,7 @@ def probe(cpu: bool) -> list[str]:
 
 def check(uri: str, sweep: str) -> list[str]:
     from tokengen.contract.names import FINISHED
-    from tracking.reader import ReportError, load_sweep
+    from tracking.store.reading import ReportError, load_sweep
 
     try:
         runs = load_sweep(uri, "tokengen", sweep)

@@ -1,7 +1,7 @@
 """`python -m sweeps.run +grid=NAME sweep.dry_run=true`: what the sweep would run and what it would cost.
 
 Plans exactly as a real run (the grid, its drops with their reasons, resume against the store and the
-driver's journal), runs no trial, starts no Ray, writes nothing to the store (sweeps/finished_runs.py
+driver's journal), runs no trial, starts no Ray, writes nothing to the store (tracking/store/history.py
 reads it read-only; a missing SQLite file stays missing). Prints, per variant and in total, the trials
 to run and those reused, the estimated device-seconds, the device-hours and cost per accelerator type
 and the wall on the workers; writes reports/<sweep>/plan.csv (one row per planned trial, in submission
@@ -18,7 +18,7 @@ import pandas as pd
 
 from sweeps.pricing import PLAN_COLUMNS, Priced, money, price_sweep
 from tokengen.contract.names import PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
-from tracking.markdown import to_markdown
+from tracking.report.markdown import to_markdown
 
 PLAN_CSV, PLAN_MD = PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
 MEMORY_NOTE = ("Each trial's estimated peak (sweeps/estimate/memory.py; plan.csv: memory_rss_gb, memory_cuda_gb), the "
@@ -141,7 +141,7 @@ def write_plan(priced: Priced, config: dict, out: str | Path = "reports") -> tup
 
 def dry_run(config: dict) -> int:
     """The dry run's command: 0 with the plan printed and written, 2 for bad input (one line)."""
-    from sweeps.finished_runs import StoreReadError
+    from tracking.store.history import StoreReadError
     from tokengen.contract.spec import SpecError
 
     started = time.perf_counter()
@@ -182,22 +182,11 @@ def plan_metrics(priced: Priced) -> dict[str, float]:
 def record_plan(recorder, priced: Priced, config: dict) -> None:
     """The estimate on the sweep's parent run before any trial starts: plan.csv and plan.md as artifacts,
     the totals as metrics, each pool's workers as the tag planned_workers."""
-    from mlflow.entities import Metric
-
-    from tracking.recorder import failing_fast
-
-    @failing_fast
-    def send() -> None:
-        client, run_id, now = recorder.client, recorder.parent_id, int(time.time() * 1000)
-        client.log_text(run_id, priced.table[list(PLAN_COLUMNS)].to_csv(index=False), PLAN_CSV)
-        client.log_text(run_id, render(priced, config, dry=False), PLAN_MD)
-        metrics = [Metric(name, value, now, 0) for name, value in plan_metrics(priced).items()]
-        client.log_batch(run_id, metrics=metrics, synchronous=True)
-        pools = priced.walls()
-        client.set_tag(run_id, "planned_workers",
-                       ", ".join(f"{p}:{w}" for p, w in zip(pools["pool"], pools["workers"])) or "none")
-
-    send()
+    pools = priced.walls()
+    recorder.attach_plan(
+        {PLAN_CSV: priced.table[list(PLAN_COLUMNS)].to_csv(index=False), PLAN_MD: render(priced, config, dry=False)},
+        plan_metrics(priced),
+        {"planned_workers": ", ".join(f"{p}:{w}" for p, w in zip(pools["pool"], pools["workers"])) or "none"})
 
 
 def record_estimate(recorder, priced: Priced, config: dict, say) -> None:

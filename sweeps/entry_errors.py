@@ -75,7 +75,7 @@ def _credentials_problem(override: str) -> str | None:
     key, _, value = override.partition("=")
     if not URI_WITH_USER.search(value):
         return None
-    from tracking.recorder import TrackingError, check_credentials, redacted
+    from tracking.store.connect import TrackingError, check_credentials, redacted
 
     key = key.lstrip("+~")
     try:

@@ -66,8 +66,11 @@ def _ours(handler: logging.Handler) -> bool:
 def quiet_terminal(experiment: str, sweep: str, root: Path | None = None) -> Path:
     """Send the routine loggers to the sweep's log file, errors to the terminal too; returns the file
     (made by its first line)."""
-    import mlflow  # noqa: F401 - imported first: on import MLflow sets its own handlers on these loggers
-    import ray  # noqa: F401 - and Ray on `ray`
+    import ray  # noqa: F401 - imported first: on import Ray sets its own handlers on `ray`
+
+    from tracking.store.connect import load_mlflow
+
+    load_mlflow()  # and MLflow on its loggers
 
     path = log_path(experiment, sweep, root)
     to_file = _FileOnFirstLine(path)

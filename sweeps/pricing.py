@@ -25,7 +25,7 @@ from sweeps.estimate import Estimate, estimate, fit, makespan
 from sweeps.estimate.hardware import DEFAULT_GPU
 from sweeps.estimate.memory import memory_columns
 from sweeps.estimate.trials import INSTRUMENTED_RUNS, compiles, number, profile_runs
-from sweeps.finished_runs import History, StoreReadError, load_history
+from tracking.store.history import History, StoreReadError, load_history
 from sweeps.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.journal import Journal
 from sweeps.workers import CPU, Workers, find_workers, pool_of

@@ -74,27 +74,6 @@ def rejudge(record: dict, **evidence) -> dict:
     return record
 
 
-def attempts(recorder, keys: set[str]) -> dict[str, list[dict]]:
-    """Every recorded run of these keys anywhere in the experiment (a reused key's first attempt may be
-    another sweep's): trial key -> [{attempt, status, measurement, runtime_cv, start_time}]."""
-    found: dict[str, list[dict]] = defaultdict(list)
-    token = None
-    while True:
-        page = recorder.client.search_runs([recorder.experiment_id], filter_string="tags.trial_key LIKE '%'",
-                                           max_results=5000, page_token=token)
-        for run in page:
-            tags = run.data.tags
-            if tags.get("trial_key") in keys and "mlflow.parentRunId" in tags:
-                found[tags["trial_key"]].append({
-                    "attempt": tags.get("attempt"), "status": tags.get("status"), "measurement": tags.get("measurement"),
-                    "measurement_reasons": tags.get("measurement_reasons"),
-                    "runtime_cv": run.data.metrics.get("runtime_cv"), "start_time": run.info.start_time,
-                })
-        token = page.token
-        if not token:
-            return found
-
-
 def pending(runs: list[dict], rounds: int) -> int | None:
     """The next attempt number for a key whose latest series is finished but not ok and has rounds
     left; None when it is done (an ok attempt, rounds used up, failed, or never judged)."""
@@ -119,7 +98,7 @@ def remeasure(config: dict, plan, outbox, execute: Callable[[list], list[dict]])
              "command records them, then remeasures)")
         return done
     keys = {t.key for t in plan.trials}
-    history = attempts(outbox.recorder, keys)
+    history = defaultdict(list, outbox.recorder.attempts_of(keys))
     for round_ in range(1, rounds + 1):
         again = []
         for trial in plan.trials:

@@ -183,7 +183,7 @@ def close_sweep(outbox: Outbox, failed: int) -> None:
 
 def publish_report(config: dict, records: list[dict]) -> None:
     """Build the sweep's report from MLflow (every trial of its plan), attach it to its run, print its main table."""
-    from tracking.report import attach, build_report
+    from tracking.report.build import attach, build_report
 
     uri, name = config["tracking"]["uri"], config["sweep"]["name"]
     try:
@@ -207,7 +207,7 @@ def publish_report(config: dict, records: list[dict]) -> None:
 
 
 def print_summary(records: list[dict]) -> None:
-    from tracking.summary import summary_text
+    from tracking.report.summary import summary_text
 
     if records:
         print(summary_text(records))
@@ -217,7 +217,8 @@ def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbo
     """Everything that can be wrong before Ray starts, in the order a user fixes it: the settings and the
     grid (unless the pricing planned it already), this machine's GPUs for a local Ray, the tracking URI,
     a local Ray's workdir, the journal's directory, then the store itself (reachable, credentials, writable)."""
-    from tracking.recorder import Recorder, check_uri
+    from tracking.store.recorder import Recorder
+    from tracking.store.connect import check_uri
 
     plan = plan or plan_sweep(config)
     check_local_devices(plan, config)
@@ -266,7 +267,7 @@ def trials_to_run(plan: GridPlan, outbox: Outbox, resume: bool, expected: dict[s
 def run_sweep(config: DictConfig | dict) -> int:
     if isinstance(config, DictConfig):
         config = OmegaConf.to_container(config, resolve=True)
-    from tracking.recorder import TrackingError, sqlite_sharing_problem
+    from tracking.store.connect import TrackingError, sqlite_sharing_problem
 
     sweep = config["sweep"]
     if sweep.get("dry_run"):

@@ -20,7 +20,7 @@ from tokengen.contract.names import TOKENS_FILE
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
 from tokengen.contract.variants import VARIANTS
-from tracking.recorder import Recorder
+from tracking.store.recorder import Recorder
 
 FACTS = {"device": "cpu Test CPU", "torch": "2.13.0", "transformers": "5.24.0", "driver": None, "threads": 2,
          "project": "0.1.0", "model_files": "preset"}

@@ -8,9 +8,9 @@ import shutil
 
 from test_record import full_record
 from tokengen.contract.names import TOKENS_FILE
-from tracking.artifact_root import FOLDER
-from tracking.reader import fetch_artifacts, load_sweep, open_experiment
-from tracking.recorder import Recorder
+from tracking.store.artifact_root import FOLDER
+from tracking.store.reading import fetch_artifacts, load_sweep, open_experiment
+from tracking.store.recorder import Recorder
 
 
 def _record_one(uri: str) -> str:

@@ -23,8 +23,8 @@ from mlflow import MlflowClient
 from compare_helpers import Store, tokens_for
 from tracking.compare.__main__ import main
 from tracking.compare.record import FILTER_TAG, ID_TAG, VIEW_PREFIX, view_key
-from tracking.reader import load_sweep
-from tracking.ui import read_view
+from tracking.store.reading import load_sweep
+from tracking.store.view import read_view
 
 TRUE = {("baseline", 2): 1.0, ("kv_cache", 2): 0.6, ("static_cache", 2): 1.5, ("kv_cache", 4): 0.5}
 VERDICT = {("baseline", 2): "not significant", ("kv_cache", 2): "faster", ("static_cache", 2): "slower",

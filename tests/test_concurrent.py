@@ -96,7 +96,7 @@ fileserver:/export/team /mnt/team nfs4 rw,relatime 0 0
      ("sqlite:////mnt/team/local disk/mlflow.db", True), ("http://10.0.1.5:5000", True)],
 )
 def test_sqlite_on_a_network_filesystem_is_said_in_one_line(uri, shared_safely):
-    from tracking.recorder import sqlite_sharing_problem
+    from tracking.store.connect import sqlite_sharing_problem
 
     problem = sqlite_sharing_problem(uri, MOUNTS)
     assert (problem is None) == shared_safely

@@ -87,7 +87,7 @@ def test_an_error_that_crosses_ray_keeps_its_path_and_reason_without_colour(tmp_
     own error type and its message with the path, and no terminal codes."""
     from sweeps.grid import PlannedTrial
     from sweeps.schedule import ScheduleSettings, schedule
-    from tracking.recorder import Recorder
+    from tracking.store.recorder import Recorder
 
     (tmp_path / "a-file").write_text("")
     settings = ScheduleSettings(workdir=f"{tmp_path}/a-file/work", trial_timeout_s=60, retries=0, cpus_per_trial=1,

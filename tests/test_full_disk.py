@@ -17,7 +17,7 @@ from sweep_helpers import child_runs, small_sweep
 from sweeps.journal import Journal, Outbox
 from sweeps.run import run_sweep
 from tokengen.contract.names import TOKENS_FILE
-from tracking.recorder import Recorder
+from tracking.store.recorder import Recorder
 
 
 def finished(key: str, tokens: int) -> dict:

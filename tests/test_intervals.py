@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tracking.intervals import ratio_interval, relative_variance, significant
+from tracking.report.figures.intervals import ratio_interval, relative_variance, significant
 
 
 def test_relative_variance_is_the_squared_relative_standard_error():

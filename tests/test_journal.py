@@ -17,7 +17,7 @@ from servers import MlflowServer
 from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
 from sweeps.journal import Journal
 from tokengen.contract.names import TOKENS_FILE
-from tracking.recorder import Recorder
+from tracking.store.recorder import Recorder
 
 TRIALS = 6
 SIX_TRIALS = ("grid.batch_size=[1,2,3]", "sweep.cpus_per_trial=2")  # 2 variants x 3 batches, one at a time

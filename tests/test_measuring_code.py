@@ -13,7 +13,7 @@ from sweeps.fingerprints import local_fingerprints
 from sweeps.journal import Journal, Outbox
 from sweeps.run import plan_sweep, trials_to_run
 from tokengen.contract.fingerprint import as_text, code_hash, facts, fingerprint
-from tracking.recorder import Recorder
+from tracking.store.recorder import Recorder
 
 HASH = "from tokengen.contract.fingerprint import code_hash; print(code_hash())"
 

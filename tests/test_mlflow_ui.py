@@ -20,11 +20,13 @@ from sweeps.grid import PlannedTrial
 from tokengen.contract.record import RECORD_FIELDS, make_record
 from tokengen.contract.spec import TrialSpec
 from tokengen.contract.variants import VARIANTS
-from tracking import derived, ui
-from tracking.reader import load_sweep
-from tracking.recorder import Recorder
-from tracking.report import build_report
-from tracking.report import main as report_main
+from tracking.report.figures.derived import figures
+from tracking.store import derived, view
+from tracking import ui
+from tracking.store.reading import load_sweep
+from tracking.store.recorder import Recorder
+from tracking.report.build import build_report
+from tracking.report.__main__ import main as report_main
 from tracking.run_names import run_name, run_names
 
 # runtime = a * max_seqlen^2 for the baseline (full recompute), b * max_seqlen for the KV cache
@@ -119,17 +121,17 @@ def test_figures_are_written_in_one_batch_per_run(store, tmp_path):
             return getattr(self.client, name)
 
     runs = load_sweep(store.uri, "tokengen", "s")
-    from tracking import report_tables as tables
+    from tracking.report import tables
 
     frame, _ = tables.prepare(runs.trials, None, runs.client)
     client = Counting(store.client)
     other = "0" * 32  # as if another sweep's report used these runs: a first build for it
-    written = derived.write_back(client, store.uri, store.experiment_id, "other", other, frame, tables.REPORT_MATCH)
+    written = derived.write_back(client, store.uri, store.experiment_id, "other", other, figures(frame, tables.REPORT_MATCH))
     assert written == len(calls) == 8 and len({c[0] for c in calls}) == 8  # one call per run, not per figure
     kv = store.ids[("kv_cache", 2, 8)]
     assert [c[1:] for c in calls if c[0] == kv] == [(3, 4)]  # speedup, low, high; verdict, compared, baseline, mark
     calls.clear()
-    assert derived.write_back(client, store.uri, store.experiment_id, "other", other, frame, tables.REPORT_MATCH) == 0
+    assert derived.write_back(client, store.uri, store.experiment_id, "other", other, figures(frame, tables.REPORT_MATCH)) == 0
     assert calls == []  # nothing changed: nothing written
 
 
@@ -142,11 +144,11 @@ def test_the_sweep_run_describes_the_overview(store):
 
 def test_the_experiment_holds_the_sweeps_view(store):
     key = store.report.view_key
-    assert key == ui.view_key(store.parent) == f"tokengen-{store.parent}"
-    value = store.client.get_experiment(store.experiment_id).tags[ui.VIEW_PREFIX + key]
+    assert key == view.view_key(store.parent) == f"tokengen-{store.parent}"
+    value = store.client.get_experiment(store.experiment_id).tags[view.VIEW_PREFIX + key]
     saved = json.loads(value)
     assert saved["name"].startswith("sweep s (") and saved["state"].startswith("deflate;")
-    state = ui.read_view(value)
+    state = view.read_view(value)
     assert state["searchFilter"] == derived.view_filter(store.parent, "s")
     assert state["orderByKey"] == "metrics.`speedup`" and state["orderByAsc"] is False
     for name in ("variant", "batch_size", "max_seqlen", "prompt_len", "model"):
@@ -261,7 +263,7 @@ def test_a_rebuild_updates_the_figures_and_clears_stale_ones(tmp_path):
     first = build_report(uri, "tokengen", "r", tmp_path / "reports")
     client = MlflowClient(tracking_uri=uri)
     mark = derived.mark_of(recorder.parent_id)
-    view_tag = ui.VIEW_PREFIX + first.view_key
+    view_tag = view.VIEW_PREFIX + first.view_key
     created = json.loads(client.get_experiment(recorder.experiment_id).tags[view_tag])["createdAt"]
 
     kv8 = trials[2]
@@ -279,7 +281,7 @@ def test_a_rebuild_updates_the_figures_and_clears_stale_ones(tmp_path):
     history = [m.value for m in sorted(client.get_metric_history(ids[("kv_cache", 16)], "speedup"),
                                        key=lambda m: m.timestamp)]
     assert history[0] == pytest.approx(8.0) and math.isnan(history[-1])
-    views = [k for k in client.get_experiment(recorder.experiment_id).tags if k.startswith(ui.VIEW_PREFIX)]
+    views = [k for k in client.get_experiment(recorder.experiment_id).tags if k.startswith(view.VIEW_PREFIX)]
     saved = json.loads(client.get_experiment(recorder.experiment_id).tags[view_tag])
     assert views == [view_tag] and saved["createdAt"] == created <= saved["updatedAt"]
     found = client.search_runs([recorder.experiment_id], derived.view_filter(recorder.parent_id, "r"))

@@ -1,4 +1,4 @@
-"""Pricing a sweep before it runs (sweeps/pricing.py, sweeps/dry_run.py, tracking/plan_report.py): the dry
+"""Pricing a sweep before it runs (sweeps/pricing.py, sweeps/dry_run.py, tracking/report/plan_report.py): the dry
 run on a real SQLite store, the plan files, the budget guard, longest-first submission and the report's
 plan against actual.
 
@@ -24,15 +24,16 @@ from sweep_helpers import small_sweep
 from sweeps import pricing
 from sweeps.dry_run import PLAN_CSV, PLAN_MD
 from sweeps.estimate.history import IdentityIndex, identical, prepare
-from sweeps.finished_runs import History, _read_mlflow, load_history
+from tracking.store.history import History, _read_mlflow, load_history
 from sweeps.grid import PlannedTrial
 from sweeps.pricing import PLAN_COLUMNS, REUSED, RUN, price_sweep
 from sweeps.run import run_sweep
 from sweeps.workers import ClusterUnread, Node, cluster_sizes, find_workers
 from tokengen.contract.rules import resolve
 from tokengen.contract.spec import TrialSpec
-from tracking.plan_report import compare, peak_concurrency, render
-from tracking.reader import frame_of, search
+from tracking.report.plan_report import compare, peak_concurrency, render
+from tracking.store.runs import frame_of
+from tracking.store.search import search
 
 
 @pytest.fixture(autouse=True)

@@ -16,8 +16,8 @@ import pytest
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import METRIC, PARAM, ROLES, TAG, base_type, make_record, typed, unknown_fields, with_role
 from tokengen.contract.spec import TrialSpec
-from tracking.recorder import Recorder
-from tracking.reader import load_sweep
+from tracking.store.recorder import Recorder
+from tracking.store.reading import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,9 +74,9 @@ from sweeps.run import plan_sweep
 from tokengen.cli import build_parser
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
-from tracking.recorder import Recorder
-from tracking.report import build_report
-from tracking.reader import load_sweep
+from tracking.store.recorder import Recorder
+from tracking.report.build import build_report
+from tracking.store.reading import load_sweep
 
 root, store = Path(sys.argv[1]), sys.argv[2]
 register()

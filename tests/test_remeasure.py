@@ -10,12 +10,12 @@ import pytest
 
 from sweeps.grid import GridPlan, PlannedTrial
 from sweeps.journal import Journal, Outbox, result_id
-from sweeps.remeasure import TEST_CONTENDED, attempts, pending, remeasure, stamp
+from sweeps.remeasure import TEST_CONTENDED, pending, remeasure, stamp
 from tokengen.contract.names import FAILED, FINISHED
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import resolve
 from tracking.measurement import best, latest_series, reason_kind, summary_line
-from tracking.recorder import Recorder
+from tracking.store.recorder import Recorder
 
 
 def run(attempt, measurement, cv=0.01, status=FINISHED, start=0):
@@ -101,7 +101,7 @@ def test_rounds_run_what_is_not_ok_until_ok_or_used_up(tmp_path):
     assert done.rounds == 2 and len(done.records) == 3
     assert done.keys == {sweep.specs["kv_cache"].key(), sweep.specs["static_cache"].key()}
     assert done.now_ok == {sweep.specs["kv_cache"].key()} and done.said == "; 2 remeasured (1 now ok)"
-    found = attempts(sweep.recorder, {s.key() for s in sweep.specs.values()})
+    found = sweep.recorder.attempts_of({s.key() for s in sweep.specs.values()})
     assert sorted(int(r["attempt"]) for r in found[sweep.specs["static_cache"].key()]) == [1, 2, 3]
     # each attempt is a line of its own in the journal, its files in a folder of its own, all recorded
     assert sweep.outbox.journal.unrecorded() == []

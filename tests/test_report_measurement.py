@@ -15,9 +15,9 @@ from PIL import Image
 
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import resolve
-from tracking.plots import OKABE_ITO, WIDTH_PX, palette
-from tracking.recorder import Recorder
-from tracking.report import build_report
+from tracking.report.plots import OKABE_ITO, WIDTH_PX, palette
+from tracking.store.recorder import Recorder
+from tracking.report.build import build_report
 
 REASONS = {"ok": "", "noisy": "CI target not met (cv 12.0%)", "contended": "others used 1.8 of 2 cores"}
 ENV = dict(env_torch="2.13.0", env_host="node-a", env_cpu="x86_64", env_cpu_count=2)

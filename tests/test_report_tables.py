@@ -24,10 +24,11 @@ from tokengen.contract.declarations import LAGGED, in_family
 from tokengen.contract.variants import VARIANTS, label_for
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
-from tracking import report_tables as tables
-from tracking.recorder import Recorder, params_of, tags_of
-from tracking.report import build_report, main
-from tracking.reader import add_outside_baselines, fill_error_messages, load_sweep
+from tracking.report import tables
+from tracking.store.recorder import Recorder, params_of, tags_of
+from tracking.report.build import build_report
+from tracking.report.__main__ import main
+from tracking.store.reading import add_outside_baselines, fill_error_messages, load_sweep
 
 EOS = 0
 PRICES = {"cpu": 0.1, "L40S": 2.0, "H100": 4.0}
@@ -328,8 +329,8 @@ def test_a_speedup_over_a_baseline_measured_elsewhere_names_the_difference():
     from tokengen.contract.fingerprint import as_text
     import pandas as pd
 
-    from tracking.baselines import baseline_of
-    from tracking.report_tables import REPORT_MATCH, env_vs_baseline
+    from tracking.report.figures.baselines import baseline_of
+    from tracking.report.tables import REPORT_MATCH, env_vs_baseline
 
     facts = {"device": "cpu X", "torch": "2.13.0", "transformers": "5.24.0", "driver": None, "threads": 2,
              "project": "0.1.0", "code": "c0de", "model_files": "preset"}

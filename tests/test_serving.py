@@ -266,10 +266,10 @@ def test_a_request_trial_records_its_figures(variant):
 def test_the_report_pairs_static_continuous_and_the_peer_per_workload(tmp_path):
     """Written through the sweep's Recorder and read back as the report reads a sweep."""
     from tokengen.contract.record import make_record
-    from tracking import report_tables as tables
-    from tracking.recorder import Recorder
-    from tracking.reader import load_sweep
-    from tracking.serving_table import serving_table
+    from tracking.report import tables
+    from tracking.store.recorder import Recorder
+    from tracking.store.reading import load_sweep
+    from tracking.report.serving_table import serving_table
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     recorder = Recorder(uri, "tokengen")

@@ -10,8 +10,10 @@ import socket
 import pytest
 
 from tracking import ui
-from tracking.recorder import Recorder, TrackingError
-from tracking.report import main as report_main
+from tracking.store import view
+from tracking.store.recorder import Recorder
+from tracking.store.connect import TrackingError
+from tracking.report.__main__ import main as report_main
 
 SECRET = "s3cret-Pa55"
 
@@ -23,7 +25,7 @@ def store(tmp_path_factory):
     uri = f"sqlite:///{root}/mlflow.db"
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("s", {}, resume=False)
-    ui.publish_view(recorder.client, recorder.experiment_id, "s", recorder.parent_id)
+    view.publish_view(recorder.client, recorder.experiment_id, "s", recorder.parent_id)
     return root / "mlflow.db"
 
 

@@ -82,7 +82,7 @@ def test_cuda_trials_on_a_local_ray_without_gpus_stop_before_anything(tmp_path, 
 
 def test_a_report_covers_its_plan_including_trials_reused_from_another_sweep(tmp_path, warm_ray):
     from tokengen.contract.names import PLAN_FILE
-    from tracking.report import build_report
+    from tracking.report.build import build_report
 
     assert run_sweep(small_sweep(tmp_path, name="a")) == 0  # baseline, kv_cache
     assert run_sweep(small_sweep(tmp_path, "grid.variant=[baseline,kv_cache,static_cache]", name="b")) == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracking.token_verdicts import agreed_steps, extra_steps_ok, verdict
+from tracking.report.figures.token_verdicts import agreed_steps, extra_steps_ok, verdict
 
 BASE = np.array([[50, 1, 2, 3, 9], [50, 4, 5, 9, 9]])  # BOS, 4 steps, EOS-padded
 

@@ -15,7 +15,7 @@ from mlflow import MlflowClient
 
 from servers import MlflowServer, free_port
 from sweep_helpers import child_runs, run_captured, small_sweep
-from tracking.report import build_report
+from tracking.report.build import build_report
 
 pytestmark = pytest.mark.usefixtures("warm_ray")  # one sweep, on the session's warm Ray
 
@@ -103,7 +103,7 @@ def test_the_report_builds_from_the_server(server, swept):
 
 
 def test_a_stopped_server_is_named_in_one_line(tmp_path, capsys):
-    from tracking.report import main
+    from tracking.report.__main__ import main
 
     url = f"http://127.0.0.1:{free_port()}"
     assert main(["--uri", url]) == 2

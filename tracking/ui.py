@@ -1,6 +1,6 @@
 """`python -m tracking.ui`: open a sweep's comparison in the MLflow UI.
 
-Every report (tracking/report.py) saves a view of its sweep in the experiment, the way the UI's own
+Every report (tracking/report/build.py) saves a view of its sweep in the experiment, the way the UI's own
 "Save and share view" does (MLflow 3.17): the experiment tag `mlflow.sharedViewState.<KEY>`, KEY
 derived from the sweep's parent run id, so a rebuilt report updates the same view. The URL
 
@@ -21,8 +21,6 @@ serves until Ctrl-C; on a tracking server's URI it only prints the URL.
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import os
 import shlex
 import signal
@@ -33,81 +31,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import zlib
 from pathlib import Path
 
-from tracking.derived import view_filter
-from tracking.recorder import is_server
+from tracking.store.connect import is_server
+from tracking.store.view import has_view, view_key
 
-VIEW_PREFIX = "mlflow.sharedViewState."  # the UI's tag prefix for saved views
-MAX_VIEW_CHARS = 20000  # MLflow's limit on an experiment tag's value, which the UI checks too
-PARAMS = ("variant", "batch_size", "max_seqlen", "prompt_len", "model")
-METRICS = ("speedup", "speedup_low", "speedup_high", "vs_generate", "runtime_mean_s", "tokens_per_s")
-TAGS = ("tokens_verdict", "measurement", "compared")
 DEFAULT_PORT = 5000
 LIGHT_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no GenAI job runner and its consumers
-
-
-def column(kind: str, name: str) -> str:
-    """A runs-table column as the UI names it: params.`variant`, metrics.`speedup`, tags.`compared`."""
-    return f"{kind}.`{name}`"
-
-
-COLUMNS = ([column("metrics", m) for m in METRICS] + [column("tags", t) for t in TAGS]
-           + [column("params", p) for p in PARAMS])
-"""Shown in this order after the run's name (which already reads `variant bB pP LN`): the comparison
-first, so a narrow window still shows the speedup."""
-
-
-def compress(text: str) -> str:
-    """The UI's compressed form: "deflate;" + base64 of a zlib stream (pako.deflate's, level 6)."""
-    return "deflate;" + base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")
-
-
-def decompress(value: str) -> str:
-    return zlib.decompress(base64.b64decode(value.removeprefix("deflate;"))).decode()
-
-
-def view_key(parent_id: str) -> str:
-    """One key per sweep run: a rebuilt report replaces its view instead of adding one."""
-    return f"tokengen-{parent_id}"
-
-
-def view_state(search_filter: str) -> dict:
-    """The runs page's state as the UI saves it: search facets (filter, sort) and table settings."""
-    return {
-        "searchFilter": search_filter, "orderByKey": column("metrics", "speedup"), "orderByAsc": False,
-        "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
-        "selectedColumns": COLUMNS, "columnOrder": COLUMNS,
-        "columnWidths": {c: 110 for c in COLUMNS if c.startswith("metrics.")},
-        "runsHiddenMode": "SHOW_ALL", "groupBy": None, "viewMaximized": False, "runListHidden": False,
-    }
-
-
-def envelope(name: str, state: dict, created_ms: int, updated_ms: int) -> str:
-    """The tag's value: the saved-view record the UI lists by name, its state compressed."""
-    payload = compress(json.dumps(state, separators=(",", ":")))
-    value = json.dumps({"name": name, "createdAt": created_ms, "updatedAt": updated_ms, "state": payload},
-                       separators=(",", ":"))
-    if len(value) > MAX_VIEW_CHARS:
-        raise ValueError(f"the view is {len(value)} characters, over MLflow's {MAX_VIEW_CHARS}")
-    return value
-
-
-def read_view(value: str) -> dict:
-    """A saved view's state (the test's and a curious user's way back from the tag)."""
-    return json.loads(decompress(json.loads(value)["state"]))
-
-
-def publish_view(client, experiment_id: str, sweep: str, parent_id: str) -> str:
-    """Save the sweep's view in its experiment (created once, updated by each rebuild); returns its key."""
-    key = view_key(parent_id)
-    now = int(time.time() * 1000)
-    old = client.get_experiment(experiment_id).tags.get(VIEW_PREFIX + key)
-    created = json.loads(old).get("createdAt", now) if old else now
-    value = envelope(f"sweep {sweep} ({parent_id[:8]})", view_state(view_filter(parent_id, sweep)), created, now)
-    client.set_experiment_tag(experiment_id, VIEW_PREFIX + key, value)
-    return key
 
 
 def store_uri(uri: str) -> str:
@@ -222,7 +152,7 @@ def serve(uri: str, port: int, url: str, log: Path, timeout_s: float = 300) -> i
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tracking.reader import ReportError, open_experiment, parent_run
+    from tracking.store.reading import ReportError, open_experiment, parent_run
 
     parser = argparse.ArgumentParser(prog="python -m tracking.ui", description=__doc__.splitlines()[0])
     parser.add_argument("--uri", default="sqlite:///mlflow.db", help="tracking store or server (default: %(default)s)")
@@ -240,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ReportError(f"no sweep{' named ' + repr(args.sweep) if args.sweep else ''} in {args.uri} "
                               f"experiment '{args.experiment}': run python -m sweeps.run +grid=smoke first")
         sweep, key = parent.data.tags["sweep_parent"], view_key(parent.info.run_id)
-        if VIEW_PREFIX + key not in client.get_experiment(experiment_id).tags:
+        if not has_view(client, experiment_id, key):
             raise ReportError(f"sweep '{sweep}' has no comparison view yet: build its report with python -m "
                               f"tracking.report --uri {args.uri} --experiment {args.experiment} --sweep {sweep}")
     except ReportError as exc:

@@ -1,9 +1,9 @@
 """Two sweeps compared point by point: `python -m tracking.compare A B` (tracking/compare/__main__.py).
 
 The same grid run on two GPU types, before and after an upgrade, or from two checkouts: each sweep
-is read back through the report's reader (tracking/reader.py), their finished trials are matched on
+is read back through the report's reader (tracking/store/reading.py), their finished trials are matched on
 the spec's knob and workload fields, and each matched point gets B/A with the report's 95% interval
-(tracking/intervals.py) and pyperf's verdict. What differed between the two environments comes
+(tracking/report/figures/intervals.py) and pyperf's verdict. What differed between the two environments comes
 first, before any number, since a ratio means little until one knows what changed.
 
 - `sides.py`: naming and loading the two sweeps; what differs between their environments and settings

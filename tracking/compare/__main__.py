@@ -27,7 +27,7 @@ from tracking.compare.plot import ratio_plot
 from tracking.compare.points import compare
 from tracking.compare.render import csv_frame, render
 from tracking.compare.sides import DEFAULT_EXPERIMENT, Side, differences, first_line, load_side
-from tracking.reader import ReportError
+from tracking.store.reading import ReportError
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 FILES = ("comparison.md", "comparison.csv")

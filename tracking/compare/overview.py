@@ -5,7 +5,7 @@ ran other models or dtypes under the same variant names.
 A ranking change is the scaling study's finding (pipelining pays at batch 1 on one GPU and not on the
 other): at one workload, two variants in one order on A and the other on B. A swap within the noise
 on both sides is no finding, so only swaps that one side at least is sure of are listed (each side's
-pair judged by the report's interval, tracking/intervals.py), the rest counted.
+pair judged by the report's interval, tracking/report/figures/intervals.py), the rest counted.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pandas as pd
 
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import WORKLOAD_FIELDS
-from tracking.baselines import as_float, key_part, match_keys
+from tracking.report.figures.baselines import as_float, key_part, match_keys
 from tracking.compare.points import FASTER, NOT_SIGNIFICANT, SAME_TOKENS, SLOWER, rank
-from tracking.intervals import ratio_interval, significant
+from tracking.report.figures.intervals import ratio_interval, significant
 from tracking.measurement import MARK, OK, judged
 
 NOT_SURE = "~"  # beside a pair's ratio whose interval holds 1.0 (the report's mark)

@@ -2,7 +2,7 @@
 prompt length, decode steps), one panel per model and dtype, a log axis centred on 1.0.
 
 A point below the dotted line ran faster on B. Variants keep the report's colours and markers
-(tracking/plots.py: Okabe and Ito's palette in preset order), sit side by side at each point so their
+(tracking/report/plots.py: Okabe and Ito's palette in preset order), sit side by side at each point so their
 intervals do not hide each other, and a point that a side judged noisy or contended is drawn hollow.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from tracking.compare.points import rank
-from tracking.plots import DPI, LINESTYLES, MARKERS, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
+from tracking.report.plots import DPI, LINESTYLES, MARKERS, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: I001 - after plots chose the backend
 
 FILE = "ratio_by_point.png"

@@ -4,7 +4,7 @@ A point is a setting of the spec's knob and workload fields (their roles in
 tokengen/contract/spec.py), not a trial key: the key also hashes the measurement settings, so the
 same grid run with `trial.runs=5` and `trial.runs=auto` would share no key. Where a side ran one
 point on several GPU types (a mixed cluster), the GPU type joins the match. B/A is the ratio of
-mean runtimes with the report's 95% interval (tracking/intervals.py: delta method, Welch's degrees
+mean runtimes with the report's 95% interval (tracking/report/figures/intervals.py: delta method, Welch's degrees
 of freedom), or of time per step where the two took different numbers of steps; its verdict is
 pyperf's: faster, slower, or not significant when the interval holds 1.0.
 """
@@ -19,12 +19,12 @@ import pandas as pd
 from tokengen.contract.names import FINISHED, TOKENS_FILE
 from tokengen.contract.spec import KNOBS, WORKLOAD_FIELDS
 from tokengen.contract.variants import VARIANTS
-from tracking.baselines import as_float, match_keys, timed_runs
+from tracking.report.figures.baselines import as_float, match_keys, timed_runs
 from tracking.compare.sides import Side
-from tracking.intervals import ratio_interval
-from tracking.reader import fetch_artifacts, is_missing
-from tracking.report_tables import POINT, price_of, speedup_unsure, varying
-from tracking.token_verdicts import agreed_steps
+from tracking.report.figures.intervals import ratio_interval
+from tracking.store.reading import fetch_artifacts, is_missing
+from tracking.report.tables import POINT, price_of, speedup_unsure, varying
+from tracking.report.figures.token_verdicts import agreed_steps
 
 MATCH = [*KNOBS, *WORKLOAD_FIELDS]
 FASTER, SLOWER, NOT_SIGNIFICANT, NO_INTERVAL = "faster", "slower", "not significant", "no interval"

@@ -2,7 +2,7 @@
 `ratio`, `ratio_low`, `ratio_high` and a `verdict` tag, and a saved view of those children sorted by
 ratio, whose URL the command prints (tracking/ui.py builds it, as for a sweep's report).
 
-Written through the Recorder (tracking/recorder.py), the store's one writer. No run here carries a
+Written through the Recorder (tracking/store/recorder.py), the store's one writer. No run here carries a
 trial's `status`, `trial_key` or `sweep` tag, so resume, the reports and the cost model never take a
 comparison's runs for trials. The view's key comes from the two sweeps' names, so comparing the same
 pair again points the same view at the newest comparison.
@@ -17,9 +17,11 @@ import uuid
 
 import pandas as pd
 
-from tracking.recorder import ChildRun, Recorder, is_server, redacted
+from tracking.store.recorder import ChildRun, Recorder
+from tracking.store.connect import is_server, redacted
 from tracking.run_names import run_name
-from tracking.ui import VIEW_PREFIX, base_url, column, envelope, server_command, view_state, view_url
+from tracking.store.view import VIEW_PREFIX, column, envelope, view_state
+from tracking.ui import base_url, server_command, view_url
 
 METRICS = ("ratio", "ratio_low", "ratio_high", "runtime_mean_s_a", "runtime_mean_s_b", "useful_tokens_per_s_a",
            "useful_tokens_per_s_b", "cost_per_mtok_a", "cost_per_mtok_b", "energy_j_per_token_a",

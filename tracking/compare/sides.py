@@ -1,4 +1,4 @@
-"""The two sweeps of a comparison: how each is named and loaded (through tracking/reader.py alone),
+"""The two sweeps of a comparison: how each is named and loaded (through tracking/store/reading.py alone),
 and what differs between them, said before any number.
 
 A ratio of two sweeps' runtimes is the change of everything that differed between them: the GPU,
@@ -19,9 +19,10 @@ from tokengen.contract.fingerprint import FACTS, from_text
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line as one_line
 from tokengen.contract.spec import AUTO_RUNS, MEASUREMENT, TrialSpec
-from tracking.baselines import key_part
+from tracking.report.figures.baselines import key_part
 from tracking.measurement import summary_line
-from tracking.reader import ReportError, SweepRuns, load_sweep, open_experiment, parent_run, search
+from tracking.store.reading import ReportError, SweepRuns, load_sweep, open_experiment, parent_run
+from tracking.store.search import search
 
 DEFAULT_EXPERIMENT = "tokengen"
 FACT_NAMES = {"project": "code (tokengen-sweeps version)", "model_files": "model files"}

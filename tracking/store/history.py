@@ -5,9 +5,9 @@ and stays missing, nothing MLflow would do on opening (create tables, a default 
 artifact folder) happens, and MLflow itself is not imported (seconds on a busy host). Any other store
 (a tracking server, another database) is read through `MlflowClient.search_runs` alone.
 
-Both give tracking.reader's flat frame (tags, then metrics, then params, typed; the spec's defaults
+Both give tracking/store/runs.py's flat rows (tags, then metrics, then params, typed; the spec's defaults
 filled in): one row per finished child run of the experiment, whichever sweep ran it. Resume skips
-every such key; the cost model (sweeps.estimate.fit) drops runs whose `measurement` is not ok.
+every such key; the cost model (sweeps/pricing/) drops runs whose `measurement` is not ok.
 """
 
 from __future__ import annotations
@@ -21,15 +21,12 @@ from pathlib import Path
 import pandas as pd
 
 from tokengen.contract.names import FINISHED
-from tokengen.contract.record import typed
-from tokengen.contract.spec import TrialSpec
-from tracking.derived import is_derived
-from tracking.measurement import attempt_of
-from tracking.reader import SERIES_FIELDS, series_of
+from tokengen.contract.record import first_line
+from tracking.store.connect import TrackingError, check_reachable, check_uri
+from tracking.store.runs import PARENT_TAG, flat_row
+from tracking.store.search import search
 
-PARENT_TAG = "mlflow.parentRunId"
 TRUSTED_MEASUREMENT = ("ok",)  # the `measurement` tag, where a run has one
-_SPEC_DEFAULTS = TrialSpec().to_dict()
 
 
 class StoreReadError(RuntimeError):
@@ -55,24 +52,6 @@ class History:
             return self.frame
         tag = self.frame["measurement"]
         return self.frame[tag.isna() | tag.astype(str).str.lower().isin(TRUSTED_MEASUREMENT)]
-
-
-def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, metrics: dict, params: dict) -> dict:
-    """One run as tracking.reader.flatten makes it (a finished child run: it has its status tag), the
-    report's derived figures left out as there."""
-    row = {"run_id": run_id, "run_name": tags.get("mlflow.runName"), "run_status": status, "start_time": start_time,
-           "artifact_uri": artifact_uri, "parent_run_id": tags.get(PARENT_TAG)}
-    row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.") and not is_derived(k)})
-    row.update({k: typed(k, v) for k, v in metrics.items() if not is_derived(k)})
-    row.update({k: typed(k, v) for k, v in params.items()})
-    for name in SERIES_FIELDS:  # a series is the whole list its tag holds, as the report reads it
-        row[name] = series_of(tags.get(name))
-    row["attempt"] = attempt_of(row.get("attempt"))
-    for name, default in _SPEC_DEFAULTS.items():
-        row.setdefault(name, default)
-    gpu = row.get("accelerator_type") or row.get("env_gpu_name")
-    row["gpu_type"] = gpu if isinstance(gpu, str) and gpu else None
-    return row
 
 
 def sqlite_path(uri: str) -> str | None:
@@ -122,8 +101,6 @@ def _read_sqlite(path: str, experiment: str) -> pd.DataFrame:
 def _read_mlflow(uri: str, experiment: str) -> pd.DataFrame:
     from mlflow import MlflowClient
 
-    from tracking.reader import search
-
     client = MlflowClient(tracking_uri=uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
@@ -144,8 +121,6 @@ def load_history(uri: str, experiment: str) -> History:
         except sqlite3.Error as exc:
             raise StoreReadError(f"cannot read tracking store {uri} ({exc}): fix tracking.uri") from None
         return History(frame, f"{uri}, read only")
-    from tracking.recorder import TrackingError, check_reachable, check_uri
-
     try:
         check_uri(uri)
         check_reachable(uri)
@@ -153,7 +128,5 @@ def load_history(uri: str, experiment: str) -> History:
     except TrackingError as exc:
         raise StoreReadError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
-        from tokengen.contract.record import first_line
-
         raise StoreReadError(f"cannot read tracking store {uri} ({first_line(exc)}): fix tracking.uri") from None
     return History(frame, f"{uri}, searched (read only)")

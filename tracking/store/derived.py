@@ -1,6 +1,6 @@
 """The report's comparison, written back onto each trial's MLflow run, so the MLflow UI can show it.
 
-A report (tracking/report.py) derives figures no trial can measure alone: its speedup over the
+A report (tracking/report/) derives figures no trial can measure alone: its speedup over the
 matching baseline and the interval around it, its runtime against transformers' generate(), its
 token verdict. `write_back` puts them on the run of every trial the report used (one `log_batch`
 per run: a few hundred runs over HTTP are a few hundred calls, not one per figure), and marks
@@ -10,7 +10,7 @@ replaced. A rebuilt report writes the figures that changed (a metric's latest va
 shows); a figure that became unknown is cleared (NaN for a metric, the tag deleted), and a run the
 report no longer uses loses its mark.
 
-These names are the report's, never a trial's: the reader (tracking/reader.py) ignores them when
+These names are the report's, never a trial's: the flattener (tracking/store/runs.py) ignores them when
 it loads runs, so a report is always computed afresh and results.csv never carries an old copy.
 """
 
@@ -20,11 +20,8 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import pandas as pd
-from mlflow.entities import Metric, RunTag
-
-from tracking.baselines import baseline_of
-from tracking.recorder import is_server
+from tracking.store.connect import is_server
+from tracking.store.search import search
 
 DERIVED_METRICS = ("speedup", "speedup_low", "speedup_high", "vs_generate")
 DERIVED_TAGS = ("tokens_verdict", "baseline_run_id", "compared")
@@ -50,35 +47,6 @@ def view_filter(parent_id: str, sweep: str) -> str:
     return f"tags.`{mark_of(parent_id)}` = '{sweep}'"
 
 
-def _number(value) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _text(value) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    text = str(value)
-    return text or None
-
-
-def figures(frame: pd.DataFrame, match: list[str]) -> dict[str, tuple[dict[str, float], dict[str, str]]]:
-    """Per run id of each trial of the sweep: (its derived metrics, its derived tags), known ones only."""
-    base = baseline_of(frame, match=match)
-    mine = frame[frame["in_sweep"].astype(bool)] if "in_sweep" in frame else frame
-    out = {}
-    for label, row in mine.iterrows():
-        metrics = {name: v for name in DERIVED_METRICS if (v := _number(row.get(name))) is not None}
-        tags = {name: v for name in DERIVED_TAGS if (v := _text(row.get(COLUMN_OF.get(name, name)))) is not None}
-        if "speedup" in metrics and base[label] is not None:
-            tags["baseline_run_id"] = str(frame.at[base[label], "run_id"])
-        out[str(row["run_id"])] = (metrics, tags)
-    return out
-
-
 def _same(wanted: dict, stored: dict) -> bool:
     """Whether the run already holds every wanted value (NaN equal to NaN)."""
     def equal(a, b) -> bool:
@@ -88,26 +56,21 @@ def _same(wanted: dict, stored: dict) -> bool:
 
 def marked_runs(client, experiment_id: str, parent_id: str) -> dict[str, object]:
     """The runs an earlier build of this sweep's report marked, by id."""
-    runs, token = {}, None
-    while True:
-        page = client.search_runs([experiment_id], filter_string=f"tags.`{mark_of(parent_id)}` LIKE '%'",
-                                  max_results=5000, page_token=token)
-        runs.update({run.info.run_id: run for run in page})
-        token = page.token
-        if not token:
-            return runs
+    return {run.info.run_id: run for run in search(client, experiment_id, f"tags.`{mark_of(parent_id)}` LIKE '%'")}
 
 
-def write_back(client, uri: str, experiment_id: str, sweep: str, parent_id: str, frame: pd.DataFrame,
-               match: list[str], threads: int = 8) -> int:
-    """The derived figures and the sweep's mark on the run of every trial the report used; returns
+def write_back(client, uri: str, experiment_id: str, sweep: str, parent_id: str,
+               figures: dict[str, tuple[dict[str, float], dict[str, str]]], threads: int = 8) -> int:
+    """The derived figures (run id -> its metrics and tags, tracking.report.figures) and the sweep's mark on the run of every trial the report used; returns
     how many runs were written. One log_batch per run, several at once on a tracking server; a run
     that already holds exactly these figures (a rebuild with nothing new) is not written again."""
+    from mlflow.entities import Metric, RunTag
+
     mark = mark_of(parent_id)
     before = marked_runs(client, experiment_id, parent_id)
     now = int(time.time() * 1000)
     batches, stale_tags, used = [], [], set()
-    for run_id, (metrics, tags) in figures(frame, match).items():
+    for run_id, (metrics, tags) in figures.items():
         used.add(run_id)
         tags[mark] = sweep
         old = before.get(run_id)

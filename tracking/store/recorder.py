@@ -1,4 +1,4 @@
-"""The only code that writes to MLflow: one parent run per sweep, one child run per trial.
+"""Writing runs: one parent run per sweep, one child run per trial.
 
 The sweep driver alone holds a Recorder, and records each trial the moment its result arrives, so
 a driver killed mid-sweep keeps every finished trial, and a rerun skips their keys. Everything
@@ -10,227 +10,29 @@ result until the server answers again.
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import dataclasses
-import fcntl
-import functools
-import hashlib
 import json
 import math
 import os
 import tempfile
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
-from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
 from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_LOG
 from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, first_line, with_role
 from tokengen.contract.spec import LABELS
-from tracking.artifact_root import artifact_location, relocate
 from tracking.run_names import run_name
+from tracking.store.artifact_root import artifact_location
+from tracking.store.search import search
+from tracking.store.runs import PARENT_TAG
+from tracking.store.connect import (CREDENTIALS, TrackingError, _fail_fast_http, _one_opener, check_reachable,
+                                    check_uri, failing_fast, is_server, open_client, redacted, server_answers)
 
 PARAMS, METRICS, SERIES_FIELDS = with_role(PARAM), with_role(METRIC), with_role(SERIES)
 TAGS = with_role(TAG) + LABELS  # the label is a param and, for filtering, a tag
 MAX_PARAM_CHARS = 6000
-
-
-class TrackingError(RuntimeError):
-    """The tracking store cannot be reached or written: said in one line, before any trial runs."""
-
-
-SERVER_SCHEMES = ("http", "https")
-DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy store; "+driver" allowed
-FILE_STORE_OPT_IN = "MLFLOW_ALLOW_FILE_STORE"
-CREDENTIALS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")  # MLflow's own names, read by its client
-# The driver's client gives up on a dead server in about a second, not after MLflow's default 7
-# retries with exponential back-off (minutes per call): the journal keeps what it could not send.
-FAIL_FAST_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
-
-
-def is_server(uri: str) -> bool:
-    return urllib.parse.urlparse(uri).scheme in SERVER_SCHEMES
-
-
-def redacted(uri: str) -> str:
-    """The URI without the user and password its authority may carry, for a printed line."""
-    parsed = urllib.parse.urlsplit(uri)
-    if "@" not in parsed.netloc:
-        return uri
-    return parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[1]).geturl()
-
-
-def check_credentials(uri: str, option: str = "tracking.uri=") -> None:
-    """Refuse a server's URI that carries a user or a password (`option` is how the user gave it:
-    `tracking.uri=` or `--uri `), naming it without them: a password on a command line ends up in files
-    and printed lines, and MLflow's client takes it from the environment anyway."""
-    parsed = urllib.parse.urlsplit(uri)
-    if parsed.scheme in SERVER_SCHEMES and "@" in parsed.netloc:
-        raise TrackingError(f"{option.rstrip('= ')} carries credentials: use {option}{redacted(uri)} and put them in "
-                            f"{CREDENTIALS[0]} and {CREDENTIALS[1]}, which stay with the driver")
-
-
-def check_uri(uri: str) -> None:
-    """Refuse a URI MLflow would misread, before anything is created: one line that names the fix
-    (and never the password a URI may carry)."""
-    check_credentials(uri)
-    parsed = urllib.parse.urlparse(uri)
-    scheme = parsed.scheme.split("+", 1)[0]
-    if scheme in SERVER_SCHEMES + DATABASE_SCHEMES:
-        return
-    if scheme in ("file", ""):
-        if os.environ.get(FILE_STORE_OPT_IN, "").lower() in ("1", "true"):
-            return
-        raise TrackingError(f"tracking.uri={uri} is MLflow's file store, which MLflow 3 refuses without "
-                            f"{FILE_STORE_OPT_IN}=true: use tracking.uri=sqlite:///mlflow.db")
-    raise TrackingError(f"tracking.uri={uri} has scheme {scheme!r}, which MLflow cannot store runs in: use "
-                        "sqlite:///PATH, http(s)://HOST:PORT (a tracking server) or postgresql:// / mysql://")
-
-
-def _get(url: str, timeout_s: float, headers: dict | None = None) -> bytes:
-    request = urllib.request.Request(url, headers=headers or {})
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        return response.read()
-
-
-def server_answers(uri: str, timeout_s: float = 2.0) -> bool:
-    """The server's health endpoint answers (no credentials needed): a probe cheap enough for every write."""
-    try:
-        _get(uri.rstrip("/") + "/health", timeout_s)
-        return True
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _basic_auth() -> dict:
-    user, password = (os.environ.get(name) for name in CREDENTIALS)
-    if not user or password is None:
-        return {}
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
-
-
-def _credentials_problem(uri: str, status: int) -> str:
-    user = os.environ.get(CREDENTIALS[0])
-    if status == 401 and not _basic_auth():
-        return (f"tracking server {uri} needs credentials: set {CREDENTIALS[0]} and {CREDENTIALS[1]} "
-                "(a user of its basic-auth app)")
-    if status == 401:
-        return f"tracking server {uri} refused user {user!r} (401): check {CREDENTIALS[0]} and {CREDENTIALS[1]}"
-    return f"tracking server {uri} denies user {user!r} (HTTP {status}): ask its admin for permission on the experiment"
-
-
-def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
-    """A server answers, and takes our credentials (MLflow's basic-auth app wants them on every call)."""
-    if not is_server(uri):
-        return
-    base = uri.rstrip("/")
-    try:
-        _get(base + "/health", timeout_s)
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise TrackingError(f"tracking server {uri} is unreachable ({reason}): start it or fix tracking.uri") from None
-    try:
-        _get(base + "/api/2.0/mlflow/experiments/search?max_results=1", timeout_s, _basic_auth())
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            raise TrackingError(_credentials_problem(uri, exc.code)) from None
-    except (urllib.error.URLError, OSError):
-        pass  # it answered /health a moment ago; the store's own error, if any, comes next
-
-
-@contextlib.contextmanager
-def _fail_fast_http():
-    """MLflow reads its retry settings at each call: lower them for the driver's writes only (a value
-    the user set wins), and put back what was there."""
-    saved = {name: os.environ.get(name) for name in FAIL_FAST_HTTP}
-    for name, value in FAIL_FAST_HTTP.items():
-        os.environ.setdefault(name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-
-
-def failing_fast(method):
-    """A Recorder method whose HTTP calls give up in about a second on a dead server (see FAIL_FAST_HTTP)."""
-    @functools.wraps(method)
-    def wrapper(*args, **kwargs):
-        with _fail_fast_http():
-            return method(*args, **kwargs)
-    return wrapper
-
-
-NETWORK_FILESYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "ceph", "glusterfs", "lustre", "9p"}
-
-
-def filesystem_of(path: str, mounts: str) -> str:
-    """The type of the filesystem holding `path`, from a mount table (/proc/mounts): the longest mount point."""
-    best, kind = "", ""
-    for line in mounts.splitlines():
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point = fields[1].replace("\\040", " ")
-        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) > len(best):
-            best, kind = point, fields[2]
-    return kind
-
-
-def sqlite_sharing_problem(uri: str, mounts: str | None = None) -> str | None:
-    """SQLite's locks hold on a local disk (MLflow waits up to 20 s for one), so drivers on one machine
-    share a file safely; on a network filesystem they do not, and two machines can corrupt it."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    if mounts is None:
-        try:
-            mounts = Path("/proc/mounts").read_text()
-        except OSError:
-            return None
-    kind = filesystem_of(os.path.dirname(os.path.abspath(uri.removeprefix("sqlite:///"))), mounts)
-    if kind not in NETWORK_FILESYSTEMS:
-        return None
-    return (f"tracking: {uri} is on a network filesystem ({kind}), where SQLite's locks do not hold: for sweeps "
-            "from several machines use one tracking server (docs/cluster.md: One tracking server for a cluster)")
-
-
-@contextlib.contextmanager
-def _one_opener(uri: str):
-    """Two drivers opening one new SQLite file at once both create MLflow's tables (its tracking store
-    takes no lock there): the first to open it does, the second waits for it."""
-    if not uri.startswith("sqlite:///"):
-        yield
-        return
-    path = os.path.abspath(uri.removeprefix("sqlite:///"))
-    lock = Path(tempfile.gettempdir()) / f"tokengen-mlflow-{hashlib.sha256(path.encode()).hexdigest()[:16]}.lock"
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def open_client(uri: str, use: str = "write to") -> MlflowClient:
-    """A client on the store, or TrackingError in one line (`use`: what the caller came to do, "write to"
-    or "read"): MLflow opens a database store (and creates or migrates its tables) as the client is
-    made, so a file that is not a database, or a truncated one, fails here, not as a traceback."""
-    try:
-        with _fail_fast_http():
-            client = MlflowClient(tracking_uri=uri)
-        relocate(uri)  # a store moved or copied with its mlartifacts/: its artifacts are beside it
-        return client
-    except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
-        raise TrackingError(f"cannot {use} tracking store {redacted(uri)} ({first_line(exc)}): "
-                            "fix tracking.uri") from None
 
 
 def _metric_value(value) -> float | None:
@@ -351,23 +153,45 @@ class Recorder:
     def index(self) -> "StoreIndex":
         """What the experiment already holds: each finished key's fingerprints, every attempt recorded whole,
         and the runs of attempts whose recording was cut short (a full disk, a store gone mid-write)."""
-        index, token = StoreIndex(), None
-        while True:
-            page = self.client.search_runs([self.experiment_id], filter_string="tags.trial_key != ''",
-                                           max_results=5000, page_token=token)
-            for run in page:
-                tags = run.data.tags
-                attempt = tags.get("attempt_id")
-                if attempt and not tags.get("status"):  # the status tag comes last: a write cut short lacks it
-                    index.half_written.setdefault(attempt, []).append(run.info.run_id)
-                    continue
-                if attempt:
-                    index.attempts[attempt] = run.info.run_id
-                if tags.get("status") == FINISHED and tags.get("trial_key"):
-                    index.finished.setdefault(tags["trial_key"], {})[tags.get("env_fingerprint")] = tags.get("env_facts")
-            token = page.token
-            if not token:
-                return index
+        index = StoreIndex()
+        for run in search(self.client, self.experiment_id, "tags.trial_key != ''"):
+            tags = run.data.tags
+            attempt = tags.get("attempt_id")
+            if attempt and not tags.get("status"):  # the status tag comes last: a write cut short lacks it
+                index.half_written.setdefault(attempt, []).append(run.info.run_id)
+                continue
+            if attempt:
+                index.attempts[attempt] = run.info.run_id
+            if tags.get("status") == FINISHED and tags.get("trial_key"):
+                index.finished.setdefault(tags["trial_key"], {})[tags.get("env_fingerprint")] = tags.get("env_facts")
+        return index
+
+    @failing_fast
+    def attempts_of(self, keys: set[str]) -> dict[str, list[dict]]:
+        """Every recorded run of these keys anywhere in the experiment (a reused key's first attempt may be
+        another sweep's): trial key -> [{attempt, status, measurement, runtime_cv, start_time}]."""
+        found: dict[str, list[dict]] = {}
+        for run in search(self.client, self.experiment_id, "tags.trial_key LIKE '%'"):
+            tags = run.data.tags
+            if tags.get("trial_key") in keys and PARENT_TAG in tags:
+                found.setdefault(tags["trial_key"], []).append({
+                    "attempt": tags.get("attempt"), "status": tags.get("status"), "measurement": tags.get("measurement"),
+                    "measurement_reasons": tags.get("measurement_reasons"),
+                    "runtime_cv": run.data.metrics.get("runtime_cv"), "start_time": run.info.start_time,
+                })
+        return found
+
+    @failing_fast
+    def attach_plan(self, files: dict[str, str], metrics: dict[str, float], tags: dict[str, str]) -> None:
+        """The sweep's estimate on its parent run before any trial starts: text files as artifacts, its
+        totals as metrics, and tags."""
+        now = int(time.time() * 1000)
+        for name, text in files.items():
+            self.client.log_text(self.parent_id, text, name)
+        self.client.log_batch(self.parent_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+                              synchronous=True)
+        for key, value in tags.items():
+            self.client.set_tag(self.parent_id, key, value)
 
     @failing_fast
     def start_sweep(self, name: str, config: dict, resume: bool, planned: list[str] = (),
@@ -400,11 +224,8 @@ class Recorder:
 
     def _close_orphans(self) -> None:
         """Child runs a killed driver left half-written: KILLED, and never counted as finished."""
-        orphans = self.client.search_runs(
-            [self.experiment_id],
-            filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'",
-            max_results=5000,
-        )
+        orphans = search(self.client, self.experiment_id,
+                         f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'")
         for run in orphans:
             self.client.set_terminated(run.info.run_id, "KILLED")
 

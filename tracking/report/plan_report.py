@@ -17,15 +17,15 @@ beats: max(total held / workers, longest trial), workers being the most trials s
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tokengen.contract.names import FINISHED, PLAN_ESTIMATE_FILE
-from tracking.markdown import to_markdown
+from tokengen.contract.names import FINISHED
+from tracking.report.markdown import to_markdown
+from tracking.store.reading import load_plan
 
 COMPARISON_FILE = "plan_vs_actual.csv"
 RUN = "run"
@@ -145,16 +145,6 @@ def render(comparison: PlanComparison, failed: int = 0) -> str:
     if failed:
         lines += [f"{failed} failed trial(s) of the plan are left out of the errors (they count in the makespan).", ""]
     return "\n".join(lines)
-
-
-def load_plan(client, parent_id: str) -> tuple[pd.DataFrame | None, dict]:
-    """The parent run's plan.csv (None if the sweep recorded none) and its metrics."""
-    from tracking.reader import _read
-
-    parent = client.get_run(parent_id)
-    with tempfile.TemporaryDirectory() as tmp:
-        plan = _read(client, parent_id, parent.info.artifact_uri, PLAN_ESTIMATE_FILE, tmp, pd.read_csv)
-    return plan, dict(parent.data.metrics)
 
 
 def plan_against_actual(runs, directory: Path) -> tuple[str, list[Path]]:

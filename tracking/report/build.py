@@ -5,7 +5,7 @@ Reads the sweep's runs (the latest sweep by default) from any tracking store or 
 `results.csv` (every trial, one column per fact, MLflow's names), `runs.csv` (every timed run) and
 PNG plots, attaches them to the sweep's parent run under `report/`, and prints the main tables. The
 comparison goes into MLflow too: each trial's run gets the report's figures (speedup, its interval,
-vs_generate, the token verdict: tracking/derived.py), the sweep's run gets the overview as its
+vs_generate, the token verdict: tracking/store/derived.py), the sweep's run gets the overview as its
 description, and the experiment gets a saved view of the sweep whose URL is printed last
 (tracking/ui.py). The sweep driver calls `build_report` at the end of every sweep.
 
@@ -14,10 +14,8 @@ description, and the experiment gets a saved view of the sweep whose URL is prin
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,16 +25,19 @@ from tokengen.contract.declarations import LAGGED, REFERENCE, in_family
 from tokengen.contract.names import FINISHED, path_component
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import TrialSpec
-from tracking import report_tables as tables
-from tracking.baselines import key_part
-from tracking.derived import DERIVED_METRICS, write_back
-from tracking.markdown import to_markdown
-from tracking.plan_report import plan_against_actual
+from tracking.report import tables
+from tracking.report.figures.baselines import key_part
+from tracking.report.figures.derived import figures
+from tracking.store.attach import attach_files, set_note
+from tracking.store.derived import DERIVED_METRICS, write_back
+from tracking.report.markdown import to_markdown
+from tracking.report.plan_report import plan_against_actual
 from tracking.measurement import MARK, OK, judged, summary_line
-from tracking.reader import ReportError, add_outside_baselines, fill_error_messages, fill_runtimes, load_sweep
-from tracking.serving_table import serving_table
-from tracking.token_verdicts import HOW
-from tracking.ui import how_to_open, publish_view
+from tracking.store.reading import ReportError, add_outside_baselines, fill_error_messages, fill_runtimes, load_sweep
+from tracking.report.serving_table import serving_table
+from tracking.report.figures.token_verdicts import HOW
+from tracking.ui import how_to_open
+from tracking.store.view import publish_view
 
 SYSTEM = ["env_gpu_name", "env_driver", "env_cuda", "env_torch", "env_transformers", "env_python", "env_host",
           "env_cpu", "env_cpu_count", "env_torch_threads", "env_fingerprint"]
@@ -208,9 +209,6 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     return "\n".join(header + main[2:] + body + pictures), "\n".join(main)
 
 
-MAX_NOTE_CHARS = 8000  # MLflow's limit on a tag's value
-
-
 def description(runs, frame: pd.DataFrame) -> str:
     """The sweep run's description in the MLflow UI (its `mlflow.note.content`): the overview table."""
     mine = frame[frame["in_sweep"].astype(bool)]
@@ -221,14 +219,14 @@ def description(runs, frame: pd.DataFrame) -> str:
         "run's artifact report/report.md; each trial's run carries the report's figures (metrics "
         f"{', '.join(DERIVED_METRICS)}; tags tokens_verdict, compared, baseline_run_id).", "",
         "## Overview per variant", "", NOTES["overview"], "", to_markdown(table) if table is not None else "", ""])
-    return text if len(text) <= MAX_NOTE_CHARS else text[:MAX_NOTE_CHARS - 20] + "\n\n(cut short)"
+    return text
 
 
 def publish(runs, frame: pd.DataFrame) -> str:
     """The comparison in MLflow itself: the derived figures on each trial's run, the overview as the
     sweep run's description, the sweep's view in the experiment. Returns the view's key."""
-    write_back(runs.client, runs.uri, runs.experiment_id, runs.sweep, runs.parent_id, frame, tables.REPORT_MATCH)
-    runs.client.set_tag(runs.parent_id, "mlflow.note.content", description(runs, frame))
+    write_back(runs.client, runs.uri, runs.experiment_id, runs.sweep, runs.parent_id, figures(frame, tables.REPORT_MATCH))
+    set_note(runs.client, runs.parent_id, description(runs, frame))
     return publish_view(runs.client, runs.experiment_id, runs.sweep, runs.parent_id)
 
 
@@ -236,7 +234,7 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
                  out: str | Path = "reports", write: bool = True) -> Report:
     """Load the sweep from MLflow, compare, and write report.md, results.csv and the plots; `write`:
     publish the comparison in MLflow too (figures on the runs, description, view)."""
-    from tracking.plots import PLOTS
+    from tracking.report.plots import PLOTS
 
     runs = load_sweep(uri, experiment, sweep)
     if runs.trials.empty:
@@ -276,38 +274,4 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
 
 def attach(uri: str, report: Report) -> None:
     """The report's files as artifacts of the sweep's parent run, under report/."""
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
-    for path in report.files:
-        client.log_artifact(report.parent_id, str(path), "report")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tracking.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--uri", default="sqlite:///mlflow.db", help="tracking store or server (default: %(default)s)")
-    parser.add_argument("--experiment", default="tokengen", help="default: %(default)s")
-    parser.add_argument("--sweep", help="sweep name (default: the latest sweep in the experiment)")
-    parser.add_argument("--out", default="reports", help="reports go to OUT/<sweep>/ (default: %(default)s)")
-    parser.add_argument("--no-attach", action="store_true",
-                        help="write nothing to the store: no report files on the sweep's run, no figures on the "
-                             "trials' runs, no view")
-    args = parser.parse_args(argv)
-    try:
-        report = build_report(args.uri, args.experiment, args.sweep, args.out, write=not args.no_attach)
-        if not args.no_attach:
-            attach(args.uri, report)
-    except ReportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(report.main)
-    where = "" if args.no_attach else f", attached to run {report.parent_id} under report/"
-    print(f"report: {report.directory / 'report.md'} ({report.trials} trials, {report.failed} failed){where}",
-          file=sys.stderr)
-    for line in report.warnings + report.ui:
-        print(line, file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    attach_files(uri, report.parent_id, report.files, "report")

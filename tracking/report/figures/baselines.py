@@ -8,7 +8,7 @@ import pandas as pd
 
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import WORKLOAD_FIELDS
-from tracking.intervals import ratio_interval, significant
+from tracking.report.figures.intervals import ratio_interval, significant
 
 MATCH = [*WORKLOAD_FIELDS, "accelerator_type"]
 """A trial's baseline runs the same workload (tokengen.contract.spec's workload fields) on the same GPU type."""

@@ -17,10 +17,10 @@ from tokengen.contract.fingerprint import differences, from_text
 from tokengen.contract.names import FINISHED
 from tokengen.contract.declarations import BOUND, LAGGED, PEER, REFERENCE, in_family
 from tokengen.contract.variants import VARIANTS
-from tracking.baselines import MATCH, as_float, baseline_of, match_keys, partners, with_speedup
-from tracking.intervals import NOISY_CV
+from tracking.report.figures.baselines import MATCH, as_float, baseline_of, match_keys, partners, with_speedup
+from tracking.report.figures.intervals import NOISY_CV
 from tracking.measurement import MARK, OK, judged
-from tracking.token_verdicts import check_tokens
+from tracking.report.figures.token_verdicts import check_tokens
 
 REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
 """MATCH with the GPU type read from Ray's accelerator_type, else the GPU's own name."""

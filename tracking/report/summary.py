@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tracking.baselines import with_speedup
+from tracking.report.figures.baselines import with_speedup
 from tracking.measurement import best, summary_line
 
 SUMMARY_COLUMNS = [

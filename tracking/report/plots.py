@@ -4,7 +4,7 @@ against reserved memory.
 
 Each function writes one PNG (matplotlib's Agg backend: no display needed) at least WIDTH_PX wide
 and returns its path, or None when the sweep lacks the data for it. Every point carries its 95%
-interval as an error bar (tracking/intervals.py: the mean runtime's Student t interval, the
+interval as an error bar (tracking/report/figures/intervals.py: the mean runtime's Student t interval, the
 speedup's delta-method interval); a point whose trial or baseline was judged noisy or contended is
 drawn hollow, as the tables mark it. Colours are Okabe and Ito's colour-blind-safe palette, one per
 variant of the sweep (in preset order), with a marker of its own, the same in every plot of a
@@ -25,9 +25,9 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from tracking.baselines import match_keys, timed_runs  # noqa: E402
-from tracking.intervals import mean_interval  # noqa: E402
-from tracking.report_tables import finished, varying  # noqa: E402
+from tracking.report.figures.baselines import match_keys, timed_runs  # noqa: E402
+from tracking.report.figures.intervals import mean_interval  # noqa: E402
+from tracking.report.tables import finished, varying  # noqa: E402
 
 MAX_PANELS = 6
 DPI = 100

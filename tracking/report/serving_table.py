@@ -14,9 +14,9 @@ import math
 
 import pandas as pd
 
-from tracking.baselines import as_float, match_keys, timed_runs
-from tracking.intervals import ratio_interval, significant
-from tracking.report_tables import POINT, REPORT_MATCH, finished, interval_text, varying
+from tracking.report.figures.baselines import as_float, match_keys, timed_runs
+from tracking.report.figures.intervals import ratio_interval, significant
+from tracking.report.tables import POINT, REPORT_MATCH, finished, interval_text, varying
 
 PEER_ENGINE = "generate_batch"
 SAME_KNOBS = ["cache", "compile", "stop_check", "allocator", "engine"]

@@ -21,14 +21,12 @@ from mlflow import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
 from mlflow.utils.uri import is_local_uri
 
-from tokengen.contract.names import FAILED, FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE
-from tokengen.contract.record import SERIES, first_line, typed, with_role
-from tokengen.contract.spec import TrialSpec
-from tracking.derived import is_derived
+from tokengen.contract.names import FINISHED, PLAN_ESTIMATE_FILE, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE
+from tokengen.contract.record import first_line
 from tracking.measurement import attempt_of, best, latest_series
-from tracking.recorder import TrackingError, check_credentials, check_reachable, open_client
-
-PAGE = 5000
+from tracking.store.connect import TrackingError, check_credentials, check_reachable, open_client
+from tracking.store.runs import frame_of
+from tracking.store.search import search
 
 
 class ReportError(RuntimeError):
@@ -46,59 +44,6 @@ class SweepRuns:
     client: MlflowClient
     outside_baselines: pd.DataFrame = field(default_factory=pd.DataFrame)  # finished baselines of other sweeps
     config: dict = field(default_factory=dict)  # the sweep's configuration as its parent run saved it
-
-
-_SPEC_DEFAULTS = TrialSpec().to_dict()
-SERIES_FIELDS = with_role(SERIES)
-
-
-def flatten(run) -> dict:
-    """One run as a flat record: tags, then metrics, then params (params win a shared name); a series
-    (runtime_s) is the whole list its tag holds, None for a run recorded before series had one; the
-    report's derived figures left out."""
-    tags = run.data.tags
-    row = {
-        "run_id": run.info.run_id, "run_name": tags.get("mlflow.runName"), "run_status": run.info.status,
-        "start_time": run.info.start_time, "artifact_uri": run.info.artifact_uri,
-        "parent_run_id": tags.get("mlflow.parentRunId"),
-    }
-    # the report's own figures, written back on the run (tracking/derived.py), are never read back as data
-    row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.") and not is_derived(k)})
-    row.update({k: typed(k, v) for k, v in run.data.metrics.items() if not is_derived(k)})
-    row.update({k: typed(k, v) for k, v in run.data.params.items()})
-    for name in SERIES_FIELDS:
-        row[name] = series_of(tags.get(name))
-    row["attempt"] = attempt_of(row.get("attempt"))
-    for name, default in _SPEC_DEFAULTS.items():  # a field added since the run was recorded: its default
-        row.setdefault(name, default)
-    if "status" not in row:  # the driver tags a trial's status last: without it, the run was cut short
-        row.update(status=FAILED, error_type="Incomplete",
-                   error_message=f"the driver stopped before recording this trial in full (run {run.info.status})")
-    gpu = row.get("accelerator_type") or row.get("env_gpu_name")
-    row["gpu_type"] = gpu if isinstance(gpu, str) and gpu else None
-    return row
-
-
-def series_of(text) -> list | None:
-    try:
-        values = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    return values if isinstance(values, list) else None
-
-
-def search(client: MlflowClient, experiment_id: str, filter_string: str) -> list:
-    runs, token = [], None
-    while True:
-        page = client.search_runs([experiment_id], filter_string=filter_string, max_results=PAGE, page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
-
-
-def frame_of(runs: list) -> pd.DataFrame:
-    return pd.DataFrame([flatten(run) for run in runs])
 
 
 def best_per_trial(frame: pd.DataFrame) -> pd.DataFrame:
@@ -270,3 +215,11 @@ def fill_runtimes(client: MlflowClient, frame: pd.DataFrame, threads: int = 8) -
         found = dict(zip(wanted, pool.map(history, [frame.at[label, "run_id"] for label in wanted])))
     frame["runtime_s"] = pd.Series([found.get(label, value) for label, value in frame["runtime_s"].items()],
                                    index=frame.index, dtype=object)
+
+
+def load_plan(client, parent_id: str) -> tuple[pd.DataFrame | None, dict]:
+    """The parent run's plan.csv (None if the sweep recorded none) and its metrics."""
+    parent = client.get_run(parent_id)
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = _read(client, parent_id, parent.info.artifact_uri, PLAN_ESTIMATE_FILE, tmp, pd.read_csv)
+    return plan, dict(parent.data.metrics)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from tokengen.contract.declarations import BOUND, in_family
 from tokengen.contract.names import FINISHED, TOKENS_FILE
-from tracking.reader import fetch_artifacts, is_missing
+from tracking.store.reading import fetch_artifacts, is_missing
 
 HOW = ("agree k/N: every batch row matches its baseline for its first k of the baseline's N decode steps "
        "(k is the minimum over the rows; BOS excluded; a no-check variant is compared over the baseline's length only)")

@@ -1,0 +1,42 @@
+"""The figures a report derives for each trial's run (its speedup and interval, vs_generate, its token
+verdict), as the store's write-back (tracking/store/derived.py) takes them."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from tracking.report.figures.baselines import baseline_of
+from tracking.store.derived import COLUMN_OF, DERIVED_METRICS, DERIVED_TAGS
+
+
+def _number(value) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _text(value) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value)
+    return text or None
+
+
+def figures(frame: pd.DataFrame, match: list[str]) -> dict[str, tuple[dict[str, float], dict[str, str]]]:
+    """Per run id of each trial of the sweep: (its derived metrics, its derived tags), known ones only."""
+    base = baseline_of(frame, match=match)
+    mine = frame[frame["in_sweep"].astype(bool)] if "in_sweep" in frame else frame
+    out = {}
+    for label, row in mine.iterrows():
+        metrics = {name: v for name in DERIVED_METRICS if (v := _number(row.get(name))) is not None}
+        tags = {name: v for name in DERIVED_TAGS if (v := _text(row.get(COLUMN_OF.get(name, name)))) is not None}
+        if "speedup" in metrics and base[label] is not None:
+            tags["baseline_run_id"] = str(frame.at[base[label], "run_id"])
+        out[str(row["run_id"])] = (metrics, tags)
+    return out
+
+
