@@ -7,7 +7,7 @@ import hashlib
 import heapq
 from dataclasses import dataclass, field
 
-from sweeps.estimate import CpuSpeed
+from sweeps.pricing.estimate import CpuSpeed
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import make_record
 
@@ -44,7 +44,7 @@ def fake_record(trial, started: float, cold_start_s: float = 0.0) -> dict:
 
 @dataclass
 class FakeCluster:
-    """Stands in for sweeps.schedule's connect, check_cluster and schedule: `workers` trials at once, each
+    """Stands in for the execution stage's Ray part (sweeps.execution.execute.run_on_cluster): `workers` trials at once, each
     taken in the order submitted by the first free worker (Ray's FIFO for equal resources)."""
 
     workers: int = 1
@@ -52,12 +52,14 @@ class FakeCluster:
     submitted: list = field(default_factory=list)
 
     def install(self, monkeypatch) -> "FakeCluster":
-        import sweeps.run
+        import sweeps.execution.execute
 
-        monkeypatch.setattr(sweeps.run, "connect", lambda *a, **k: None)
-        monkeypatch.setattr(sweeps.run, "check_cluster", lambda trials, settings: 2)
-        monkeypatch.setattr(sweeps.run, "schedule", self.schedule)
+        monkeypatch.setattr(sweeps.execution.execute, "run_on_cluster", self.run_on_cluster)
         return self
+
+    def run_on_cluster(self, trials, config, stop, on_ready, on_result, on_tick) -> None:
+        on_ready()
+        self.schedule(trials, None, 2, on_result)
 
     def schedule(self, trials, settings, node_cpus, on_result, progress=None) -> None:
         self.submitted.extend(trials)

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
-from sweeps.config import register
+from sweeps.planning.config import register
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = str(ROOT / "conf")
@@ -61,7 +61,7 @@ def warm_local_ray() -> None:
     from the last test that used it; a Ray connected to anything else is shut down first."""
     import ray
 
-    from sweeps.schedule import connect
+    from sweeps.execution.schedule import connect
 
     if ray.is_initialized() and ray.get_runtime_context().gcs_address == _warm.get("address"):
         return
@@ -83,7 +83,7 @@ def run_captured(config: dict, cwd: Path) -> tuple[int, str, str]:
     import io
     from contextlib import redirect_stderr, redirect_stdout
 
-    from sweeps.run import run_sweep
+    from sweeps.driver import run_sweep
 
     out, err, previous = io.StringIO(), io.StringIO(), os.getcwd()
     os.chdir(cwd)

@@ -11,7 +11,7 @@ from mlflow import MlflowClient
 
 from servers import ADMIN, ADMIN_PASSWORD, MlflowServer
 from sweep_helpers import child_runs, run_captured, small_sweep
-from sweeps.run import run_sweep
+from sweeps.driver import run_sweep
 
 USER, PASSWORD = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"
 pytestmark = pytest.mark.slow  # a basic-auth server; the refusals on no Ray at all, the sweep on the warm one

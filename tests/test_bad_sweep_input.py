@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from sweep_helpers import small_sweep
-from sweeps.run import run_sweep
+from sweeps.driver import run_sweep
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from sweeps.run import run_sweep
+from sweeps.driver import run_sweep
 from sweep_helpers import child_runs, small_sweep
 
 pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials

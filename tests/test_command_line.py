@@ -1,4 +1,4 @@
-"""The sweep's command line before `hydra.main` sees it (sweeps/entry_errors.py): each config error
+"""The sweep's command line before `hydra.main` sees it (sweeps/planning/entry_errors.py): each config error
 Hydra itself would report in 5-15 lines and exit 1 is one line naming the key and the fix, exit 2,
 and Hydra writes no run folder; a server URI carrying a password is refused before it reaches a file
 or a printed line; a command line that composes, and Hydra's own modes, go on to Hydra untouched."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sweep_helpers import driver_environment, small_overrides
-from sweeps.entry_errors import command_line_problem, refuse_bad_command_line
+from sweeps.planning.entry_errors import command_line_problem, refuse_bad_command_line
 
 GRIDS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "grid").glob("*.yaml"))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeps.trial_process import complete_record
+from sweeps.execution.trial_process import complete_record
 
 
 def test_the_planned_spec_wins_but_a_profiler_the_trial_resolved_is_kept():

@@ -13,11 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeps.estimate import (FIT, HISTORY, PRIOR, CpuSpeed, PRESET_SHAPES, calibrate_cpu, cpu_speed, estimate, fit,
-                             forget_cpu_speed, lpt_order, makespan)
-from sweeps.estimate.history import OUTSIDE_CHILD_S
-from sweeps.estimate.priors import prior_run
-from sweeps.estimate.trials import INSTRUMENTED_RUNS
+from sweeps.pricing.estimate import (FIT, HISTORY, PRIOR, CpuSpeed, PRESET_SHAPES, calibrate_cpu, cpu_speed, estimate, fit, forget_cpu_speed, lpt_order, makespan)
+from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S
+from sweeps.pricing.estimate.priors import prior_run
+from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS
 
 CPU = CpuSpeed(gflops=50.0, gbs=10.0)
 CACHED = dict(a=2e-3, b=1e-4, c=5e-5, d=2e-6)  # t_step = a + b*B + c*B*P/S + d*B*(P + (S-1)/2)

@@ -11,8 +11,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from sweeps.config import register
-from sweeps.grid import expand
+from sweeps.planning.config import register
+from sweeps.planning.grid import expand
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -147,7 +147,7 @@ def test_the_readme_test_command_is_the_one_ci_runs():
 
 
 def test_the_readme_exit_codes_are_the_drivers():
-    from sweeps.run import BAD_INPUT, FAILED_TRIALS, UNRECORDED
+    from sweeps.driver import BAD_INPUT, FAILED_TRIALS, UNRECORDED
 
     rows = {int(row[0]): row[1].lower() for row in _table(README.read_text(), "code", "meaning")}
     assert sorted(rows) == [0, FAILED_TRIALS, BAD_INPUT, UNRECORDED] == [0, 1, 2, 3]

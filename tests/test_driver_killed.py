@@ -10,7 +10,7 @@ import time
 import pytest
 from mlflow import MlflowClient
 
-from sweeps.run import run_sweep
+from sweeps.driver import run_sweep
 from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray, small_sweep
 
 pytestmark = pytest.mark.slow  # a real driver and real trials, on the session's warm Ray

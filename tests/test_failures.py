@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sweeps.run import run_sweep
-from sweeps.trial_process import TrialRequest, _error_type, _outcome, run_trial_process
+from sweeps.driver import run_sweep
+from sweeps.execution.trial_process import TrialRequest, _error_type, _outcome, run_trial_process
 from sweep_helpers import child_runs, small_sweep
 from tokengen.contract.rules import resolve
 from tokengen.contract.spec import SpecError
@@ -85,8 +85,8 @@ def test_an_error_that_crosses_ray_keeps_its_path_and_reason_without_colour(tmp_
     """A task that raises on its node (here: its workdir is under a file) comes back through Ray as a
     RayTaskError in colour; the failed record, and so MLflow, the report and the console, carry the task's
     own error type and its message with the path, and no terminal codes."""
-    from sweeps.grid import PlannedTrial
-    from sweeps.schedule import ScheduleSettings, schedule
+    from sweeps.planning.grid import PlannedTrial
+    from sweeps.execution.schedule import ScheduleSettings, schedule
     from tracking.store.recorder import Recorder
 
     (tmp_path / "a-file").write_text("")

@@ -14,8 +14,9 @@ from mlflow import MlflowClient
 
 from disk_helpers import fill, free, tmpfs
 from sweep_helpers import child_runs, small_sweep
-from sweeps.journal import Journal, Outbox
-from sweeps.run import run_sweep
+from sweeps.delivery.journal import Journal
+from sweeps.delivery.outbox import Outbox
+from sweeps.driver import run_sweep
 from tokengen.contract.names import TOKENS_FILE
 from tracking.store.recorder import Recorder
 

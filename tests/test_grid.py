@@ -9,9 +9,10 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from sweeps.config import register
-from sweeps.grid import expand
-from sweeps.run import plan_sweep, run_sweep
+from sweeps.planning.config import register
+from sweeps.planning.grid import expand
+from sweeps.planning.grid import plan_sweep
+from sweeps.driver import run_sweep
 from tokengen.contract.declarations import values
 from tokengen.contract.spec import SpecError
 

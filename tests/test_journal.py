@@ -15,7 +15,7 @@ import pytest
 
 from servers import MlflowServer
 from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
-from sweeps.journal import Journal
+from sweeps.delivery.journal import Journal
 from tokengen.contract.names import TOKENS_FILE
 from tracking.store.recorder import Recorder
 
@@ -46,7 +46,7 @@ def test_the_journal_gives_back_what_waits_with_its_files(tmp_path, capsys):
 def test_an_attempt_already_in_mlflow_is_noted_not_recorded_again(tmp_path):
     """The driver died after MLflow took a failed result but before the journal noted it: the rerun
     finds the attempt in the store and records it no second time."""
-    from sweeps.journal import Outbox
+    from sweeps.delivery.outbox import Outbox
 
     uri = f"sqlite:///{tmp_path}/m.db"
     recorder = Recorder(uri, "tokengen")

@@ -9,9 +9,11 @@ import sys
 import uuid
 
 from sweep_helpers import ROOT, small_sweep
-from sweeps.fingerprints import local_fingerprints
-from sweeps.journal import Journal, Outbox
-from sweeps.run import plan_sweep, trials_to_run
+from sweeps.planning.fingerprints import local_fingerprints
+from sweeps.delivery.journal import Journal
+from sweeps.delivery.outbox import Outbox
+from sweeps.planning.grid import plan_sweep
+from sweeps.planning.resume import trials_to_run
 from tokengen.contract.fingerprint import as_text, code_hash, facts, fingerprint
 from tracking.store.recorder import Recorder
 
@@ -28,8 +30,8 @@ def hash_of(copy) -> str:
 def test_the_code_hash_follows_the_measuring_files_not_their_place(tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(ROOT / "tokengen", copy / "tokengen", ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "sweeps").mkdir()
-    for name in ("__init__.py", "trial_process.py", "run.py"):
+    (copy / "sweeps" / "execution").mkdir(parents=True)
+    for name in ("__init__.py", "execution/__init__.py", "execution/trial_process.py", "run.py"):
         shutil.copy(ROOT / "sweeps" / name, copy / "sweeps" / name)
     assert hash_of(copy) == code_hash(), "the same code in another place is the same measurement"
     with open(copy / "sweeps" / "run.py", "a") as handle:
@@ -39,7 +41,7 @@ def test_the_code_hash_follows_the_measuring_files_not_their_place(tmp_path):
     loop.write_text(loop.read_text().replace("\nclass ", "\nimport time  # time.sleep(0.2) in every step\n\nclass ", 1))
     changed = hash_of(copy)
     assert changed != code_hash(), "a changed decode loop must change the fingerprint"
-    trial_process = copy / "sweeps" / "trial_process.py"
+    trial_process = copy / "sweeps" / "execution" / "trial_process.py"
     trial_process.write_text(trial_process.read_text() + "\n# launched otherwise\n")
     assert hash_of(copy) not in (changed, code_hash())
 

@@ -1,4 +1,4 @@
-"""A trial's peak memory, estimated before it runs (sweeps/estimate/memory.py): against what trials measured
+"""A trial's peak memory, estimated before it runs (sweeps/pricing/memory.py): against what trials measured
 (the H200 baseline's reserved bytes in docs/results.md; real trial processes' peak RSS here), shown by the dry
 run, and a trial that would not fit refused before Ray starts in one line, unless the guard is off."""
 
@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from sweep_helpers import small_sweep
-from sweeps.estimate.memory import FreeMemory, estimate_memory, memory_refusal
-from sweeps.grid import PlannedTrial
-from sweeps.run import run_sweep
-from sweeps.trial_process import TrialRequest, run_trial_process
+from sweeps.pricing.memory import FreeMemory, estimate_memory, memory_refusal
+from sweeps.planning.grid import PlannedTrial
+from sweeps.driver import run_sweep
+from sweeps.execution.trial_process import TrialRequest, run_trial_process
 from tokengen.contract.rules import resolve
 
 H200_BASELINE_RESERVED = 33.684e9  # docs/results.md: gpt2 float32, batch 32, 100 steps, prompt 1, on an H200

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
-from sweeps.grid import PlannedTrial
+from sweeps.planning.grid import PlannedTrial
 from tokengen.contract.record import RECORD_FIELDS, make_record
 from tokengen.contract.spec import TrialSpec
 from tokengen.contract.variants import VARIANTS
@@ -291,7 +291,7 @@ def test_a_rebuild_updates_the_figures_and_clears_stale_ones(tmp_path):
 @pytest.fixture
 def routine_loggers():
     """The routine loggers as they were, put back after the test."""
-    from sweeps.logs import ROUTINE
+    from sweeps.execution.logs import ROUTINE
 
     loggers = [logging.getLogger(name) for name in ROUTINE]
     saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
@@ -304,7 +304,7 @@ def routine_loggers():
 
 
 def test_routine_lines_go_to_the_sweeps_log_and_errors_reach_the_terminal(tmp_path, capsys, routine_loggers):
-    from sweeps.logs import quiet_terminal
+    from sweeps.execution.logs import quiet_terminal
 
     path = quiet_terminal("tokengen", "q", tmp_path)
     assert path == tmp_path / ".sweeps" / "logs" / "tokengen" / "q.log"

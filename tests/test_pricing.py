@@ -1,4 +1,4 @@
-"""Pricing a sweep before it runs (sweeps/pricing.py, sweeps/dry_run.py, tracking/report/plan_report.py): the dry
+"""Pricing a sweep before it runs (sweeps/pricing/price.py, sweeps/dry_run.py, tracking/report/plan_report.py): the dry
 run on a real SQLite store, the plan files, the budget guard, longest-first submission and the report's
 plan against actual.
 
@@ -21,14 +21,16 @@ from mlflow import MlflowClient
 
 from pricing_helpers import CPU, T0, FakeCluster, fake_record
 from sweep_helpers import small_sweep
-from sweeps import pricing
-from sweeps.dry_run import PLAN_CSV, PLAN_MD
-from sweeps.estimate.history import IdentityIndex, identical, prepare
+from sweeps.pricing import price as pricing
+from sweeps.pricing.estimate import makespan
+from sweeps.pricing.tables import PLAN_CSV, PLAN_MD
+from sweeps.pricing.estimate.history import IdentityIndex, identical, prepare
 from tracking.store.history import History, _read_mlflow, load_history
-from sweeps.grid import PlannedTrial
-from sweeps.pricing import PLAN_COLUMNS, REUSED, RUN, price_sweep
-from sweeps.run import run_sweep
-from sweeps.workers import ClusterUnread, Node, cluster_sizes, find_workers
+from sweeps.planning.grid import PlannedTrial
+from sweeps.pricing.priced import PARTS, PLAN_COLUMNS, REUSED, RUN
+from sweeps.pricing.price import price_sweep
+from sweeps.driver import run_sweep
+from sweeps.pricing.workers import ClusterUnread, Node, cluster_sizes, find_workers
 from tokengen.contract.rules import resolve
 from tokengen.contract.spec import TrialSpec
 from tracking.report.plan_report import compare, peak_concurrency, render
@@ -38,7 +40,7 @@ from tracking.store.search import search
 
 @pytest.fixture(autouse=True)
 def fixed_cpu(monkeypatch):
-    monkeypatch.setattr("sweeps.estimate.hardware._cached", CPU)
+    monkeypatch.setattr("sweeps.pricing.estimate.hardware._cached", CPU)
 
 
 def grid(tmp_path: Path, *overrides: str, lengths: str = "[8,32]") -> dict:
@@ -94,7 +96,7 @@ def test_dry_run_prices_the_plan_from_a_real_store_and_writes_nothing_to_it(tmp_
         record = fake_record(PlannedTrial(spec), T0)
         measured, held = record["child_wall_s"], record["node_finished_at"] - record["node_started_at"]
         assert row.basis == "history" and row.estimated_s == pytest.approx(held, rel=1e-6)  # what it held its worker
-        parts = sum(getattr(row, part) for part in pricing.PARTS)
+        parts = sum(getattr(row, part) for part in PARTS)
         assert parts == pytest.approx(row.estimated_s) and row.in_trial_s == pytest.approx(measured - 0.05)
     assert store_state(tmp_path) == before and not ray.is_initialized()
 
@@ -122,7 +124,7 @@ def test_plan_files_hold_every_trial_longest_first_and_the_totals(tmp_path, monk
     assert list(plan["order"]) == list(range(1, 7))
     assert list(plan["estimated_s"]) == sorted(plan["estimated_s"], reverse=True)
     assert (plan["low_s"] <= plan["estimated_s"]).all() and (plan["estimated_s"] <= plan["high_s"]).all()
-    assert np.allclose(plan[list(pricing.PARTS)].sum(axis=1), plan["estimated_s"])  # the parts add up
+    assert np.allclose(plan[list(PARTS)].sum(axis=1), plan["estimated_s"])  # the parts add up
     assert np.allclose(plan["timed_s"] / plan["warmup_s"], 2.0) and (plan["profiled_s"] == 0).all()  # runs=2, warmup 1
     assert np.allclose(plan["in_trial_s"], plan["estimated_s"] - plan["harness_s"] - plan["start_s"])
     assert set(plan["variant"]) == {"baseline", "kv_cache"} and set(plan["device_type"]) == {"cpu"}
@@ -132,7 +134,7 @@ def test_plan_files_hold_every_trial_longest_first_and_the_totals(tmp_path, monk
     assert f"${hours * 0.10:.3g}" in text  # the default price of a CPU trial's hour
     for variant in ("baseline", "kv_cache"):
         assert f"| {variant} | 3 | 0 | {plan.loc[plan['variant'] == variant, 'estimated_s'].sum():,.1f} |" in text
-    schedule = pricing.makespan(plan["estimated_s"].tolist(), 2)
+    schedule = makespan(plan["estimated_s"].tolist(), 2)
     assert f"| cpu | 6 | 2 | {schedule.seconds:,.1f} | {schedule.lower_bound:,.1f} |" in text
     assert "Workers: sweep.workers=2" in text
 
@@ -284,7 +286,7 @@ def test_the_identity_index_agrees_with_identical():
 def test_a_model_fitted_once_prices_each_trial_as_a_fresh_fit_would():
     """The model keeps its look-ups between trials (a sweep prices thousands against one fit): a kept
     answer must never be another trial's."""
-    from sweeps.estimate import estimate, fit
+    from sweeps.pricing.estimate import estimate, fit
 
     kv = history_frame(["ok"] * 4)
     history = pd.concat([  # three families whose first runs pay different extras (0.2 s, 2 s, 0.2 s)
@@ -306,7 +308,7 @@ def test_a_model_fitted_once_prices_each_trial_as_a_fresh_fit_would():
 
 def test_each_family_is_priced_for_the_steps_its_rows_took():
     """steps(): a family whose rows ended halfway runs half its max_seqlen; another family, all of it."""
-    from sweeps.estimate import fit
+    from sweeps.pricing.estimate import fit
 
     kv = history_frame(["ok"] * 4)
     history = pd.concat([kv, kv.assign(variant="hf_generate", engine="generate", steps=kv["steps"] // 2,

@@ -13,9 +13,9 @@ import ray
 from mlflow import MlflowClient
 
 from sweep_helpers import child_runs, run_captured, small_sweep
-from sweeps.dry_run import PLAN_CSV
-from sweeps.run import run_sweep
-from sweeps.workers import Node, read_cluster
+from sweeps.pricing.tables import PLAN_CSV
+from sweeps.driver import run_sweep
+from sweeps.pricing.workers import Node, read_cluster
 
 pytestmark = pytest.mark.slow  # starts Ray (a head in a child process, or a local cluster) and runs real trials
 
@@ -97,7 +97,7 @@ def test_a_dry_run_against_a_tracking_server_only_reads_it(tmp_path, monkeypatch
     from pricing_helpers import CPU, FakeCluster
     from servers import MlflowServer
 
-    monkeypatch.setattr("sweeps.estimate.hardware._cached", CPU)
+    monkeypatch.setattr("sweeps.pricing.estimate.hardware._cached", CPU)
     server = MlflowServer(tmp_path / "server").start()
     try:
         monkeypatch.chdir(tmp_path)

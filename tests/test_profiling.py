@@ -10,7 +10,8 @@ import pytest
 import ray
 from mlflow import MlflowClient
 
-from sweeps.run import plan_sweep, run_sweep
+from sweeps.planning.grid import plan_sweep
+from sweeps.driver import run_sweep
 from sweep_helpers import child_runs, small_sweep
 from tokengen.cli import main
 from tokengen.contract.spec import SpecError

@@ -69,8 +69,8 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from sweeps.config import register
-from sweeps.run import plan_sweep
+from sweeps.planning.config import register
+from sweeps.planning.grid import plan_sweep
 from tokengen.cli import build_parser
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec

@@ -8,9 +8,10 @@ import os
 
 import pytest
 
-from sweeps.grid import GridPlan, PlannedTrial
-from sweeps.journal import Journal, Outbox, result_id
-from sweeps.remeasure import TEST_CONTENDED, pending, remeasure, stamp
+from sweeps.planning.grid import GridPlan, PlannedTrial
+from sweeps.delivery.journal import Journal, result_id
+from sweeps.delivery.outbox import Outbox
+from sweeps.execution.remeasure import TEST_CONTENDED, pending, remeasure, stamp
 from tokengen.contract.names import FAILED, FINISHED
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import resolve

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from sweep_helpers import child_runs, small_sweep
-from sweeps.remeasure import TEST_CONTENDED
-from sweeps.run import run_sweep
+from sweeps.execution.remeasure import TEST_CONTENDED
+from sweeps.driver import run_sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_ray")]  # real trials on the session's warm Ray (the hook is read by the driver)
 

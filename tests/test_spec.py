@@ -82,8 +82,8 @@ def test_the_cli_and_hydra_take_runs_auto():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from sweeps.config import register
-    from sweeps.run import plan_sweep
+    from sweeps.planning.config import register
+    from sweeps.planning.grid import plan_sweep
     from tokengen.cli import build_parser
 
     assert build_parser().parse_args(["--runs", "auto"]).runs == 0

@@ -9,7 +9,7 @@ import pytest
 import ray
 from mlflow import MlflowClient
 
-from sweeps.run import run_sweep
+from sweeps.driver import run_sweep
 from sweep_helpers import child_runs, small_sweep
 
 pytestmark = pytest.mark.slow  # real trials: on the session's warm Ray, or on a Ray of their own (fresh_ray)
@@ -116,7 +116,7 @@ def test_resume_measures_again_what_finished_with_other_threads(tmp_path, capsys
 def test_secrets_stay_with_the_driver(tmp_path, monkeypatch, fresh_ray):
     """A Ray worker started by the sweep sees no tracking password; a trial's environment has none,
     and keeps its PATH and its GPU."""
-    from sweeps.schedule import connect
+    from sweeps.execution.schedule import connect
     from tokengen.contract.process_env import trial_environment
 
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "hunter2")

@@ -198,7 +198,7 @@ def test_auto_runs_stop_in_time_for_the_sweeps_deadline(monkeypatch):
 def test_the_trial_process_tells_the_trial_its_deadline(tmp_path, monkeypatch):
     import time
 
-    from sweeps import trial_process
+    from sweeps.execution import trial_process
     from tokengen.contract.names import DEADLINE_ENV
 
     seen = {}

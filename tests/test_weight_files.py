@@ -12,7 +12,7 @@ import pytest
 import ray
 
 from sweep_helpers import small_sweep
-from sweeps.run import run_sweep
+from sweeps.driver import run_sweep
 from tokengen.cli import main as cli_main
 from tokengen.contract.models import model_facts
 from tokengen.contract.spec import SpecError

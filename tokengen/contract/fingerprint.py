@@ -28,7 +28,7 @@ from pathlib import Path
 from tokengen.contract.models import is_local_path
 
 FACTS = ("device", "torch", "transformers", "driver", "threads", "project", "code", "model_files")
-MEASURING_CODE = ("tokengen", "sweeps.trial_process")  # what a trial process runs: packages whole, modules alone
+MEASURING_CODE = ("tokengen", "sweeps.execution.trial_process")  # what a trial process runs: packages whole, modules alone
 
 
 def facts(device: str, threads: int | None, model: str) -> dict:

@@ -14,7 +14,7 @@ OUT_OF_SPACE = "OutOfSpace"  # a trial's error type when its folder's disk is fu
 
 # files a trial leaves beside its record, and the artifacts of its MLflow run
 RESULT_FILE = "result.json"
-FAILURE_FILE = "failure.json"  # a trial that raised: error type, message, traceback (sweeps/trial_process.py)
+FAILURE_FILE = "failure.json"  # a trial that raised: error type, message, traceback (sweeps/execution/trial_process.py)
 TOKENS_FILE = "tokens.npy"
 TRIAL_LOG = "trial.log"
 TORCH_TRACE = "profile_trace.json"

@@ -33,7 +33,7 @@ class TrialResult:
     # identity
     key: str | None = _f(TAG)  # TrialSpec.key(), or the sweep's key of a GPU-pinned trial
     status: str = _f(TAG, FINISHED)  # finished | failed (tokengen.contract.names)
-    attempt: int | None = _f(TAG)  # 1, or 2.. for a remeasure of the same key (sweeps/remeasure.py); set by the sweep
+    attempt: int | None = _f(TAG)  # 1, or 2.. for a remeasure of the same key (sweeps/execution/remeasure.py); set by the sweep
     accelerator_type: str | None = _f(PARAM)  # the GPU type a sweep pinned the trial to
     # work done
     steps: int | None = _f(METRIC)  # decode steps of the last timed run (requests: forwards, prefills included)

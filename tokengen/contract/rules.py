@@ -188,7 +188,7 @@ def prompts_problem(spec: TrialSpec, vocab: int) -> str | None:
 
 def tool_problem(spec: TrialSpec) -> str | None:
     """What this machine lacks to run the spec's profiler, or None. A sweep's trial asks nothing of its
-    driver's machine: the trial's host falls back to torch.profiler and says why (sweeps/trial_process.py)."""
+    driver's machine: the trial's host falls back to torch.profiler and says why (sweeps/execution/trial_process.py)."""
     if spec.profile == "nsys" and not shutil.which("nsys"):
         return "profile=nsys needs Nsight Systems' nsys on the PATH: install it or use profile=torch"
     return None

@@ -172,7 +172,7 @@ def timed_runs(generate, spec: TrialSpec, first, first_run_s: float, watch: Watc
 
 def give_up(runtimes: list[float], watch: Watch, deadline: float | None = None) -> bool:
     """runs=auto, past min_runs: stop short of the target when more runs cannot make the mean sure, because
-    the Watch already sees interference (the sweep measures the trial again: sweeps/remeasure.py), or when
+    the Watch already sees interference (the sweep measures the trial again: sweeps/execution/remeasure.py), or when
     two more runs (the next and the instrumented one) would pass the sweep's deadline for the trial."""
     if verdict(watch.stop(), None, None)[0] == CONTENDED:  # stop() only reads: the Watch keeps running
         return True

@@ -32,7 +32,7 @@ SYSTEM = {"gpu_type": "GPU type", "env_cuda": "CUDA", "env_python": "python", "e
 """Facts every record carries beside its fingerprint, worth naming when they differ."""
 MEASUREMENT_FIELDS = tuple(f.name for f in fields(TrialSpec) if f.metadata["role"] == MEASUREMENT)
 SWEEP_SETTINGS = ("cpus_per_trial", "inductor_cache", "remeasure", "accelerator_types", "prices")
-"""The sweep settings (sweeps/config.py) that change what a trial measures or what it costs."""
+"""The sweep settings (sweeps/planning/config.py) that change what a trial measures or what it costs."""
 KNOWN_SHOWN = 10  # sweep names listed when the one asked for is not in the store
 
 

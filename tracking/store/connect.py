@@ -203,7 +203,7 @@ def _one_opener(uri: str):
 
 def load_mlflow() -> None:
     """MLflow imported now: on import it sets its own handlers on its loggers, which the sweep's log
-    (sweeps/logs.py) then takes over."""
+    (sweeps/execution/logs.py) then takes over."""
     import mlflow  # noqa: F401
 
 

@@ -4,7 +4,7 @@ The sweep driver alone holds a Recorder, and records each trial the moment its r
 a driver killed mid-sweep keeps every finished trial, and a rerun skips their keys. Everything
 wrong with the store (an unknown scheme, a server that is down, missing or wrong credentials) is
 one line before any trial runs; a server that goes down later fails a write in about a second
-instead of MLflow's minutes of retries, and the driver's journal (sweeps/journal.py) keeps the
+instead of MLflow's minutes of retries, and the driver's journal (sweeps/delivery/journal.py) keeps the
 result until the server answers again.
 """
 

@@ -16,12 +16,12 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-import sweeps.estimate.priors as priors
-from sweeps.estimate.laws import fit_families
-from sweeps.estimate.hardware import CpuSpeed, gpu_kind
-from sweeps.estimate.history import OUTSIDE_CHILD_S, IdentityIndex, prepare
-from sweeps.estimate.span import Span
-from sweeps.estimate.trials import AUTO, batches, expected_steps, family, fixed_runs, law, number, text
+import sweeps.pricing.estimate.priors as priors
+from sweeps.pricing.estimate.laws import fit_families
+from sweeps.pricing.estimate.hardware import CpuSpeed, gpu_kind
+from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S, IdentityIndex, prepare
+from sweeps.pricing.estimate.span import Span
+from sweeps.pricing.estimate.trials import AUTO, batches, expected_steps, family, fixed_runs, law, number, text
 
 SINGLE_SAMPLE_FACTOR = 1.3  # one past measurement of a part: x/1.3 .. x1.3
 FEW_RATIOS_FACTOR = 2.0  # a prior rescaled by fewer than 3 runs' ratios

@@ -11,7 +11,7 @@ the neighbours as much as the trial. Derived columns:
   warm_child_s  child_wall_s - cold_start_s: the trial process on a warm worker
   in_task_s     node span (node_finished_at - node_started_at) - child_wall_s: the Ray task around it
 
-A worker's first trial waits for the worker's warm parent to start (sweeps/trial_process.py: a
+A worker's first trial waits for the worker's warm parent to start (sweeps/execution/trial_process.py: a
 forkserver that imports torch and transformers once): seconds that belong to the worker, not to the
 key. Left in, they priced the key as if every later sweep ran it first (a 48-step baseline at 15.2 s
 against the 7.7 s it then held); the cost model prices a worker's start once per worker instead.
@@ -24,9 +24,9 @@ from typing import Hashable, Mapping
 import numpy as np
 import pandas as pd
 
-from sweeps.estimate.hardware import gpu_kind
+from sweeps.pricing.estimate.hardware import gpu_kind
 from tokengen.contract.declarations import EAGER, in_family
-from sweeps.estimate.trials import AUTO, DEFAULTS, INSTRUMENTED_RUNS, PROFILE_SLOWDOWN, family, is_auto, law, missing, text
+from sweeps.pricing.estimate.trials import (AUTO, DEFAULTS, INSTRUMENTED_RUNS, PROFILE_SLOWDOWN, family, is_auto, law, missing, text)
 
 REQUIRED = ("model", "device", "dtype", "batch_size", "max_seqlen", "steps", "runtime_mean_s")
 METRICS = ("steps", "runtime_mean_s", "runtime_median_s", "first_run_s", "trial_wall_s", "child_wall_s")

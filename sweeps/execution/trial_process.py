@@ -14,7 +14,7 @@ people. A child that leaves neither file was killed (a signal, the timeout) or c
 never outlives the process that launched it: a watchdog thread ends its whole session when that
 process is gone (its driver died, or Ray ended its task) or when its timeout has passed.
 
-This module imports no torch: the Ray task (sweeps/task.py) that calls it stays light; the child's
+This module imports no torch: the Ray task (sweeps/execution/task.py) that calls it stays light; the child's
 imports are the warm parent's.
 """
 
@@ -34,14 +34,14 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeps.space import free_bytes, full_line, out_of_space
+from sweeps.execution.space import free_bytes, full_line, out_of_space
 from tokengen.contract.names import (ARTIFACT_FILES, DEADLINE_ENV, FAILED, FAILURE_FILE, OUT_OF_SPACE, RESULT_FILE,
                                      TOKENS_FILE, TRIAL_LOG)
 from tokengen.contract.process_env import trial_environment
 from tokengen.contract.record import first_line
 
 PRELOAD = ["tokengen.measure.trial", "transformers.models.gpt2.modeling_gpt2",
-           "transformers.models.llama.modeling_llama", "sweeps.trial_process"]
+           "transformers.models.llama.modeling_llama", "sweeps.execution.trial_process"]
 LOG_TAIL_LINES = 40
 PID_FILE = "trial.pid"  # the trial process's pid, in its folder: who to look for after a crash
 WATCHDOG_PERIOD_S = 0.5
@@ -166,7 +166,7 @@ def _run_at_normal_priority() -> None:
     """Ray starts its workers at nice 15 (RAY_worker_niceness), and a trial forked from one would
     inherit it: any other process on the node, the driver's own report included, would then take
     the CPU from the timed runs, which crawl through the contention and are timed after it, unseen.
-    Back to 0 where the process may (root, or CAP_SYS_NICE); sweeps/schedule.py starts a local Ray
+    Back to 0 where the process may (root, or CAP_SYS_NICE); sweeps/execution/schedule.py starts a local Ray
     with its workers at 0, and docs/cluster.md says how to start a cluster's nodes so."""
     try:
         if os.getpriority(os.PRIO_PROCESS, 0) > 0:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from tokengen.contract.variants import CUSTOM, VARIANTS
 from tokengen.contract.spec import CHOICES, KNOBS, SpecError, TrialSpec, parse_field
 from tokengen.contract.rules import incompatibility, problem, resolve
-from sweeps.settings import check_settings
+from sweeps.planning.settings import check_settings
 
 TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
 GRID_KEYS = {"blocks", "exclude"}
@@ -47,7 +47,7 @@ def every_value(name: str) -> list:
 @dataclass(frozen=True)
 class PlannedTrial:
     """A spec plus, in GPU-type studies, the accelerator type it is pinned to; `attempt` counts its
-    measurements (2.. when sweeps/remeasure.py runs a noisy or contended trial again; not in the key)."""
+    measurements (2.. when sweeps/execution/remeasure.py runs a noisy or contended trial again; not in the key)."""
 
     spec: TrialSpec
     accelerator_type: str | None = None

@@ -18,10 +18,10 @@ import re
 import sys
 from pathlib import Path
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 CONFIG_NAME = "config"
 GROUPS = ("trial", "sweep", "ray", "tracking", "grid")  # conf/config.yaml's top-level keys
-AXIS_KEYS = ("exclude", "blocks")  # a grid's keys that are not trial fields (sweeps/grid.py)
+AXIS_KEYS = ("exclude", "blocks")  # a grid's keys that are not trial fields (sweeps/planning/grid.py)
 URI_WITH_USER = re.compile(r"\b(https?)://[^/\s@]*@", re.IGNORECASE)
 TYPE_WORDS = {"Integer": ("a whole number", 1), "Float": ("a number", 0.5), "bool": ("true or false", "true")}
 
@@ -62,7 +62,7 @@ def compose(overrides: list[str]) -> dict:
     from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
-    from sweeps.config import register
+    from sweeps.planning.config import register
 
     register()
     with initialize_config_dir(str(CONF_DIR), version_base=None):
@@ -118,7 +118,7 @@ def _is_unknown_key(cause: BaseException) -> bool:
 
 def _unknown_key(full_key: str, cause: BaseException) -> str:
     """`trial.bogus`, `grid.batchsize`, `sweep.nmae`: what the key could have been, and how to add an axis."""
-    from sweeps.grid import TRIAL_FIELDS
+    from sweeps.planning.grid import TRIAL_FIELDS
 
     *parents, key = full_key.split(".")
     parent = ".".join(parents)

@@ -2,7 +2,7 @@
 
 Ray imports a remote function's module in its worker, so this module stays light: the worker
 starts in about a second and is reused across trials (no `max_calls=1`), while the trial itself
-runs in its own process (sweeps/trial_process.py), the unit of crash and allocator isolation. Its
+runs in its own process (sweeps/execution/trial_process.py), the unit of crash and allocator isolation. Its
 files lie in `<workdir>/<sweep>/<key>` on the node: per sweep, since two users may run the same key
 at once.
 """
@@ -14,7 +14,7 @@ import time
 
 import ray
 
-from sweeps.trial_process import TrialRequest, complete_record, run_trial_process
+from sweeps.execution.trial_process import TrialRequest, complete_record, run_trial_process
 
 
 def sweep_folder(settings: dict) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from sweeps.grid import knob_axes
+from sweeps.planning.grid import knob_axes
 from tokengen.contract.spec import FIELD_TYPES, SPELLINGS, TrialSpec
 
 TrialSchema = dataclasses.make_dataclass(
@@ -41,14 +41,14 @@ class SweepSettings:
     # USD for one device for one hour, per accelerator type (`cpu`: one CPU trial's node), for the report's cost
     # column: example on-demand list prices (2026), not quotes; set yours with sweep.prices.<TYPE>=...
     prices: Any = field(default_factory=lambda: {"cpu": 0.10, "L40S": 1.86, "H100": 4.76, "H200": 6.08})
-    # Pricing a sweep before it runs (sweeps/pricing.py): dry_run plans and estimates it, prints the estimate and
+    # Pricing a sweep before it runs (sweeps/pricing/price.py): dry_run plans and estimates it, prints the estimate and
     # writes reports/<name>/plan.csv and plan.md, and runs nothing, starts no Ray, writes nothing to the store
     dry_run: bool = False
     workers: Optional[int] = None  # trials at once, for the estimated wall; None: the cluster's GPUs (ray.address) or
     # for a local Ray its CPUs // cpus_per_trial (one CPU trial at a time by default) and its GPUs
     max_device_hours: Optional[float] = None  # refuse, before Ray starts, a sweep estimated above this; None: no limit
     max_cost: Optional[float] = None  # USD at sweep.prices; refuse above it (or when a device has no price); None: no limit
-    # a local Ray's trial estimated (sweeps/estimate/memory.py) above this fraction of its device's free memory (host
+    # a local Ray's trial estimated (sweeps/pricing/memory.py) above this fraction of its device's free memory (host
     # RAM, the freest GPU) is refused before Ray starts; null: no guard
     memory_guard: Optional[float] = 0.9
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 
-from sweeps.grid import PlannedTrial
+from sweeps.planning.grid import PlannedTrial
 from tokengen.contract.fingerprint import as_text, differences, facts, fingerprint, from_text
 
 
 def trial_threads(trial: PlannedTrial, cpus_per_trial: int | None, node_cpus: int) -> int:
-    """The torch threads the trial gets: the CPUs its Ray task holds (sweeps/schedule.py task_options)."""
+    """The torch threads the trial gets: the CPUs its Ray task holds (sweeps/execution/schedule.py task_options)."""
     if trial.spec.device == "cuda":
         return cpus_per_trial or 1
     return cpus_per_trial or node_cpus

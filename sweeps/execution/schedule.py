@@ -1,7 +1,7 @@
 """Ray scheduling: one task per trial, one trial per GPU, results handed over as they arrive.
 
-The task (sweeps/task.py) imports no torch, so Ray reuses its workers; each trial runs in a
-process of its own (sweeps/trial_process.py), so nothing a trial does can take the driver or another
+The task (sweeps/execution/task.py) imports no torch, so Ray reuses its workers; each trial runs in a
+process of its own (sweeps/execution/trial_process.py), so nothing a trial does can take the driver or another
 trial with it. GPU types are Ray's own `accelerator_type` option. A task
 lost with its node or worker is retried by Ray (`max_retries`); a trial's own failure comes
 back as a failed record and is never retried.
@@ -21,11 +21,11 @@ from ray.exceptions import RayTaskError
 
 import sweeps
 import tokengen
-from sweeps.grid import PlannedTrial
-from sweeps.reaper import children_of, watch
-from sweeps.space import full_line, out_of_space, reason_of
-from sweeps.task import trial_task
-from sweeps.trial_process import complete_record, failure
+from sweeps.planning.grid import PlannedTrial
+from sweeps.execution.reaper import children_of, watch
+from sweeps.execution.space import full_line, out_of_space, reason_of
+from sweeps.execution.task import trial_task
+from sweeps.execution.trial_process import complete_record, failure
 from tokengen.contract.names import OUT_OF_SPACE
 from tokengen.contract.process_env import SECRETS
 from tokengen.contract.record import first_line, plain
@@ -61,14 +61,14 @@ def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | No
                 address=address or "local",  # None means a new local Ray, even where RAY_ADDRESS is set
                 runtime_env={"py_modules": [tokengen, sweeps], "env_vars": {"HF_HUB_OFFLINE": "1"}},
                 log_to_driver=False,
-                logging_level=logging.INFO,  # into the sweep's log file (sweeps/logs.py), not the terminal
+                logging_level=logging.INFO,  # into the sweep's log file (sweeps/execution/logs.py), not the terminal
                 **kwargs,
             )
     except ConnectionError as exc:
         raise ClusterError(f"cannot join Ray at ray.address={address} ({first_line(exc)}): run `ray start --head` there, or drop ray.address for a local Ray") from None
     finally:
         os.environ.update(secrets)  # the driver's own MLflow client still needs them
-    if not address:  # the Ray this driver started ends with it, even after a SIGKILL (sweeps/reaper.py)
+    if not address:  # the Ray this driver started ends with it, even after a SIGKILL (sweeps/execution/reaper.py)
         watch([pid for pid in children_of().get(os.getpid(), []) if pid not in ours])
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, nnls
 
-from sweeps.estimate.span import Span
+from sweeps.pricing.estimate.span import Span
 
 TERMS = {"cached": ("const", "batch", "prefill", "position"), "recompute": ("const", "batch_context")}
 REQUIRED = {"cached": 2, "recompute": 2}  # the leading terms a law cannot do without

@@ -15,10 +15,10 @@ from typing import Mapping
 
 import numpy as np
 
-from sweeps.estimate.hardware import DEFAULT_GPU, GPUS, CpuSpeed, cpu_speed, gpu_spec
-from sweeps.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
-from sweeps.estimate.span import Span
-from sweeps.estimate.trials import batches, compile_mode, compiles, law, number, text
+from sweeps.pricing.estimate.hardware import DEFAULT_GPU, GPUS, CpuSpeed, cpu_speed, gpu_spec
+from sweeps.pricing.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
+from sweeps.pricing.estimate.span import Span
+from sweeps.pricing.estimate.trials import batches, compile_mode, compiles, law, number, text
 
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 GPU_BANDWIDTH_EFFICIENCY = 0.8  # large sequential reads reach ~80% of a datasheet bandwidth

@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeps.estimate.shapes import ModelShape, shape_of
+from sweeps.pricing.estimate.shapes import ModelShape, shape_of
 from tokengen.contract.spec import SpecError, TrialSpec
 
 GB = 1e9
@@ -31,7 +31,7 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 TOKEN_BYTES = 8  # int64 ids
 # A trial process's RSS with torch 2.13.0 (CPU) and transformers 5.24.0 imported, before its model:
 # ru_maxrss of a fresh python after those imports, 369 MB on this project's CI VM; the forked trial
-# process inherits the warm parent's pages (sweeps/trial_process.py), so it starts there too.
+# process inherits the warm parent's pages (sweeps/execution/trial_process.py), so it starts there too.
 RUNTIME_RSS = 370e6
 # torch.compile's inductor on a CPU (its imports, traced graphs, compiled kernels): the smoke grid's compiled trials
 # peaked 0.52 GB against 0.39 GB for their eager twins
@@ -175,7 +175,7 @@ def memory_columns(spec: TrialSpec) -> dict:
 
 def check_local_memory(trials, config: dict) -> None:
     """A local Ray's trials share this machine's memory: one estimated past sweep.memory_guard of what is free
-    (sweeps/estimate/memory.py) is refused here, before Ray starts, with its figure."""
+    (sweeps/pricing/memory.py) is refused here, before Ray starts, with its figure."""
     if config["ray"]["address"]:
         return
     refusal = memory_refusal(trials, free_memory(), config["sweep"].get("memory_guard"))

@@ -1,10 +1,10 @@
 """A quiet terminal: a sweep shows the project's own lines; Ray's and MLflow's routine ones go to a file.
 
 `.sweeps/logs/<experiment>/<sweep>.log` under the directory the sweep runs from (beside its journal,
-sweeps/journal.py) takes what the `ray` logger says on the driver (starting a local Ray, the token
+sweeps/delivery/journal.py) takes what the `ray` logger says on the driver (starting a local Ray, the token
 authentication notice, the code packages it ships) and MLflow's database set-up (`mlflow.store.db.utils`,
 alembic's migrations). Errors still reach the terminal as well. Workers' output is not forwarded to
-the driver at all (`log_to_driver=False` in sweeps/schedule.py): each trial's log is an artifact of
+the driver at all (`log_to_driver=False` in sweeps/execution/schedule.py): each trial's log is an artifact of
 its run. RAY_AUTH_MODE is left alone: setting it would silence Ray's notice but change how the
 driver authenticates to a cluster it joins.
 """

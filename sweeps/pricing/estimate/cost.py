@@ -3,7 +3,7 @@
 total = runs x (warmup + timed + the instrumented run + the profiled run's cost) + compile + build
         + harness
 A worker's own start-up is not in it: the first trial on each worker pays it once (CostModel.cold_start,
-added by sweeps/pricing.py), whichever key that is.
+added by sweeps/pricing/price.py), whichever key that is.
 The basis says how much to trust it: `history` (this very trial, or its spec, ran before),
 `fit` (its family's fitted law, extrapolated in batch/prompt/steps if need be) or `prior`
 (first principles, rescaled by the nearest runs when the history has any).
@@ -16,11 +16,11 @@ from typing import Mapping
 
 import pandas as pd
 
-from sweeps.estimate.hardware import CpuSpeed
-from sweeps.estimate.history import OUTSIDE_CHILD_S
-from sweeps.estimate.model import CostModel, spread
-from sweeps.estimate.span import Span
-from sweeps.estimate.trials import INSTRUMENTED_RUNS, number, profile_runs, text
+from sweeps.pricing.estimate.hardware import CpuSpeed
+from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S
+from sweeps.pricing.estimate.model import CostModel, spread
+from sweeps.pricing.estimate.span import Span
+from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, number, profile_runs, text
 
 HISTORY, FIT, PRIOR = "history", "fit", "prior"
 SINGLE_TOTAL_FACTOR = 1.1  # one past total of this very trial: x/1.1 .. x1.1

@@ -1,14 +1,14 @@
-"""What the driver does when a disk it writes to is full (sweeps/space.py says where and what it needs):
+"""What the driver does when a disk it writes to is full (sweeps/execution/space.py says where and what it needs):
 the sweep's run is marked FAILED with the reason, what finished is sent to the store while it takes it,
-and the sweep ends in one line (sweeps/run.py exits 3); rerunning the same command loses nothing."""
+and the sweep ends in one line (sweeps/driver.py exits 3); rerunning the same command loses nothing."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from sweeps.journal import Outbox
-from sweeps.space import OutOfSpace
+from sweeps.delivery.outbox import Outbox
+from sweeps.execution.space import OutOfSpace
 from tokengen.contract.record import first_line
 
 def _say(message: str) -> None:
@@ -27,7 +27,7 @@ def mark_full(outbox: Outbox, why: str) -> None:
 
 
 def stopped_full(outbox: Outbox, records: list[dict], exc: OutOfSpace) -> None:
-    """A disk the sweep must write to is full: the running trials are already stopped (sweeps/schedule.py
+    """A disk the sweep must write to is full: the running trials are already stopped (sweeps/execution/schedule.py
     cancels their tasks), what finished goes to the store while it takes it, the sweep's run is marked
     FAILED; one line that names the path and the space needed."""
     try:

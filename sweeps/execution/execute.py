@@ -1,0 +1,143 @@
+"""The execution stage's entry: planned trials run on Ray, each result handed on the moment it arrives.
+
+`execute` is what the driver calls, once for a sweep's trials and once per remeasure round; the
+Ray part of it is `run_on_cluster` (start or join Ray, check the cluster can run the trials, schedule
+them), which tests replace with a fake cluster (tests/pricing_helpers.py). What happens to a result
+(journal, store) is the caller's outbox: execution imports nothing of delivery. SIGINT and SIGTERM are
+caught here (`interruptible`) and raised as Interrupted between two waits on Ray.
+"""
+
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+from typing import Callable
+
+from sweeps.execution.progress import Progress
+from sweeps.execution.remeasure import stamp
+from sweeps.execution.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
+from sweeps.execution.space import OutOfSpace
+from sweeps.planning.grid import GridPlan, PlannedTrial
+from sweeps.planning.settings import local_gpus
+from tokengen.contract.fingerprint import revision
+from tokengen.contract.names import FINISHED, OUT_OF_SPACE
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM reached the driver: stop the trials, keep what finished."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class StopRequest:
+    """Set by SIGINT or SIGTERM; `check()` raises Interrupted where the driver can stop cleanly (between
+    two waits on Ray: an exception raised inside Ray's C code would come out as a SystemError)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.signum: int | None = None
+
+    def arm(self) -> dict:
+        """(Re)install the handlers; again after ray.init, whose own SIGTERM handler aborts the process."""
+        return {s: signal.signal(s, self._interrupt) for s in self.SIGNALS}
+
+    def _interrupt(self, signum, frame) -> None:
+        self.signum = signum
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+
+@contextmanager
+def interruptible():
+    """SIGINT and SIGTERM stop the sweep cleanly (not Hydra's traceback, not Ray's abort)."""
+    stop = StopRequest()
+    previous = stop.arm()
+    try:
+        yield stop
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def settings_of(config: dict) -> ScheduleSettings:
+    sweep = config["sweep"]
+    return ScheduleSettings(
+        workdir=sweep["workdir"], trial_timeout_s=sweep["trial_timeout_s"], retries=sweep["retries"],
+        cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
+        trial_gpus=sweep.get("trial_gpus"),
+    )
+
+
+def connect_ray(config: dict) -> None:
+    connect(config["ray"]["address"], config["ray"].get("num_cpus"), config["ray"].get("num_gpus"))
+
+
+def stop_ray() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def check_local_devices(plan: GridPlan, config: dict) -> None:
+    """A local Ray runs on this machine: a grid of CUDA trials on a machine without a GPU is refused
+    here, before Ray starts (ray.num_gpus, where set, is what Ray is told and wins)."""
+    if config["ray"]["address"] or not any(t.spec.device == "cuda" for t in plan.trials):
+        return
+    wanted = config["ray"].get("num_gpus")
+    gpus = local_gpus() if wanted is None else ["gpu"] * int(wanted)
+    if not gpus:
+        raise ClusterError("the grid has CUDA trials but this machine has no GPU for a local Ray: use "
+                           "trial.device=cpu, or ray.address=auto on a GPU cluster")
+
+
+def run_on_cluster(trials: list[PlannedTrial], config: dict, stop: StopRequest, on_ready: Callable[[], None],
+                   on_result: Callable[[PlannedTrial, dict], None], on_tick: Callable[[int], None]) -> None:
+    """Ray's part: start or join it, refuse a plan the cluster cannot run (ClusterError, before
+    `on_ready`), then schedule every trial."""
+    connect_ray(config)
+    stop.arm()  # again after ray.init, whose own SIGTERM handler aborts the process
+    settings = settings_of(config)
+    node_cpus = check_cluster(trials, settings)
+    on_ready()
+    schedule(trials, settings, node_cpus, on_result, on_tick)
+
+
+def execute(trials: list[PlannedTrial], config: dict, outbox, records: list[dict], stop: StopRequest,
+            open_run: Callable[[], None] | None = None) -> list[dict]:
+    """Run the trials, handing each result to `outbox` (journal, then the store while it answers) the
+    moment it arrives, and into `records`, which it returns; ClusterError if the cluster cannot run
+    them. `open_run`: opens the sweep's run once the cluster is known to run them (None in a remeasure
+    round: it is open)."""
+    progress: list[Progress] = []
+
+    def on_ready() -> None:
+        if open_run is not None:
+            open_run()
+        progress.append(Progress(len(trials)))
+
+    def on_result(trial: PlannedTrial, record: dict) -> None:
+        if record.get("error_type") == OUT_OF_SPACE:  # the trial's folder is full: no result, and none to come
+            raise OutOfSpace(record["error_message"])
+        stamp(record, trial.attempt)
+        record["env_revision"] = record.get("env_revision") or revision()  # a node that got the code from Ray has no git
+        outbox.put(record)
+        records.append(record)
+        progress[0].advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
+
+    def on_tick(running: int) -> None:
+        stop.check()
+        outbox.flush()  # a store back from an outage takes the waiting results between two trials
+        progress[0].update(running, outbox.unrecorded)
+
+    try:
+        run_on_cluster(trials, config, stop, on_ready, on_result, on_tick)
+    finally:
+        if progress:
+            progress[0].close()
+    return records

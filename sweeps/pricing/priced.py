@@ -1,0 +1,203 @@
+"""A priced sweep: every planned trial with its estimate, in submission order (longest first), the pools'
+workers and walls, the totals and the budget guard, and the one line the driver prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from sweeps.planning.grid import GridPlan, PlannedTrial
+from sweeps.pricing.estimate import makespan
+from sweeps.pricing.workers import CPU, Workers
+from tokengen.contract.spec import SPEC_FIELDS
+from tracking.store.history import History
+
+RUN, REUSED = "run", "reused (unverified)"
+RUN, REUSED = "run", "reused (unverified)"
+PLAN_COLUMNS = ("order", "key", *SPEC_FIELDS, "accelerator_type", "action", "device_type", "pool", "estimated_s",
+                "low_s", "high_s", "basis", "in_trial_s", "warmup_s", "timed_s", "instrumented_s", "profiled_s",
+                "compile_s", "build_s", "harness_s", "remeasure_s", "start_s", "memory_rss_gb", "memory_cuda_gb")
+
+
+PARTS = ("warmup_s", "timed_s", "instrumented_s", "profiled_s", "compile_s", "build_s", "harness_s", "remeasure_s",
+         "start_s")
+"""Where a trial's estimated seconds go; they add up to estimated_s."""
+
+
+def price_for(prices: dict, device: str) -> float | None:
+    """USD per hour for a device type: its own key, else the longest key its name contains (H100 in
+    'H100 PCIe'), as the report's cost column reads sweep.prices; None if none."""
+    if device in prices:
+        return float(prices[device])
+    for name in sorted(prices, key=len, reverse=True):
+        if name != CPU and name.lower() in device.lower():
+            return float(prices[name])
+    return None
+
+
+@dataclass
+class Priced:
+    """Every planned trial with its estimate; the pools' workers and walls; totals."""
+
+    plan: GridPlan
+    table: pd.DataFrame  # one row per planned trial: PLAN_COLUMNS
+    workers: Workers
+    history: History
+    prices: dict
+    resume: bool
+    limits: dict  # max_device_hours, max_cost (None: no limit)
+    notes: list = field(default_factory=list)  # assumptions the plan rests on
+    starts: dict = field(default_factory=dict)  # pool -> a worker's start-up (Span), paid by its first trial
+    journaled: int = 0  # results an earlier driver journaled and did not record: recorded, not run
+    seconds: float = 0.0  # planning wall: plan, history, fit, every estimate
+
+    # -- the trials that run ----------------------------------------------------------------------
+    @property
+    def runs(self) -> pd.DataFrame:
+        return self.table[self.table["action"] == RUN]
+
+    def submission_order(self, trials: list[PlannedTrial]) -> list[PlannedTrial]:
+        """`trials` longest estimate first (ties in the plan's order); a trial the plan does not price last."""
+        seconds = dict(zip(self.table["key"], self.table["estimated_s"]))
+        position = {t.key: i for i, t in enumerate(trials)}
+        return sorted(trials, key=lambda t: (-seconds.get(t.key, -math.inf), position[t.key]))
+
+    def running(self, trials: list[PlannedTrial]) -> "Priced":
+        """The same plan with exactly `trials` to run (the driver's own resume), reordered longest first."""
+        keys = {t.key for t in trials}
+        table = self.table.assign(action=np.where(self.table["key"].isin(keys), RUN, REUSED))
+        return _ordered(Priced(**{**vars(self), "table": table}))
+
+    # -- totals -----------------------------------------------------------------------------------
+    def by_variant(self) -> pd.DataFrame:
+        rows = []
+        for variant, group in self.table.groupby("variant", sort=False):
+            runs = group[group["action"] == RUN]
+            rows.append(_summary(variant, runs, int((group["action"] != RUN).sum())))
+        frame = pd.DataFrame(rows)
+        total = _summary("total", self.runs, int((self.table["action"] != RUN).sum()))
+        return pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
+
+    def by_device(self) -> pd.DataFrame:
+        rows = []
+        for device, group in self.runs.groupby("device_type", sort=True):
+            price = price_for(self.prices, device)
+            hours = group[["estimated_s", "low_s", "high_s"]].sum() / 3600
+            rows.append({"device": device, "trials": len(group), "device_hours": hours["estimated_s"],
+                         "low_hours": hours["low_s"], "high_hours": hours["high_s"],
+                         "usd_per_hour": price, "cost_usd": None if price is None else hours["estimated_s"] * price,
+                         "cost_range_usd": None if price is None else
+                         f"{money(hours['low_s'] * price)}-{money(hours['high_s'] * price)}"})
+        return pd.DataFrame(rows, columns=["device", "trials", "device_hours", "low_hours", "high_hours",
+                                           "usd_per_hour", "cost_usd", "cost_range_usd"])
+
+    @property
+    def device_hours(self) -> float:
+        return float(self.runs["estimated_s"].sum()) / 3600
+
+    @property
+    def unpriced(self) -> list[str]:
+        return sorted(d for d in set(self.runs["device_type"]) if price_for(self.prices, d) is None)
+
+    @property
+    def cost(self) -> float | None:
+        """USD for the trials that run; None when a device type they use has no price."""
+        if self.unpriced:
+            return None
+        hours = self.runs.groupby("device_type")["estimated_s"].sum() / 3600
+        return float(sum(h * price_for(self.prices, d) for d, h in hours.items()))
+
+    def walls(self) -> pd.DataFrame:
+        """Per pool: workers, LPT's wall on them and the bound no schedule beats."""
+        rows = []
+        for pool, group in self.runs.groupby("pool", sort=True):
+            workers = self.workers.of(pool)
+            schedule = makespan(group["estimated_s"].tolist(), workers)
+            rows.append({"pool": pool, "trials": len(group), "workers": workers, "wall_s": schedule.seconds,
+                         "lower_bound_s": schedule.lower_bound,
+                         "longest_s": float(group["estimated_s"].max())})
+        return pd.DataFrame(rows, columns=["pool", "trials", "workers", "wall_s", "lower_bound_s", "longest_s"])
+
+    @property
+    def wall(self) -> tuple[float, float]:
+        """(LPT wall, lower bound) of the whole sweep: its pools run side by side."""
+        walls = self.walls()
+        if walls.empty:
+            return 0.0, 0.0
+        return float(walls["wall_s"].max()), float(walls["lower_bound_s"].max())
+
+    # -- the guard --------------------------------------------------------------------------------
+    def refusal(self) -> str | None:
+        """One line when the estimate passes sweep.max_device_hours or sweep.max_cost, else None."""
+        hours_limit, cost_limit = self.limits.get("max_device_hours"), self.limits.get("max_cost")
+        hours = self.device_hours
+        cost = self.cost
+        told = (f"the sweep's estimate is {hours:,.2f} device-hours "
+                f"({self.runs['low_s'].sum() / 3600:,.2f}-{self.runs['high_s'].sum() / 3600:,.2f})"
+                + (f", {money(cost)}" if cost is not None else "") + f" for {len(self.runs)} trial(s)")
+        see = ("see it trial by trial with sweep.dry_run=true (reports/<sweep>/plan.md), then narrow the grid or "
+               "raise the limit")
+        if hours_limit is not None and hours > float(hours_limit):
+            return f"{told}, over sweep.max_device_hours={hours_limit:g}: {see}"
+        if cost_limit is not None and cost is None:
+            return (f"{told}, and sweep.max_cost={cost_limit:g} cannot be checked: no price for "
+                    f"{', '.join(self.unpriced)} (set sweep.prices.{self.unpriced[0]}=USD_PER_HOUR); {see}")
+        if cost_limit is not None and cost > float(cost_limit):
+            return f"{told}, over sweep.max_cost={cost_limit:g} (USD): {see}"
+        return None
+
+
+def resume_runs(resume: bool, key: str, finished: set[str]) -> bool:
+    """Whether the planned trial runs (a resumed sweep reuses a finished key)."""
+    return not (resume and key in finished)
+
+
+def money(usd: float) -> str:
+    """Dollars with cents, or three significant figures below a dollar (a smoke sweep costs fractions of a cent)."""
+    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.3g}"
+
+
+def _summary(label: str, runs: pd.DataFrame, reused: int) -> dict:
+    bases = runs["basis"].value_counts()
+    return {"variant": label, "to_run": len(runs), "reused_unverified": reused,
+            "estimated_s": float(runs["estimated_s"].sum()), "low_s": float(runs["low_s"].sum()),
+            "high_s": float(runs["high_s"].sum()), **{part: float(runs[part].sum()) for part in PARTS},
+            "device_hours": float(runs["estimated_s"].sum()) / 3600,
+            "basis": ", ".join(f"{b} {n}" for b, n in bases.items()) or "-"}
+
+
+def _ordered(priced: Priced) -> Priced:
+    """The table in submission order: trials to run longest first (numbered), then the reused ones; the
+    first trial each worker of a pool takes pays the worker's start-up (start_s), the others none."""
+    table = priced.table.copy()
+    for column in ("estimated_s", "low_s", "high_s"):  # the start-up charged before, taken off
+        table[column] -= table["start_s"]
+    table = table.assign(start_s=0.0, _run=table["action"] == RUN, _pos=range(len(table)))
+    table = table.sort_values(["_run", "estimated_s", "_pos"], ascending=[False, False, True], kind="stable")
+    runs = int(table["_run"].sum())
+    table["order"] = list(range(1, runs + 1)) + [None] * (len(table) - runs)
+    table = table.reset_index(drop=True)
+    for pool, start in priced.starts.items():
+        first = table.index[table["_run"] & (table["pool"] == pool)][: priced.workers.of(pool)]
+        table.loc[first, "start_s"] = start.mid
+        table.loc[first, "estimated_s"] += start.mid
+        table.loc[first, "low_s"] += start.low
+        table.loc[first, "high_s"] += start.high
+    priced.table = table.drop(columns=["_run", "_pos"])
+    return priced
+
+
+def summary_line(priced: Priced) -> str:
+    runs = priced.runs
+    wall, bound = priced.wall
+    cost = priced.cost
+    pools = priced.walls()
+    workers = ", ".join(f"{p} {w}" for p, w in zip(pools["pool"], pools["workers"]))
+    return (f"estimate: {runs['estimated_s'].sum():,.0f} s of trials ({runs['low_s'].sum():,.0f}-"
+            f"{runs['high_s'].sum():,.0f}), {priced.device_hours:,.3f} device-hours"
+            + (f", {money(cost)}" if cost is not None else "")
+            + f"; wall about {wall:,.0f} s on {workers or 'no'} worker(s) (bound {bound:,.0f} s); longest first")

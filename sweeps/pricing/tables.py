@@ -1,0 +1,144 @@
+"""The dry run's tables: the plan as text (per variant, per device, the memory guard's peaks, the
+wall on the workers), plan.csv and plan.md, and the totals a sweep's parent run records as metrics."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from sweeps.pricing.priced import PLAN_COLUMNS, Priced, money
+from tokengen.contract.names import PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
+from tracking.report.markdown import to_markdown
+
+PLAN_CSV, PLAN_MD = PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
+MEMORY_NOTE = ("Each trial's estimated peak (sweeps/pricing/memory.py; plan.csv: memory_rss_gb, memory_cuda_gb), the "
+               "largest per variant: rss_gb the trial process's resident memory (torch and transformers included), "
+               "cuda_gb what CUDA's allocator reserves (n/a on the CPU). A local Ray's sweep refuses a trial above "
+               "sweep.memory_guard of the free memory.")
+ESTIMATE_NOTE = ("estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented "
+                 "(the per-step timer's run) and profiled runs, the compile (the first run's extra), the model's "
+                 "build, the harness around each trial process (its start-up and exit, the Ray task), remeasure "
+                 "rounds where sweep.remeasure is set, and start_s, a worker's start-up, on the first trial each "
+                 "worker takes (columns left out are zero); range_s: the model's low..high; basis: "
+                 "history (the trial, or its spec, ran before), fit (its family's law) or prior (first principles, "
+                 "rescaled by the nearest runs).")
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:,.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
+def _figure(value, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "n/a"
+    if isinstance(value, (int,)) or (isinstance(value, float) and value.is_integer() and abs(value) >= 100):
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+
+
+def shown(frame: pd.DataFrame, digits: dict | None = None) -> pd.DataFrame:
+    """Numbers as text with thousands separators (a full grid's seconds run into the hundred thousands)."""
+    digits = digits or {}
+    out = frame.copy().astype(object)
+    for column in frame.columns:
+        if pd.api.types.is_numeric_dtype(frame[column]) or frame[column].map(lambda v: isinstance(v, float)).any():
+            out[column] = [v if isinstance(v, str) else _figure(v, digits.get(column, 1)) for v in frame[column]]
+    return out
+
+
+def render(priced: Priced, config: dict, dry: bool = True) -> str:
+    """The plan as Markdown: what the dry run prints and plan.md holds (`dry`: from a dry run, else the
+    plan a real sweep recorded before its first trial)."""
+    sweep, tracking = config["sweep"], config["tracking"]
+    runs = priced.runs
+    reused = len(priced.table) - len(runs)
+    wall, bound = priced.wall
+    cost = priced.cost
+    lines = [
+        f"# Plan of sweep `{sweep['name']}` " + ("(dry run: nothing ran)" if dry else "(made before its first trial)"),
+        "",
+        f"{len(priced.table)} planned trial(s): {len(runs)} to run, {reused} reused (unverified: a key finished in "
+        f"the store, its environment not checked)" + ("" if priced.resume else "; sweep.resume=false runs them all")
+        + ".",
+        f"History: {len(priced.history.frame)} finished run(s) in {priced.history.source}, experiment "
+        f"`{tracking['experiment']}`; {len(priced.history.trusted())} measured ok fit the cost model.",
+    ]
+    if priced.journaled:
+        lines.append(f"Journal: {priced.journaled} result(s) of an earlier driver wait to be recorded (a real run "
+                     "records them first, without running their trials).")
+    lines += [""] + [f"- {line}" for line in priced.plan.describe()] + ([""] if priced.plan.describe() else [])
+    variants = priced.by_variant()
+    ranges = [f"{_figure(lo)}-{_figure(hi)}" for lo, hi in zip(variants["low_s"], variants["high_s"])]
+    variants.insert(4, "range_s", ranges)
+    unused = [p for p in ("profiled_s", "remeasure_s") if not variants[p].any()]
+    variants = variants.drop(columns=["low_s", "high_s", *unused])
+    variants = variants.rename(columns={"reused_unverified": "reused (unverified)"})
+    lines += ["## Per variant", "", ESTIMATE_NOTE, "", to_markdown(shown(variants, {"device_hours": 3})), ""]
+    devices = priced.by_device()
+    if not devices.empty:
+        lines += ["## Device-hours and cost per accelerator type", "",
+                  "Prices from sweep.prices (USD per device-hour; `cpu`: one CPU trial's node).", "",
+                  to_markdown(shown(devices, {"device_hours": 3, "low_hours": 3, "high_hours": 3, "usd_per_hour": 2,
+                                              "cost_usd": 2})), ""]
+    lines += ["## Memory", "", MEMORY_NOTE, "", to_markdown(shown(memory_table(priced.table), {"rss_gb": 2, "cuda_gb": 2})),
+              ""]
+    walls = priced.walls()
+    lines += ["## Wall on the workers", "",
+              f"Workers: {priced.workers.source}. Trials are submitted longest first (LPT); no schedule beats "
+              "max(total / workers, longest trial).", ""]
+    if not walls.empty:
+        lines += [to_markdown(shown(walls)), ""]
+    lines += [f"**Total**: {len(runs)} trial(s), {priced.device_hours:,.3f} device-hours "
+              f"({runs['low_s'].sum() / 3600:,.3f}-{runs['high_s'].sum() / 3600:,.3f}), "
+              + (money(cost) if cost is not None else f"cost n/a (no price for {', '.join(priced.unpriced)})")
+              + f", wall about {duration(wall)} (no schedule beats {duration(bound)}).", ""]
+    refusal = priced.refusal()
+    limits = {k: v for k, v in priced.limits.items() if v is not None}
+    if refusal:
+        lines += [f"A real run would be refused: {refusal}.", ""]
+    elif limits:
+        lines += ["Within " + ", ".join(f"sweep.{k}={v:g}" for k, v in limits.items()) + ".", ""]
+    if priced.notes:
+        lines += ["Assumptions:", ""] + [f"- {note}" for note in priced.notes] + [""]
+    lines.append(f"Planned in {priced.seconds:.2f} s (plan, read the store, fit once, estimate each trial).")
+    return "\n".join(lines) + "\n"
+
+
+def memory_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per variant, the largest estimated peak of its trials (plan.csv has every trial's)."""
+    rows = [{"variant": variant, "trials": len(group), "rss_gb": group["memory_rss_gb"].max(),
+             "cuda_gb": group["memory_cuda_gb"].max()} for variant, group in table.groupby("variant", sort=False)]
+    return pd.DataFrame(rows, columns=["variant", "trials", "rss_gb", "cuda_gb"])
+
+
+def write_plan(priced: Priced, config: dict, out: str | Path = "reports") -> tuple[Path, Path, str]:
+    directory = Path(out) / str(config["sweep"]["name"]).replace("/", "_")
+    directory.mkdir(parents=True, exist_ok=True)
+    text = render(priced, config)
+    csv, md = directory / PLAN_CSV, directory / PLAN_MD
+    priced.table[list(PLAN_COLUMNS)].to_csv(csv, index=False)
+    md.write_text(text)
+    return csv, md, text
+
+
+def plan_metrics(priced: Priced) -> dict[str, float]:
+    """The estimate's totals as the parent run's metrics (the trials this run will run)."""
+    runs = priced.runs
+    wall, bound = priced.wall
+    metrics = {"estimated_s": runs["estimated_s"].sum(), "estimated_low_s": runs["low_s"].sum(),
+               "estimated_high_s": runs["high_s"].sum(), "estimated_in_trial_s": runs["in_trial_s"].sum(),
+               "estimated_wall_s": wall, "estimated_wall_lower_bound_s": bound,
+               "estimated_device_hours": priced.device_hours, "estimated_trials": len(runs)}
+    if priced.cost is not None:
+        metrics["estimated_cost_usd"] = priced.cost
+    return {k: float(v) for k, v in metrics.items()}
