@@ -38,7 +38,7 @@ from sweeps.remeasure import Remeasured, remeasure, stamp
 from sweeps.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from sweeps.settings import local_gpus, prepare_workdir
 from sweeps.space import OutOfSpace, full_line, out_of_space, reason_of, sqlite_path
-from tokengen.contract.fingerprint import revision
+from tokengen.contract.machine.fingerprint import revision
 from tokengen.contract.names import FINISHED, OUT_OF_SPACE
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import SpecError

@@ -12,10 +12,10 @@ from sweep_helpers import ROOT, small_sweep
 from sweeps.fingerprints import local_fingerprints
 from sweeps.journal import Journal, Outbox
 from sweeps.run import plan_sweep, trials_to_run
-from tokengen.contract.fingerprint import as_text, code_hash, facts, fingerprint
+from tokengen.contract.machine.fingerprint import as_text, code_hash, facts, fingerprint
 from tracking.recorder import Recorder
 
-HASH = "from tokengen.contract.fingerprint import code_hash; print(code_hash())"
+HASH = "from tokengen.contract.machine.fingerprint import code_hash; print(code_hash())"
 
 
 def hash_of(copy) -> str:

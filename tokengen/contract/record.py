@@ -128,7 +128,7 @@ class TrialResult:
     env_torch_threads: int | None = _f(TAG)
     env_alloc_conf: str | None = _f(TAG)
     env_visible_devices: str | None = _f(TAG)  # CUDA_VISIBLE_DEVICES in the trial process (Ray's assignment)
-    env_fingerprint: str | None = _f(TAG)  # tokengen.contract.fingerprint: resume reuses a key only where it matches
+    env_fingerprint: str | None = _f(TAG)  # tokengen.contract.machine.fingerprint: resume reuses a key only where it matches
     env_facts: str | None = _f(TAG)  # the fingerprint's facts, `device=...;threads=2;...`, to name a difference
     env_revision: str | None = _f(TAG)  # the checkout's git commit (+dirty): for people, outside the fingerprint
     attempt_id: str | None = _f(TAG)  # one per result the sweep journals: MLflow records each attempt once

@@ -9,8 +9,8 @@ import socket
 import torch
 import transformers
 
-from tokengen.contract.fingerprint import as_text, fingerprint, revision
-from tokengen.contract.fingerprint import facts as fingerprint_facts
+from tokengen.contract.machine.fingerprint import as_text, fingerprint, revision
+from tokengen.contract.machine.fingerprint import facts as fingerprint_facts
 
 # Datasheet memory bandwidth (GB/s): achieved weight streaming is reported against it.
 PEAK_BANDWIDTH_GBS = {
