@@ -36,7 +36,7 @@ from tokengen.contract.declarations import EAGER, declared, load
 from tokengen.contract.names import FAILED, FINISHED
 from tokengen.contract.record import first_line
 from tokengen.measure.interference import GPU_LAUNCHER_ENV
-from tokengen.measure.profiling import resolve_mode
+from tokengen.measure.profiler.run import resolve_mode
 from tokengen.contract.spec import TrialSpec
 from tokengen.contract.rules import problem, resolve
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from mlflow import MlflowClient
 
-from tokengen.contract.fingerprint import as_text
+from tokengen.contract.machine.fingerprint import as_text
 from tokengen.contract.names import TOKENS_FILE
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec

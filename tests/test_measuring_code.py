@@ -14,10 +14,10 @@ from sweeps.delivery.journal import Journal
 from sweeps.delivery.outbox import Outbox
 from sweeps.planning.grid import plan_sweep
 from sweeps.planning.resume import trials_to_run
-from tokengen.contract.fingerprint import as_text, code_hash, facts, fingerprint
+from tokengen.contract.machine.fingerprint import as_text, code_hash, facts, fingerprint
 from tracking.store.recorder import Recorder
 
-HASH = "from tokengen.contract.fingerprint import code_hash; print(code_hash())"
+HASH = "from tokengen.contract.machine.fingerprint import code_hash; print(code_hash())"
 
 
 def hash_of(copy) -> str:

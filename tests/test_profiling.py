@@ -15,9 +15,9 @@ from sweeps.driver import run_sweep
 from sweep_helpers import child_runs, small_sweep
 from tokengen.cli import main
 from tokengen.contract.spec import SpecError
-from tokengen.measure.profiling import strip_option
-from tokengen.measure.profiling import clip_window, nsys_command, nsys_shortfall
-from tokengen.measure.traces import Timeline, derive, from_nsys_sqlite, from_torch_trace
+from tokengen.measure.profiler.run import strip_option
+from tokengen.measure.profiler.run import clip_window, nsys_command, nsys_shortfall
+from tokengen.measure.profiler.traces import Timeline, derive, from_nsys_sqlite, from_torch_trace
 
 # Three steps on the host; GPU work 0-80, 100-180, 200-280 (us): 20 us idle between steps, the
 # host blocked 70 us in each stop check. A second kernel in step 1 is launched late (host ran ahead).

@@ -326,7 +326,7 @@ def test_a_generate_peer_is_judged_like_any_variant_and_ours_are_timed_against_i
 
 def test_a_speedup_over_a_baseline_measured_elsewhere_names_the_difference():
     """Two results of different fingerprints are never divided silently: the row names what differs."""
-    from tokengen.contract.fingerprint import as_text
+    from tokengen.contract.machine.fingerprint import as_text
     import pandas as pd
 
     from tracking.report.figures.baselines import baseline_of

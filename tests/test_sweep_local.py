@@ -117,7 +117,7 @@ def test_secrets_stay_with_the_driver(tmp_path, monkeypatch, fresh_ray):
     """A Ray worker started by the sweep sees no tracking password; a trial's environment has none,
     and keeps its PATH and its GPU."""
     from sweeps.execution.schedule import connect
-    from tokengen.contract.process_env import trial_environment
+    from tokengen.contract.machine.process_env import trial_environment
 
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "hunter2")
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")

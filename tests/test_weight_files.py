@@ -16,7 +16,7 @@ from sweeps.driver import run_sweep
 from tokengen.cli import main as cli_main
 from tokengen.contract.models import model_facts
 from tokengen.contract.spec import SpecError
-from tokengen.decode.models import build_model
+from tokengen.decode.models import build_model, load_config
 
 FIX = "save the model again with save_pretrained(), or copy the file again in full"
 
@@ -63,6 +63,17 @@ def test_a_damaged_weights_file_is_named_with_the_fix(saved, tmp_path, how, says
 
 def test_a_whole_checkpoint_passes(saved):
     assert model_facts(str(saved)).vocab_size == 50257
+
+
+def test_loading_the_config_asks_the_contracts_check(saved, tmp_path):
+    """tokengen.decode.models.load_config judges a checkpoint by the contract's check, not a copy of it."""
+    path, _, _ = damaged(saved, tmp_path, "trailing")
+    with pytest.raises(SpecError) as by_the_contract:
+        model_facts(str(path))
+    with pytest.raises(SpecError) as by_the_loader:
+        load_config(str(path))
+    assert str(by_the_loader.value) == str(by_the_contract.value)
+    assert load_config(str(saved)).vocab_size == 50257
 
 
 def test_python_m_tokengen_exits_2_before_building_the_model(saved, tmp_path, capsys):

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         print("variants:", ", ".join(VARIANTS))
         print("models:  ", ", ".join(PRESET_FACTS), "or a local directory")
         return 0
-    from tokengen.measure.profiling import resolve_mode
+    from tokengen.measure.profiler.run import resolve_mode
     from tokengen.contract.rules import check_runnable, resolve
 
     try:
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     spec = dataclasses.replace(spec, profile=resolve_mode(spec.profile, spec.device))  # auto, on this machine
 
-    from tokengen.measure.profiling import UNDER_NSYS, run_under_nsys
+    from tokengen.measure.profiler.run import UNDER_NSYS, run_under_nsys
 
     if spec.profile == "nsys" and os.environ.get(UNDER_NSYS) != "1":
         return run_under_nsys(list(sys.argv[1:] if argv is None else argv), Path(profile_dir), json_path)

@@ -19,7 +19,7 @@ from sweeps.execution.schedule import ClusterError, ScheduleSettings, check_clus
 from sweeps.execution.space import OutOfSpace
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.planning.settings import local_gpus
-from tokengen.contract.fingerprint import revision
+from tokengen.contract.machine.fingerprint import revision
 from tokengen.contract.names import FINISHED, OUT_OF_SPACE
 
 

@@ -27,7 +27,7 @@ from sweeps.execution.space import full_line, out_of_space, reason_of
 from sweeps.execution.task import trial_task
 from sweeps.execution.trial_process import complete_record, failure
 from tokengen.contract.names import OUT_OF_SPACE
-from tokengen.contract.process_env import SECRETS
+from tokengen.contract.machine.process_env import SECRETS
 from tokengen.contract.record import first_line, plain
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from sweeps.execution.space import free_bytes, full_line, out_of_space
 from tokengen.contract.names import (ARTIFACT_FILES, DEADLINE_ENV, FAILED, FAILURE_FILE, OUT_OF_SPACE, RESULT_FILE,
                                      TOKENS_FILE, TRIAL_LOG)
-from tokengen.contract.process_env import trial_environment
+from tokengen.contract.machine.process_env import trial_environment
 from tokengen.contract.record import first_line
 
 PRELOAD = ["tokengen.measure.trial", "transformers.models.gpt2.modeling_gpt2",
@@ -222,7 +222,7 @@ def _run(request: TrialRequest) -> dict:
     import torch
 
     from tokengen.contract.rules import resolve
-    from tokengen.measure.profiling import UNDER_NSYS, nsys_shortfall, resolve_mode, run_under_nsys
+    from tokengen.measure.profiler.run import UNDER_NSYS, nsys_shortfall, resolve_mode, run_under_nsys
     from tokengen.measure.trial import run_trial
 
     if request.threads:

@@ -1,7 +1,7 @@
 """The environment fingerprint each planned trial would be measured with, learned before scheduling.
 
 Resume reuses a finished key only where the fingerprint it finished with is one a node that may run
-it gives now (tokengen/contract/fingerprint.py): another thread count, torch, GPU, driver, measuring
+it gives now (tokengen/contract/machine/fingerprint.py): another thread count, torch, GPU, driver, measuring
 code or checkpoint measures again, and the facts beside each fingerprint name what differs. A local
 Ray's node is this machine, read here without starting Ray; a cluster's nodes each answer for
 themselves through a small task pinned to them.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from sweeps.planning.grid import PlannedTrial
-from tokengen.contract.fingerprint import as_text, differences, facts, fingerprint, from_text
+from tokengen.contract.machine.fingerprint import as_text, differences, facts, fingerprint, from_text
 
 
 def trial_threads(trial: PlannedTrial, cpus_per_trial: int | None, node_cpus: int) -> int:
@@ -65,7 +65,7 @@ def _may_run(trial: PlannedTrial, resources: dict) -> bool:
 
 def environment_change(trials: list[PlannedTrial], finished: dict, expected: dict) -> str:
     """What differs between where the trials finished and where they would run now, as `code 1a.. vs 2b..;
-    threads 1 vs 2`, each difference once (tokengen/contract/fingerprint.py names them)."""
+    threads 1 vs 2`, each difference once (tokengen/contract/machine/fingerprint.py names them)."""
     named: dict[str, None] = {}
     for trial in trials:
         now = [from_text(text) for text in expected.get(trial.key, {}).values()]

@@ -1,9 +1,12 @@
-"""What the planner knows of a model without building it: its positions, its EOS and BOS ids.
+"""What the planner knows of a model without building it: its positions, its EOS and BOS ids, and
+for a preset its shape; and whether a local checkpoint is one at all.
 
-Torch-free and transformers-free (transformers' config classes import torch): a preset's facts are
-declared here beside its name, and a local checkpoint's are read from its config.json as JSON.
-tokengen.decode.models builds the configs and the weights; tests/test_models.py proves that each
-preset's facts here equal its built config's. Nothing here reaches a hub.
+Torch-free and transformers-free (transformers' config classes import torch): a preset's shape and
+ids are declared here once, beside its name, and a local checkpoint's facts are read from its
+config.json as JSON. tokengen.decode.models builds the presets' configs from the same entries (and
+checks a local checkpoint with `model_facts` too); sweeps/estimate/shapes.py sizes the presets by
+them; tests/test_models.py proves that each preset's facts here equal its built config's. Nothing
+here reaches a hub.
 """
 
 from __future__ import annotations
@@ -27,27 +30,64 @@ class ModelFacts:
     vocab_size: int
 
 
-_GPT2 = ModelFacts(positions=1024, eos_ids=(50256,), vocab_size=50257)
-PRESET_FACTS: dict[str, ModelFacts] = {
-    "tiny": _GPT2,  # GPT-2 shaped, 2 layers of 128: small enough for a 2-core CI
-    "gpt2": _GPT2,  # the article's model (124M)
-    "gpt2-medium": _GPT2,
-    "gpt2-large": _GPT2,
-    "gpt2-xl": _GPT2,
-    "llama-tiny": ModelFacts(positions=2048, eos_ids=(2,), vocab_size=32000),
-    "llama-1b": ModelFacts(positions=131072, eos_ids=(128001,), vocab_size=128256),  # shaped like Llama-3.2-1B
+@dataclass(frozen=True)
+class Preset:
+    """A preset model's architecture, sizes and ids, declared once: tokengen.decode.models builds its
+    transformers config from them and sweeps/estimate/shapes.py sizes a decode step by them."""
+
+    arch: str  # gpt2 | llama: the transformers config that builds it
+    layers: int
+    hidden: int
+    heads: int  # attention (query) heads
+    kv_heads: int  # key/value heads: fewer than `heads` under grouped-query attention
+    intermediate: int  # the MLP's width
+    vocab: int
+    positions: int  # the most positions the model embeds
+    tied: bool  # the LM head shares the embedding's weights
+    bos_id: int
+    eos_ids: tuple[int, ...]  # ids that end a sequence; the first pads
+    rope_theta: float | None = None  # llama: RoPE's base; None: LlamaConfig's default
+
+    @property
+    def kv_dim(self) -> int:
+        """Key/value width per layer: kv heads x head width."""
+        return self.kv_heads * (self.hidden // self.heads)
+
+
+def _gpt2(layers: int, hidden: int, heads: int) -> Preset:
+    """GPT-2's family: 50257 ids, 1024 positions, an MLP 4x wide, the head tied, <|endoftext|> both ends."""
+    return Preset("gpt2", layers, hidden, heads, heads, 4 * hidden, vocab=50257, positions=1024, tied=True,
+                  bos_id=50256, eos_ids=(50256,))
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": _gpt2(2, 128, 4),  # GPT-2 shaped, 2 layers of 128: small enough for a 2-core CI
+    "gpt2": _gpt2(12, 768, 12),  # the article's model (124M)
+    "gpt2-medium": _gpt2(24, 1024, 16),
+    "gpt2-large": _gpt2(36, 1280, 20),
+    "gpt2-xl": _gpt2(48, 1600, 25),
+    # Llama-style (RoPE, RMSNorm, SwiGLU, grouped-query attention), tiny for tests: LlamaConfig's ids, untied
+    "llama-tiny": Preset("llama", layers=2, hidden=128, heads=4, kv_heads=2, intermediate=352, vocab=32000,
+                         positions=2048, tied=False, bos_id=1, eos_ids=(2,)),
+    # shaped like Llama-3.2-1B (1.2B parameters)
+    "llama-1b": Preset("llama", layers=16, hidden=2048, heads=32, kv_heads=8, intermediate=8192, vocab=128256,
+                       positions=131072, tied=True, bos_id=128000, eos_ids=(128001,), rope_theta=500000.0),
 }
-"""The model presets by name (their configs: tokengen.decode.models.MODELS)."""
+"""The model presets by name (their transformers configs: tokengen.decode.models.MODELS)."""
+
+PRESET_FACTS: dict[str, ModelFacts] = {
+    name: ModelFacts(positions=p.positions, eos_ids=p.eos_ids, vocab_size=p.vocab) for name, p in PRESETS.items()
+}
+"""What the planner asks of each preset, read from PRESETS."""
 
 
 def is_local_path(model: str) -> bool:
     return model not in PRESET_FACTS and (os.sep in model or model.startswith(".") or Path(model).exists())
 
 
-def model_facts(model: str) -> ModelFacts:
-    """A preset's facts, or a local checkpoint's from its config.json; SpecError naming the fix."""
-    if model in PRESET_FACTS:
-        return PRESET_FACTS[model]
+def checkpoint_dir(model: str) -> Path:
+    """A local checkpoint's directory, once it is one: SpecError naming the fix for a name that is
+    neither a preset nor a path, or a directory without config.json."""
     if not is_local_path(model):
         raise SpecError(
             f"unknown model {model!r}: use one of {', '.join(PRESET_FACTS)} or a local directory of a causal LM"
@@ -55,6 +95,15 @@ def model_facts(model: str) -> ModelFacts:
     path = Path(model)
     if not (path / "config.json").is_file():
         raise SpecError(f"model path {model!r} has no config.json: give a directory saved with save_pretrained()")
+    return path
+
+
+def model_facts(model: str) -> ModelFacts:
+    """A preset's facts, or a local checkpoint's from its config.json once its weights are there and
+    whole (tokengen.decode.models.load_config asks this too); SpecError naming the fix."""
+    if model in PRESET_FACTS:
+        return PRESET_FACTS[model]
+    path = checkpoint_dir(model)
     try:
         config = json.loads((path / "config.json").read_text())
         config = config.get("text_config") or config

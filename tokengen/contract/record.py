@@ -6,13 +6,16 @@ role says where a field lives in MLflow: a `metric` (a number, comparable across
 which a search returns), a `tag` (text: statuses, checksums, machine
 facts), a `param` (set by the sweep: the pinned GPU type), or `record` (kept in the run's
 result.json only). The CLI's JSON, the recorder, the report's reader, the terminal table and the
-tests all derive from this class, so a field renamed here is renamed, or fails, everywhere.
-Torch-free: the sweep driver and the report import it without torch.
+tests all derive from this class, so a field renamed here is renamed, or fails, everywhere. A result
+saves itself to a dict and to JSON and builds itself back from either, or from a trial's result.json
+(`from_dict`, `from_json`): the same object, a NaN read back equal to the NaN it was. Torch-free: the
+sweep driver and the report import it without torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 import typing
@@ -128,7 +131,7 @@ class TrialResult:
     env_torch_threads: int | None = _f(TAG)
     env_alloc_conf: str | None = _f(TAG)
     env_visible_devices: str | None = _f(TAG)  # CUDA_VISIBLE_DEVICES in the trial process (Ray's assignment)
-    env_fingerprint: str | None = _f(TAG)  # tokengen.contract.fingerprint: resume reuses a key only where it matches
+    env_fingerprint: str | None = _f(TAG)  # contract.machine.fingerprint: resume reuses a key only where it matches
     env_facts: str | None = _f(TAG)  # the fingerprint's facts, `device=...;threads=2;...`, to name a difference
     env_revision: str | None = _f(TAG)  # the checkout's git commit (+dirty): for people, outside the fingerprint
     attempt_id: str | None = _f(TAG)  # one per result the sweep journals: MLflow records each attempt once
@@ -141,6 +144,39 @@ class TrialResult:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, record: dict) -> TrialResult:
+        """The result a record holds: this class's own dict, or the flat record (make_record, result.json)
+        whose spec fields sit beside the result's; a field it leaves out takes its default. TypeError
+        names a field that neither the spec nor the result declares, as make_record does."""
+        undeclared = unknown_fields(record)
+        if undeclared:
+            raise TypeError(f"TrialResult.from_dict: fields neither the spec nor the result declares: {undeclared}")
+        return cls(**{name: record[name] for name in RESULT_FIELDS if name in record})
+
+    def to_json(self) -> str:
+        """The result as JSON; a NaN stays NaN (Python's json writes and reads it)."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrialResult:
+        """The result of a JSON record: to_json's, or a flat record's such as a trial's result.json."""
+        return cls.from_dict(json.loads(text))
+
+    def __eq__(self, other) -> bool:
+        """Field by field, a NaN equal to a NaN: a figure not measured is the same record read back."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(_same(getattr(self, name), getattr(other, name)) for name in RESULT_FIELDS)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return a == b
 
 
 RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(TrialResult))

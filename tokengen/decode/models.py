@@ -7,51 +7,43 @@ tokengen.contract.models.
 
 from __future__ import annotations
 
-from pathlib import Path
+import functools
 from typing import Callable
 
 import torch
 from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 
-from tokengen.contract.models import is_local_path
+from tokengen.contract.models import PRESETS, Preset, checkpoint_dir, model_facts
 from tokengen.contract.spec import SpecError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
+def preset_config(preset: Preset) -> PretrainedConfig:
+    """A preset's transformers config, built from its declared facts (tokengen.contract.models.PRESETS)."""
+    eos = preset.eos_ids[0] if len(preset.eos_ids) == 1 else list(preset.eos_ids)
+    ids = dict(bos_token_id=preset.bos_id, eos_token_id=eos, tie_word_embeddings=preset.tied)
+    if preset.arch == "gpt2":
+        return GPT2Config(n_layer=preset.layers, n_head=preset.heads, n_embd=preset.hidden,
+                          n_inner=preset.intermediate, vocab_size=preset.vocab, n_positions=preset.positions, **ids)
+    rope = {} if preset.rope_theta is None else {"rope_theta": preset.rope_theta}
+    return LlamaConfig(hidden_size=preset.hidden, intermediate_size=preset.intermediate,
+                       num_hidden_layers=preset.layers, num_attention_heads=preset.heads,
+                       num_key_value_heads=preset.kv_heads, vocab_size=preset.vocab,
+                       max_position_embeddings=preset.positions, **rope, **ids)
+
+
 MODELS: dict[str, Callable[[], PretrainedConfig]] = {
-    # small enough for a 2-core CI: every test runs on it
-    "tiny": lambda: GPT2Config(n_layer=2, n_head=4, n_embd=128),
-    # the article's model (124M)
-    "gpt2": lambda: GPT2Config(),
-    "gpt2-medium": lambda: GPT2Config(n_layer=24, n_head=16, n_embd=1024),
-    "gpt2-large": lambda: GPT2Config(n_layer=36, n_head=20, n_embd=1280),
-    "gpt2-xl": lambda: GPT2Config(n_layer=48, n_head=25, n_embd=1600),
-    # Llama-style (RoPE, RMSNorm, SwiGLU, grouped-query attention), tiny for tests
-    "llama-tiny": lambda: LlamaConfig(
-        hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=32000, max_position_embeddings=2048,
-    ),
-    # shaped like Llama-3.2-1B (1.2B parameters)
-    "llama-1b": lambda: LlamaConfig(
-        hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-        num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072,
-        rope_theta=500000.0, tie_word_embeddings=True, bos_token_id=128000, eos_token_id=128001,
-    ),
+    name: functools.partial(preset_config, preset) for name, preset in PRESETS.items()
 }
-"""Preset name -> its config (their facts for the planner: tokengen.contract.models.PRESET_FACTS)."""
+"""Preset name -> its config (their facts: tokengen.contract.models.PRESETS)."""
 
 
 def load_config(model: str) -> PretrainedConfig:
-    """The model's config, checked to be a causal LM; raises SpecError naming the fix."""
+    """The model's config, checked to be a causal LM whose weights are there and whole (the contract's
+    check, tokengen.contract.models.model_facts, and transformers' own reading); SpecError naming the fix."""
     if model in MODELS:
         return MODELS[model]()
-    if not is_local_path(model):
-        raise SpecError(
-            f"unknown model {model!r}: use one of {', '.join(MODELS)} or a local directory of a causal LM"
-        )
-    path = Path(model)
-    if not (path / "config.json").is_file():
-        raise SpecError(f"model path {model!r} has no config.json: give a directory saved with save_pretrained()")
+    path = checkpoint_dir(model)
     from transformers import AutoConfig
 
     try:
@@ -62,8 +54,7 @@ def load_config(model: str) -> PretrainedConfig:
         raise SpecError(
             f"model path {model!r} is not a causal LM (model_type={config.model_type!r}): give a decoder checkpoint"
         )
-    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
-        raise SpecError(f"model path {model!r} has no weights (*.safetensors or *.bin): save the model there too")
+    model_facts(model)  # the weights: there, and whole
     return config
 
 

@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from tokengen.contract.process_env import ALLOC_VARS, trial_environment
+from tokengen.contract.machine.process_env import ALLOC_VARS, trial_environment
 
 
 def set_allocator(allocator: str, device: str) -> None:

@@ -9,29 +9,16 @@ import socket
 import torch
 import transformers
 
-from tokengen.contract.fingerprint import as_text, fingerprint, revision
-from tokengen.contract.fingerprint import facts as fingerprint_facts
-
-# Datasheet memory bandwidth (GB/s): achieved weight streaming is reported against it.
-PEAK_BANDWIDTH_GBS = {
-    "L40S": 864.0,
-    "A100-SXM4-80GB": 2039.0,
-    "A100 80GB": 2039.0,
-    "H100": 3350.0,  # SXM
-    "H100 PCIe": 2000.0,
-    "H100 NVL": 3900.0,
-    "H200": 4800.0,
-    "GH200": 4000.0,
-}
+from tokengen.contract.machine.fingerprint import as_text, fingerprint, revision
+from tokengen.contract.machine.fingerprint import facts as fingerprint_facts
+from tokengen.contract.machine.gpus import gpu_of
 
 
 def peak_bandwidth_gbs(gpu_name: str | None) -> float | None:
-    if not gpu_name:
-        return None
-    for marker, gbs in sorted(PEAK_BANDWIDTH_GBS.items(), key=lambda kv: -len(kv[0])):
-        if marker.lower() in gpu_name.lower():
-            return gbs
-    return None
+    """The datasheet memory bandwidth of a GPU named as CUDA names it (tokengen/contract/machine/gpus.py):
+    achieved weight streaming is reported against it; None for no GPU or one the table lacks."""
+    gpu = gpu_of(gpu_name)
+    return gpu.bandwidth_gbs if gpu else None
 
 
 def cuda_driver_version() -> str | None:

@@ -40,7 +40,7 @@ from tokengen.measure.checksum import tokens_array, tokens_sha256
 from tokengen.measure.energy import EnergyMeter, nvml_device_handle
 from tokengen.measure.environment import environment, peak_bandwidth_gbs
 from tokengen.measure.interference import CONTENDED, Watch, record_fields, verdict
-from tokengen.measure.profiling import profile_run
+from tokengen.measure.profiler.run import profile_run
 from tokengen.measure.run_count import AUTO, RunPolicy, run_until_sure, warm_until_settled
 
 AUTO_MAX_WARMUP = 5  # runs=auto: warmup runs at most, the first (compile) included

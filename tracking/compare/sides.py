@@ -3,7 +3,7 @@ and what differs between them, said before any number.
 
 A ratio of two sweeps' runtimes is the change of everything that differed between them: the GPU,
 the driver, torch, the thread count, the code, and how each was measured. The fingerprint every
-record carries (tokengen/contract/fingerprint.py) names the environment; the spec's measurement
+record carries (tokengen/contract/machine/fingerprint.py) names the environment; the spec's measurement
 fields and the sweep's own settings name the rest, so the comparison can say what moved before it
 says by how much.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 
 import pandas as pd
 
-from tokengen.contract.fingerprint import FACTS, from_text
+from tokengen.contract.machine.fingerprint import FACTS, from_text
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line as one_line
 from tokengen.contract.spec import AUTO_RUNS, MEASUREMENT, TrialSpec

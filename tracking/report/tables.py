@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tokengen.contract.fingerprint import differences, from_text
+from tokengen.contract.machine.fingerprint import differences, from_text
 from tokengen.contract.names import FINISHED
 from tokengen.contract.declarations import BOUND, LAGGED, PEER, REFERENCE, in_family
 from tokengen.contract.variants import VARIANTS
@@ -73,7 +73,7 @@ def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None,
 
 def env_vs_baseline(frame: pd.DataFrame, base: pd.Series) -> list[str]:
     """What differs between where each trial and its baseline were measured (their fingerprints'
-    facts, tokengen/contract/fingerprint.py): '' where nothing does or the facts are unknown. A speedup
+    facts, tokengen/contract/machine/fingerprint.py): '' where nothing does or the facts are unknown. A speedup
     over a baseline measured with other threads, versions, device or checkpoint is not a speedup of
     the variant alone, so the report names the difference beside it."""
     facts = frame["env_facts"] if "env_facts" in frame else pd.Series(None, index=frame.index, dtype=object)

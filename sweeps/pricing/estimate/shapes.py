@@ -1,8 +1,8 @@
 """Model sizes: what one decode step reads and computes, from layer counts and widths alone.
 
-The presets' shapes are copied from tokengen/models.py (not imported: that would pull in torch and
-transformers); a local checkpoint is sized from its config.json. Parameter counts are exact for the
-presets (gpt2 124,439,808; llama-1b 1,235,814,400) and are checked by the tests.
+The presets' shapes are the contract's (tokengen/contract/models.py: PRESETS, torch-free, the facts
+their configs are built from); a local checkpoint is sized from its config.json. Parameter counts are
+exact for the presets (gpt2 124,439,808; llama-1b 1,235,814,400) and are checked by the tests.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from tokengen.contract.models import PRESETS
 
 
 @dataclass(frozen=True)
@@ -62,13 +64,8 @@ def llama_shape(hidden: int, intermediate: int, layers: int, heads: int, kv_head
 
 
 PRESET_SHAPES: dict[str, ModelShape] = {
-    "tiny": gpt2_shape(2, 128),
-    "gpt2": gpt2_shape(12, 768),
-    "gpt2-medium": gpt2_shape(24, 1024),
-    "gpt2-large": gpt2_shape(36, 1280),
-    "gpt2-xl": gpt2_shape(48, 1600),
-    "llama-tiny": llama_shape(128, 352, 2, 4, 2, 32000, 2048, tied=False),  # LlamaConfig's default: untied
-    "llama-1b": llama_shape(2048, 8192, 16, 32, 8, 128256, 131072, tied=True),
+    name: ModelShape(p.arch, p.layers, p.hidden, p.vocab, p.positions, p.intermediate, p.kv_dim, p.tied)
+    for name, p in PRESETS.items()
 }
 
 

@@ -1,8 +1,7 @@
 """A trial's fields as the cost model reads them: defaults, counts of runs and steps, its family.
 
-The defaults mirror tokengen.spec.TrialSpec as of this writing, the knobs' from their declarations
-(tokengen.contract.declarations, torch-free like the cost model); a trial dict that names every field
-(as a sweep's plan does) never reaches them.
+The defaults are tokengen.contract.spec.TrialSpec's (torch-free like the cost model), for the fields
+the cost model reads; a trial dict that names every field (as a sweep's plan does) never reaches them.
 """
 
 from __future__ import annotations
@@ -10,16 +9,19 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from tokengen.contract.declarations import EAGER, KNOBS, RECOMPUTE, declared, in_family, plain
+from tokengen.contract.declarations import EAGER, RECOMPUTE, declared, in_family
+from tokengen.contract.spec import KNOBS, TrialSpec
 
+FIELDS_READ = ("model", "dtype", "device", "batch_size", "max_seqlen", "prompt_len", *KNOBS, "requests", "warmup",
+               "runs", "profile", "variant", "accelerator_type", "matmul_precision", "stop", "min_runs", "max_runs")
+"""The fields the cost model reads of a trial; a history row lacking another is not taken for a default."""
+_SPEC = TrialSpec()
 DEFAULTS: dict = {
-    "model": "gpt2", "dtype": "float32", "device": "cpu", "batch_size": 32, "max_seqlen": 100,
-    "prompt_len": 1, **{knob: plain(knob).name for knob in KNOBS},
-    "requests": 0, "warmup": 1, "runs": 10, "profile": "off", "variant": None,
-    "accelerator_type": None, "matmul_precision": "highest", "stop": "never",
-    # runs=auto (stored as 0, tokengen/measure/run_count.py RunPolicy): timed runs between these
-    "min_runs": 3, "max_runs": 20,
+    **{name: getattr(_SPEC, name, None) for name in FIELDS_READ},
+    "variant": None,  # unnamed: variant_family names the trial by its knobs, not as the spec's baseline
 }
+"""Each read field's default (accelerator_type, no spec field, has none); runs=auto (stored as 0,
+tokengen/measure/run_count.py RunPolicy) times between min_runs and max_runs."""
 
 INSTRUMENTED_RUNS = 1
 """benchmark.run_trial always runs the generator once more with a per-step timer (ttft_s, step latencies)."""

@@ -115,7 +115,7 @@ def run_under_nsys(argv: list[str], profile_dir: Path, json_path: str | None) ->
     """Run this same command again under `nsys profile`, then fold the report's metrics into the record."""
     import subprocess
 
-    from tokengen.measure.traces import derive, from_nsys_sqlite
+    from tokengen.measure.profiler.traces import derive, from_nsys_sqlite
 
     profile_dir.mkdir(parents=True, exist_ok=True)
     record_path = Path(json_path) if json_path and json_path != "-" else profile_dir / RESULT_FILE
@@ -183,7 +183,7 @@ def profile_run(generate, spec, out_dir: Path) -> dict:
                 "host_sync_us_per_step": None, "profiled_steps": 0}
     if spec.profile != "torch":
         return {"profile_window": f"{run.start}-{run.stop}"}
-    from tokengen.measure.traces import derive, from_torch_trace
+    from tokengen.measure.profiler.traces import derive, from_torch_trace
 
     return {**derive(from_torch_trace(run.trace_path)), "profile_window": f"{run.start}-{run.stop}",
             "profile_trace": TORCH_TRACE}
