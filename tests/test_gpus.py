@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeps.estimate import hardware
+from sweeps.pricing.estimate import hardware
 from tokengen.contract.machine.gpus import GPUS, gpu_kind
 from tokengen.measure.environment import peak_bandwidth_gbs
 

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from sweeps import trial_process
+from sweeps.execution import trial_process
 from tokengen.contract.names import FAILED, FINISHED, RESULT_FILE
 from tokengen.contract.record import RESULT_FIELDS, TrialResult, base_type, make_record
 from tokengen.contract.rules import resolve

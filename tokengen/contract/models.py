@@ -4,7 +4,7 @@ for a preset its shape; and whether a local checkpoint is one at all.
 Torch-free and transformers-free (transformers' config classes import torch): a preset's shape and
 ids are declared here once, beside its name, and a local checkpoint's facts are read from its
 config.json as JSON. tokengen.decode.models builds the presets' configs from the same entries (and
-checks a local checkpoint with `model_facts` too); sweeps/estimate/shapes.py sizes the presets by
+checks a local checkpoint with `model_facts` too); sweeps/pricing/estimate/shapes.py sizes the presets by
 them; tests/test_models.py proves that each preset's facts here equal its built config's. Nothing
 here reaches a hub.
 """
@@ -33,7 +33,7 @@ class ModelFacts:
 @dataclass(frozen=True)
 class Preset:
     """A preset model's architecture, sizes and ids, declared once: tokengen.decode.models builds its
-    transformers config from them and sweeps/estimate/shapes.py sizes a decode step by them."""
+    transformers config from them and sweeps/pricing/estimate/shapes.py sizes a decode step by them."""
 
     arch: str  # gpt2 | llama: the transformers config that builds it
     layers: int

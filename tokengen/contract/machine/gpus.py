@@ -1,6 +1,6 @@
 """What each GPU type can do, one entry per type: the datasheet table every part of the project reads.
 
-The cost model's prior prices a step by its bandwidth and peaks (sweeps/estimate/hardware.py), and a
+The cost model's prior prices a step by its bandwidth and peaks (sweeps/pricing/estimate/hardware.py), and a
 trial reports its achieved weight streaming against the bandwidth (tokengen/measure/environment.py).
 Torch-free, so the sweep's driver and the trial name a GPU the same way: `gpu_kind` maps a name as
 CUDA (env_gpu_name) or Ray (accelerator_type) spells it to its entry.
