@@ -121,17 +121,17 @@ def test_figures_are_written_in_one_batch_per_run(store, tmp_path):
             return getattr(self.client, name)
 
     runs = load_sweep(store.uri, "tokengen", "s")
-    from tracking.report import tables
+    from tracking.report import comparison
 
-    frame, _ = tables.prepare(runs.trials, None, runs.client)
+    frame, _ = comparison.prepare(runs.trials, None, runs.client)
     client = Counting(store.client)
     other = "0" * 32  # as if another sweep's report used these runs: a first build for it
-    written = derived.write_back(client, store.uri, store.experiment_id, "other", other, figures(frame, tables.REPORT_MATCH))
+    written = derived.write_back(client, store.uri, store.experiment_id, "other", other, figures(frame, comparison.REPORT_MATCH))
     assert written == len(calls) == 8 and len({c[0] for c in calls}) == 8  # one call per run, not per figure
     kv = store.ids[("kv_cache", 2, 8)]
     assert [c[1:] for c in calls if c[0] == kv] == [(3, 4)]  # speedup, low, high; verdict, compared, baseline, mark
     calls.clear()
-    assert derived.write_back(client, store.uri, store.experiment_id, "other", other, figures(frame, tables.REPORT_MATCH)) == 0
+    assert derived.write_back(client, store.uri, store.experiment_id, "other", other, figures(frame, comparison.REPORT_MATCH)) == 0
     assert calls == []  # nothing changed: nothing written
 
 

@@ -24,8 +24,9 @@ from tokengen.contract.declarations import LAGGED, in_family
 from tokengen.contract.variants import VARIANTS, label_for
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
-from tracking.report import tables
-from tracking.store.recorder import Recorder, params_of, tags_of
+from tracking.report import comparison, tables
+from tracking.store.recorder import Recorder
+from tracking.store.runs import params_of, tags_of
 from tracking.report.build import build_report
 from tracking.report.__main__ import main
 from tracking.store.reading import add_outside_baselines, fill_error_messages, load_sweep
@@ -146,10 +147,10 @@ def store(tmp_path_factory) -> Store:
 def prepared(store):
     runs = load_sweep(store.uri, "tokengen", None)
     fill_error_messages(runs.client, runs.trials)
-    assert tables.lacks_baselines(runs.trials)
+    assert comparison.lacks_baselines(runs.trials)
     add_outside_baselines(runs)
     assert runs.config["sweep"]["prices"] == PRICES  # read back from the sweep's saved configuration
-    frame, downloads = tables.prepare(runs.trials, runs.outside_baselines, runs.client, runs.config["sweep"]["prices"])
+    frame, downloads = comparison.prepare(runs.trials, runs.outside_baselines, runs.client, runs.config["sweep"]["prices"])
     return runs, frame.set_index("run_id", drop=False), downloads
 
 
@@ -311,9 +312,9 @@ def test_cost_per_million_useful_tokens_from_the_sweeps_prices(prepared, store):
 
 
 def test_prices_match_gpu_names_and_cpu():
-    assert tables.price_of(PRICES, "NVIDIA H100 80GB HBM3", "cuda") == 4.0
-    assert tables.price_of(PRICES, None, "cpu") == 0.1
-    assert math.isnan(tables.price_of(PRICES, "NVIDIA A10G", "cuda"))
+    assert comparison.price_of(PRICES, "NVIDIA H100 80GB HBM3", "cuda") == 4.0
+    assert comparison.price_of(PRICES, None, "cpu") == 0.1
+    assert math.isnan(comparison.price_of(PRICES, "NVIDIA A10G", "cuda"))
 
 
 def test_a_generate_peer_is_judged_like_any_variant_and_ours_are_timed_against_it(prepared, store):
@@ -330,7 +331,7 @@ def test_a_speedup_over_a_baseline_measured_elsewhere_names_the_difference():
     import pandas as pd
 
     from tracking.report.figures.baselines import baseline_of
-    from tracking.report.tables import REPORT_MATCH, env_vs_baseline
+    from tracking.report.comparison import REPORT_MATCH, env_vs_baseline
 
     facts = {"device": "cpu X", "torch": "2.13.0", "transformers": "5.24.0", "driver": None, "threads": 2,
              "project": "0.1.0", "code": "c0de", "model_files": "preset"}
@@ -360,7 +361,7 @@ def test_every_declared_check_has_its_rows_in_tables_d_and_e(tmp_path):
     for i, (check, name) in enumerate(zip(lagged, names)):
         s.trial(check, name, runtime=0.1 - 0.001 * i, tokens=B8)
     runs = load_sweep(s.uri, "tokengen", None)
-    frame, _ = tables.prepare(runs.trials, runs.outside_baselines, runs.client, PRICES)
+    frame, _ = comparison.prepare(runs.trials, runs.outside_baselines, runs.client, PRICES)
     gains = {r.variant: r.gain_pct for r in tables.pipelining_table(frame).itertuples()}
     assert gains == {name: pytest.approx(100 * (0.02 + 0.001 * i) / 0.12) for i, name in enumerate(names)}
     bounded = set(tables.nocheck_table(frame)["variant"])

@@ -266,7 +266,7 @@ def test_a_request_trial_records_its_figures(variant):
 def test_the_report_pairs_static_continuous_and_the_peer_per_workload(tmp_path):
     """Written through the sweep's Recorder and read back as the report reads a sweep."""
     from tokengen.contract.record import make_record
-    from tracking.report import tables
+    from tracking.report import comparison
     from tracking.store.recorder import Recorder
     from tracking.store.reading import load_sweep
     from tracking.report.serving_table import serving_table
@@ -285,7 +285,7 @@ def test_the_report_pairs_static_continuous_and_the_peer_per_workload(tmp_path):
                              request_latency_p50_s=runtime / 2, request_latency_p90_s=runtime, tokens_sha256=tokens)
         recorder.record_trial(record)
     runs = load_sweep(uri, "tokengen", "serve")
-    frame, _ = tables.prepare(runs.trials, None, runs.client, {})
+    frame, _ = comparison.prepare(runs.trials, None, runs.client, {})
     table = serving_table(frame).set_index("variant")
     assert list(table.index) == ["static_cache", "static_cache_continuous", "hf_generate_batch"]
     assert table["vs_static"].tolist() == pytest.approx([1.0, 2.0, 1.6])

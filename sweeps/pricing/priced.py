@@ -13,6 +13,7 @@ import pandas as pd
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.pricing.estimate import makespan
 from sweeps.pricing.workers import CPU, Workers
+from tokengen.contract.machine.gpus import price_per_hour
 from tokengen.contract.spec import SPEC_FIELDS
 from tracking.store.history import History
 
@@ -26,17 +27,6 @@ PLAN_COLUMNS = ("order", "key", *SPEC_FIELDS, "accelerator_type", "action", "dev
 PARTS = ("warmup_s", "timed_s", "instrumented_s", "profiled_s", "compile_s", "build_s", "harness_s", "remeasure_s",
          "start_s")
 """Where a trial's estimated seconds go; they add up to estimated_s."""
-
-
-def price_for(prices: dict, device: str) -> float | None:
-    """USD per hour for a device type: its own key, else the longest key its name contains (H100 in
-    'H100 PCIe'), as the report's cost column reads sweep.prices; None if none."""
-    if device in prices:
-        return float(prices[device])
-    for name in sorted(prices, key=len, reverse=True):
-        if name != CPU and name.lower() in device.lower():
-            return float(prices[name])
-    return None
 
 
 @dataclass
@@ -85,7 +75,7 @@ class Priced:
     def by_device(self) -> pd.DataFrame:
         rows = []
         for device, group in self.runs.groupby("device_type", sort=True):
-            price = price_for(self.prices, device)
+            price = price_per_hour(self.prices, device)
             hours = group[["estimated_s", "low_s", "high_s"]].sum() / 3600
             rows.append({"device": device, "trials": len(group), "device_hours": hours["estimated_s"],
                          "low_hours": hours["low_s"], "high_hours": hours["high_s"],
@@ -101,7 +91,7 @@ class Priced:
 
     @property
     def unpriced(self) -> list[str]:
-        return sorted(d for d in set(self.runs["device_type"]) if price_for(self.prices, d) is None)
+        return sorted(d for d in set(self.runs["device_type"]) if price_per_hour(self.prices, d) is None)
 
     @property
     def cost(self) -> float | None:
@@ -109,7 +99,7 @@ class Priced:
         if self.unpriced:
             return None
         hours = self.runs.groupby("device_type")["estimated_s"].sum() / 3600
-        return float(sum(h * price_for(self.prices, d) for d, h in hours.items()))
+        return float(sum(h * price_per_hour(self.prices, d) for d, h in hours.items()))
 
     def walls(self) -> pd.DataFrame:
         """Per pool: workers, LPT's wall on them and the bound no schedule beats."""

@@ -23,7 +23,7 @@ from tracking.report.figures.baselines import as_float, match_keys, timed_runs
 from tracking.compare.sides import Side
 from tracking.report.figures.intervals import ratio_interval
 from tracking.store.reading import fetch_artifacts, is_missing
-from tracking.report.tables import POINT, price_of, speedup_unsure, varying
+from tracking.report.comparison import POINT, price_of, speedup_unsure, varying
 from tracking.report.figures.token_verdicts import agreed_steps
 
 MATCH = [*KNOBS, *WORKLOAD_FIELDS]

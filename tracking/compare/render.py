@@ -17,7 +17,7 @@ from tracking.compare.points import MATCH
 from tracking.compare.sides import Side, first_line, same_environment
 from tracking.report.markdown import to_markdown
 from tracking.measurement import MARK
-from tracking.report.tables import POINT, varying
+from tracking.report.comparison import POINT, varying
 
 CONTEXT = [c for c in WORKLOAD_FIELDS if c not in POINT]
 SHOWN = {"runtime_mean_s_a": "runtime A (s)", "runtime_mean_s_b": "runtime B (s)", "ratio": "B/A",

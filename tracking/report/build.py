@@ -25,7 +25,7 @@ from tokengen.contract.declarations import LAGGED, REFERENCE, in_family
 from tokengen.contract.names import FINISHED, path_component
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import TrialSpec
-from tracking.report import tables
+from tracking.report import comparison, tables
 from tracking.report.figures.baselines import key_part
 from tracking.report.figures.derived import figures
 from tracking.store.attach import attach_files, set_note
@@ -91,7 +91,7 @@ def runs_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per timed run of every finished trial (its best attempt): trial_key, attempt, the point, run
     (0-based), runtime_s."""
     rows = frame[frame["in_sweep"].astype(bool) & (frame["status"] == FINISHED)]
-    ids = ["trial_key", "attempt", "variant", *tables.POINT, "measurement"]
+    ids = ["trial_key", "attempt", "variant", *comparison.POINT, "measurement"]
     out = [{**{c: row.get(c) for c in ids}, "run": i, "runtime_s": seconds}
            for _, row in rows.iterrows() if isinstance(row.get("runtime_s"), list)
            for i, seconds in enumerate(row["runtime_s"])]
@@ -165,7 +165,7 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     mine = frame[frame["in_sweep"].astype(bool)]
     done = int((mine["status"] == FINISHED).sum())
     borrowed = int(((~frame["baseline_in_sweep"]) & frame["in_sweep"] & frame["speedup"].notna()).sum())
-    note_a = NOTES["a"].format(match=", ".join(tables.REPORT_MATCH).replace("gpu_type", "GPU type"), how=HOW)
+    note_a = NOTES["a"].format(match=", ".join(comparison.REPORT_MATCH).replace("gpu_type", "GPU type"), how=HOW)
     if borrowed:
         note_a += f" {borrowed} speedup(s) use a baseline recorded by another sweep (resume skipped it here)."
     reused = int(mine["reused_from"].notna().sum()) if "reused_from" in mine else 0
@@ -225,7 +225,7 @@ def description(runs, frame: pd.DataFrame) -> str:
 def publish(runs, frame: pd.DataFrame) -> str:
     """The comparison in MLflow itself: the derived figures on each trial's run, the overview as the
     sweep run's description, the sweep's view in the experiment. Returns the view's key."""
-    write_back(runs.client, runs.uri, runs.experiment_id, runs.sweep, runs.parent_id, figures(frame, tables.REPORT_MATCH))
+    write_back(runs.client, runs.uri, runs.experiment_id, runs.sweep, runs.parent_id, figures(frame, comparison.REPORT_MATCH))
     set_note(runs.client, runs.parent_id, description(runs, frame))
     return publish_view(runs.client, runs.experiment_id, runs.sweep, runs.parent_id)
 
@@ -241,10 +241,10 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
         raise ReportError(f"sweep '{runs.sweep}' in {uri} has no trials yet: run it with python -m sweeps.run first")
     fill_error_messages(runs.client, runs.trials)
     fill_runtimes(runs.client, runs.trials)
-    if tables.lacks_baselines(runs.trials):
+    if comparison.lacks_baselines(runs.trials):
         add_outside_baselines(runs)
     prices = (runs.config.get("sweep") or {}).get("prices") or {}
-    frame, downloads = tables.prepare(runs.trials, runs.outside_baselines, runs.client, prices)
+    frame, downloads = comparison.prepare(runs.trials, runs.outside_baselines, runs.client, prices)
     directory = Path(out) / path_component(runs.sweep)  # a folder of its own, whatever the name
     directory.mkdir(parents=True, exist_ok=True)
     for name in OWN_FILES:

@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from tracking.report.figures.baselines import match_keys, timed_runs  # noqa: E402
 from tracking.report.figures.intervals import mean_interval  # noqa: E402
-from tracking.report.tables import finished, varying  # noqa: E402
+from tracking.report.comparison import finished, varying  # noqa: E402
 
 MAX_PANELS = 6
 DPI = 100

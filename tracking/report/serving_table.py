@@ -16,7 +16,7 @@ import pandas as pd
 
 from tracking.report.figures.baselines import as_float, match_keys, timed_runs
 from tracking.report.figures.intervals import ratio_interval, significant
-from tracking.report.tables import POINT, REPORT_MATCH, finished, interval_text, varying
+from tracking.report.comparison import POINT, REPORT_MATCH, finished, interval_text, varying
 
 PEER_ENGINE = "generate_batch"
 SAME_KNOBS = ["cache", "compile", "stop_check", "allocator", "engine"]

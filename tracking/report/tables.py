@@ -1,7 +1,5 @@
-"""The article's questions, one table each, over a sweep's trials as loaded by tracking.reader.
-
-`prepare` adds what every table compares against: each trial's matching baseline (same workload,
-same GPU type), its speedup and its token verdict. Each table function returns None when the sweep
+"""The article's questions, one table each, over a sweep's trials as tracking/report/comparison.py
+prepares them (each trial's baseline, speedup and token verdict). Each table function returns None when the sweep
 lacks the rows it needs, so a report shows only the questions its sweep can answer. Tables keep
 MLflow's column names, so a figure in a report is the metric of the same name in the MLflow UI.
 """
@@ -13,138 +11,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from tokengen.contract.machine.fingerprint import differences, from_text
+from tokengen.contract.declarations import BOUND, LAGGED, REFERENCE, in_family
 from tokengen.contract.names import FINISHED
-from tokengen.contract.declarations import BOUND, LAGGED, PEER, REFERENCE, in_family
-from tokengen.contract.variants import VARIANTS
-from tracking.report.figures.baselines import MATCH, as_float, baseline_of, match_keys, partners, with_speedup
-from tracking.report.figures.intervals import NOISY_CV
-from tracking.measurement import MARK, OK, judged
-from tracking.report.figures.token_verdicts import check_tokens
-
-REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
-"""MATCH with the GPU type read from Ray's accelerator_type, else the GPU's own name."""
-CONTEXT = ["model", "dtype", "device", "gpu_type", "stop", "sampling", "seed"]
-KNOB_MATCH = REPORT_MATCH + ["cache", "compile", "allocator"]
-"""A stop check's peers: the same workload and generator, only the stop check differs."""
-POINT = ["batch_size", "prompt_len", "max_seqlen"]
-PROFILE = ["gpu_idle_us_per_step", "gpu_busy_pct", "host_sync_us_per_step"]
-REQUIRED = REPORT_MATCH + ["variant", "status", "steps", "runtime_mean_s", "stop_check", "cache", "compile",
-                           "allocator", "tokens_sha256", "run_id", "in_sweep", "useful_tokens_per_s",
-                           "energy_j_per_token", "runtime_cv", "prompt_len", "measurement", "measurement_reasons",
-                           "attempt", "attempts"]
-
-
-def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None, client=None,
-            prices: dict | None = None):
-    """One frame for every table: the sweep's trials (plus other sweeps' baselines they match, marked
-    in_sweep=False), with `speedup`, `tokens` (the verdict), `agreed_steps` and `step_ms`.
-    Returns (frame, number of token files downloaded)."""
-    parts = [trials.assign(in_sweep=True)]
-    if outside_baselines is not None and not outside_baselines.empty:
-        parts.append(outside_baselines.assign(in_sweep=False))
-    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
-    for column in REQUIRED:
-        if column not in frame:
-            frame[column] = None
-    if "cuda_graphs" in frame:  # a reduce-overhead trial whose graphs were skipped is not a CUDA-graph result
-        skipped = frame["cuda_graphs"] == "skipped"
-        frame.loc[skipped, "variant"] = frame.loc[skipped, "variant"].astype(str) + " (CUDA graphs skipped)"
-    frame = with_speedup(frame, match=REPORT_MATCH)
-    base = baseline_of(frame, match=REPORT_MATCH)
-    frame["baseline_in_sweep"] = [b is None or bool(frame.at[b, "in_sweep"]) for b in base]
-    frame["env_vs_baseline"] = env_vs_baseline(frame, base)
-    frame["tokens"], frame["agreed_steps"], downloads = check_tokens(frame, base, client)
-    runtime, steps = (pd.to_numeric(frame[c], errors="coerce") for c in ("runtime_mean_s", "steps"))
-    frame["step_ms"] = runtime / steps * 1e3
-    frame["variant_rank"] = [list(VARIANTS).index(v) if v in VARIANTS else len(VARIANTS) for v in frame["variant"]]
-    frame["interval"] = [interval_text(*v) for v in zip(frame["speedup_low"], frame["speedup_high"], frame["significant"])]
-    frame["baseline_measurement"] = [None if b is None else judged(frame.at[b, "measurement"]) for b in base]
-    frame["speedup_marked"] = [speedup_unsure(m, b) and not math.isnan(as_float(s)) for m, b, s in
-                               zip(frame["measurement"], frame["baseline_measurement"], frame["speedup"])]
-    unjudged = frame["measurement"].map(judged).isna()  # recorded before trials were judged: the old cv warning
-    frame["noisy"] = unjudged & (pd.to_numeric(frame.get("runtime_cv"), errors="coerce") > NOISY_CV)
-    frame["vs_generate"] = vs_generate(frame)
-    frame["price_per_hour"] = [price_of(prices or {}, g, d) for g, d in zip(frame["gpu_type"], frame["device"])]
-    useful = pd.to_numeric(frame.get("useful_tokens_per_s"), errors="coerce")
-    frame["cost_per_mtok"] = frame["price_per_hour"] / 3600 / useful * 1e6
-    return frame, downloads
-
-
-def env_vs_baseline(frame: pd.DataFrame, base: pd.Series) -> list[str]:
-    """What differs between where each trial and its baseline were measured (their fingerprints'
-    facts, tokengen/contract/machine/fingerprint.py): '' where nothing does or the facts are unknown. A speedup
-    over a baseline measured with other threads, versions, device or checkpoint is not a speedup of
-    the variant alone, so the report names the difference beside it."""
-    facts = frame["env_facts"] if "env_facts" in frame else pd.Series(None, index=frame.index, dtype=object)
-    named = []
-    for label, b in base.items():
-        mine, theirs = from_text(facts.get(label)), from_text(facts.get(b)) if b is not None else {}
-        named.append("; ".join(differences(mine, theirs)) if mine and theirs else "")
-    return named
-
-
-def speedup_unsure(measurement, baseline_measurement) -> bool:
-    """A speedup to mark: its trial or its baseline was judged noisy or contended (not judged: not marked)."""
-    return any(judged(m) not in (None, OK) for m in (measurement, baseline_measurement))
-
-
-
-
-def price_of(prices: dict, gpu_type, device) -> float:
-    """The sweep's price per device-hour for a trial's GPU type (an exact key, else a key that the GPU's
-    name contains, longest first: H100 in 'NVIDIA H100 80GB HBM3'), or the `cpu` entry for CPU trials."""
-    if device == "cpu" or not isinstance(gpu_type, str):
-        return float(prices.get("cpu", math.nan)) if device == "cpu" else math.nan
-    if gpu_type in prices:
-        return float(prices[gpu_type])
-    for name in sorted(prices, key=len, reverse=True):
-        if name != "cpu" and name.lower() in gpu_type.lower():
-            return float(prices[name])
-    return math.nan
-
-
-def interval_text(low: float, high: float, significant) -> str:
-    """'1.81-2.23x', and ' ~' (pyperf's "not significant") when the interval holds 1.0."""
-    if low is None or high is None or math.isnan(low) or math.isnan(high):
-        return ""
-    return f"{low:.2f}-{high:.2f}x" + (" ~" if significant is False else "")
-
-
-def vs_generate(frame: pd.DataFrame) -> pd.Series:
-    """Each trial's runtime over the fastest transformers generate() peer's at the same point (same
-    workload and GPU type): below 1.0, ours is faster than the library people would use instead."""
-    engine = frame["engine"] if "engine" in frame else pd.Series("loop", index=frame.index)
-    done = frame["status"] == FINISHED
-    peers = frame[done & engine.astype(str).isin(in_family("engine", PEER))]
-    best = peers.assign(_key=match_keys(peers, REPORT_MATCH)).groupby("_key")["runtime_mean_s"].min()
-    keys = match_keys(frame, REPORT_MATCH)
-    runtime = pd.to_numeric(frame["runtime_mean_s"], errors="coerce")
-    return pd.Series([r / best[k] if ok and k in best.index else math.nan for k, r, ok in zip(keys, runtime, done)],
-                     index=frame.index, dtype=float)
-
-
-def lacks_baselines(trials: pd.DataFrame) -> bool:
-    """Whether some finished trial has no matching baseline among the sweep's own trials."""
-    trials = trials.assign(**{c: None for c in REQUIRED if c not in trials})
-    done = (trials["status"] == FINISHED) & (trials["variant"] != "baseline")
-    return bool(baseline_of(trials, match=REPORT_MATCH)[done].isna().any())
-
-
-def varying(frame: pd.DataFrame, columns: list[str] = CONTEXT) -> list[str]:
-    return [c for c in columns if c in frame and len(set(match_keys(frame, [c]))) > 1]
-
-
-def finished(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = frame[(frame["status"] == FINISHED) & frame["in_sweep"].astype(bool)]
-    return rows.sort_values(varying(frame) + POINT + ["variant_rank", "variant"], kind="stable")
-
-
-def _pick(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    for column in columns:
-        if column not in frame:
-            frame = frame.assign(**{column: float("nan")})
-    return frame[columns].reset_index(drop=True)
+from tracking.measurement import MARK
+from tracking.report.comparison import KNOB_MATCH, POINT, PROFILE, finished, measurement_text, pick, varying
+from tracking.report.figures.baselines import match_keys, partners
 
 
 def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -155,7 +26,7 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     columns = varying(frame) + ["variant"] + POINT + ["steps", "runtime_mean_s", "runtime_cv", "ttft_s", "tpot_s",
                                                       "tokens_per_s", "speedup", "interval", "compared", "vs_generate",
                                                       "tokens", "env_vs_baseline", "first_run_s", "compile_cache"]
-    table = _pick(rows, columns)
+    table = pick(rows, columns)
     table = table.drop(columns=[c for c in ("vs_generate", "compile_cache") if table[c].isna().all()])
     if "compile_cache" not in table:  # the first run says what a compile cost only beside whether it was warm
         table = table.drop(columns=["first_run_s"])
@@ -172,13 +43,6 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         table.insert(len(table.columns) - 1, "attempt", [f"{c} of {n}" for c, n in zip(chosen, attempts)])
     table.attrs["unit"] = {"runtime_cv": "pct100", "vs_generate": "x"}
     return table
-
-
-def measurement_text(measurement, baseline_measurement) -> str:
-    """The trial's verdict, and its baseline's where only the baseline's spoils the speedup."""
-    own, base = judged(measurement), judged(baseline_measurement)
-    text = own or "not judged"
-    return f"{text} (baseline {base})" if own in (None, OK) and base not in (None, OK) else text
 
 
 def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -227,7 +91,7 @@ def memory_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     memory = ["mem_allocated_peak_bytes", "mem_reserved_peak_bytes", "mem_fragmentation_bytes",
               "mem_fragmentation_pct", "peak_rss_bytes"]
     columns = varying(frame) + ["variant"] + POINT + memory
-    return _pick(rows, columns)
+    return pick(rows, columns)
 
 
 def seqlen_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -313,7 +177,7 @@ def cost_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     known = rows[rows["cost_per_mtok"].notna() | pd.to_numeric(rows.get("energy_j_per_token"), errors="coerce").notna()]
     if known.empty:
         return None
-    table = _pick(known, varying(frame) + ["variant"] + POINT + ["gpu_type", "price_per_hour", *COST])
+    table = pick(known, varying(frame) + ["variant"] + POINT + ["gpu_type", "price_per_hour", *COST])
     table.attrs["unit"] = {"price_per_hour": "usd", "cost_per_mtok": "usd", "energy_j_per_token": "g4"}
     return table
 
@@ -368,7 +232,7 @@ def failed_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     if "error_message" in rows:
         rows = rows.assign(error_message=[m[:300] if isinstance(m, str) else m for m in rows["error_message"]])
     columns = ["variant", "model", "dtype", "device", "gpu_type"] + POINT + ["trial_key", "error_type", "error_message"]
-    return _pick(rows, columns)
+    return pick(rows, columns)
 
 
 def idle_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -378,4 +242,4 @@ def idle_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         return None
     rows = finished(frame)
     rows = rows[rows[present].notna().any(axis=1)]
-    return _pick(rows, varying(frame) + ["variant"] + POINT + ["speedup"] + PROFILE)
+    return pick(rows, varying(frame) + ["variant"] + POINT + ["speedup"] + PROFILE)

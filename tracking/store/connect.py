@@ -204,7 +204,7 @@ def _one_opener(uri: str):
 def load_mlflow() -> None:
     """MLflow imported now: on import it sets its own handlers on its loggers, which the sweep's log
     (sweeps/execution/logs.py) then takes over."""
-    import mlflow  # noqa: F401
+    import mlflow  # noqa: F401 - imported for what importing it does
 
 
 def open_client(uri: str, use: str = "write to"):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import tempfile
 import time
@@ -21,73 +20,19 @@ from pathlib import Path
 from mlflow.entities import Metric, Param
 
 from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_LOG
-from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, first_line, with_role
-from tokengen.contract.spec import LABELS
+from tokengen.contract.record import first_line
 from tracking.run_names import run_name
 from tracking.store.artifact_root import artifact_location
 from tracking.store.search import search
-from tracking.store.runs import PARENT_TAG
+from tracking.store.runs import MAX_PARAM_CHARS, PARENT_TAG, metric_value, metrics_of, params_of, tags_of
 from tracking.store.connect import (CREDENTIALS, TrackingError, _fail_fast_http, _one_opener, check_reachable,
                                     check_uri, failing_fast, is_server, open_client, redacted, server_answers)
-
-PARAMS, METRICS, SERIES_FIELDS = with_role(PARAM), with_role(METRIC), with_role(SERIES)
-TAGS = with_role(TAG) + LABELS  # the label is a param and, for filtering, a tag
-MAX_PARAM_CHARS = 6000
-
-
-def _metric_value(value) -> float | None:
-    """What MLflow can store as a metric: a finite number (bools as 0/1), else None."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def metrics_of(record: dict, timestamp: int) -> list[Metric]:
-    """The record's metrics, and each series as one metric stepped by run index."""
-    metrics = [Metric(name, v, timestamp, 0) for name in METRICS if (v := _metric_value(record.get(name))) is not None]
-    for name in SERIES_FIELDS:
-        for step, value in enumerate(record.get(name) or []):
-            if (v := _metric_value(value)) is not None:
-                metrics.append(Metric(name, v, timestamp, step))
-    return metrics
-
-
-def params_of(record: dict) -> list[Param]:
-    return [Param(name, str(record[name])[:MAX_PARAM_CHARS]) for name in PARAMS if name in record]
-
-
-def tags_of(record: dict, sweep: str) -> dict[str, str]:
-    """The record's tags, and each series whole as a JSON list (a search returns tags, not metric history:
-    the report reads every timed run from there)."""
-    tags = {"sweep": sweep, "trial_key": record["key"]}
-    for name in TAGS:
-        if record.get(name) is not None:
-            tags[name] = str(record[name])[:MAX_PARAM_CHARS]
-    for name in SERIES_FIELDS:
-        values = [v for v in record.get(name) or [] if _metric_value(v) is not None]
-        text = _series_text(values)
-        if text:
-            tags[name] = text
-    return tags
-
 
 @dataclasses.dataclass
 class StoreIndex:
     finished: dict = dataclasses.field(default_factory=dict)  # trial key -> {fingerprint: its facts text}
     attempts: dict = dataclasses.field(default_factory=dict)  # attempt id -> the run that holds it whole
     half_written: dict = dataclasses.field(default_factory=dict)  # attempt id -> runs cut short (no status tag)
-
-
-def _series_text(values: list[float]) -> str | None:
-    """A JSON list within the tag limit: 9 significant digits, fewer if it must; None if even 4 do not fit
-    (the metric history still holds every value)."""
-    for digits in (9, 6, 4):
-        text = json.dumps([float(f"{v:.{digits}g}") for v in values], separators=(",", ":"))
-        if len(text) <= MAX_PARAM_CHARS:
-            return text if values else None
-    return None
 
 
 class Recorder:
@@ -296,7 +241,7 @@ class Recorder:
             run_id = self.client.create_run(self.experiment_id, run_name=child.name,
                                             tags={"mlflow.parentRunId": parent, **child.tags}).info.run_id
             metrics = [Metric(k, v, now, 0) for k, value in child.metrics.items()
-                       if (v := _metric_value(value)) is not None]
+                       if (v := metric_value(value)) is not None]
             params = [Param(k, str(v)[:MAX_PARAM_CHARS]) for k, v in child.params.items()]
             self.client.log_batch(run_id, metrics=metrics, params=params, synchronous=True)
             self.client.set_terminated(run_id, "FINISHED")

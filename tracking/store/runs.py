@@ -1,4 +1,4 @@
-"""Runs as flat rows: the one flattener.
+"""A record as a run (its params, metrics and tags), and a run as a flat row: the one flattener.
 
 Every reader of the store (the report, the cost model's history, remeasure, the resume index) sees a
 run through `flat_row`: tags, then metrics, then params (params win a shared name); a series
@@ -10,17 +10,20 @@ the spec since the run was recorded gets its default; a run without its status t
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 
 from tokengen.contract.names import FAILED
-from tokengen.contract.record import SERIES, typed, with_role
-from tokengen.contract.spec import TrialSpec
+from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, typed, with_role
+from tokengen.contract.spec import LABELS, TrialSpec
 from tracking.measurement import attempt_of
 from tracking.store.derived import is_derived
 
 PARENT_TAG = "mlflow.parentRunId"
-SERIES_FIELDS = with_role(SERIES)
+PARAMS, METRICS, SERIES_FIELDS = with_role(PARAM), with_role(METRIC), with_role(SERIES)
+TAGS = with_role(TAG) + LABELS  # the label is a param and, for filtering, a tag
+MAX_PARAM_CHARS = 6000
 _SPEC_DEFAULTS = TrialSpec().to_dict()
 
 
@@ -60,3 +63,55 @@ def flatten(run) -> dict:
 
 def frame_of(runs: list) -> pd.DataFrame:
     return pd.DataFrame([flatten(run) for run in runs])
+
+
+def metric_value(value) -> float | None:
+    """What MLflow can store as a metric: a finite number (bools as 0/1), else None."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def metrics_of(record: dict, timestamp: int) -> list:
+    """The record's metrics, and each series as one metric stepped by run index."""
+    from mlflow.entities import Metric  # here: the SQLite history reads runs without MLflow
+
+    metrics = [Metric(name, v, timestamp, 0) for name in METRICS if (v := metric_value(record.get(name))) is not None]
+    for name in SERIES_FIELDS:
+        for step, value in enumerate(record.get(name) or []):
+            if (v := metric_value(value)) is not None:
+                metrics.append(Metric(name, v, timestamp, step))
+    return metrics
+
+
+def params_of(record: dict) -> list:
+    from mlflow.entities import Param
+
+    return [Param(name, str(record[name])[:MAX_PARAM_CHARS]) for name in PARAMS if name in record]
+
+
+def tags_of(record: dict, sweep: str) -> dict[str, str]:
+    """The record's tags, and each series whole as a JSON list (a search returns tags, not metric history:
+    the report reads every timed run from there)."""
+    tags = {"sweep": sweep, "trial_key": record["key"]}
+    for name in TAGS:
+        if record.get(name) is not None:
+            tags[name] = str(record[name])[:MAX_PARAM_CHARS]
+    for name in SERIES_FIELDS:
+        values = [v for v in record.get(name) or [] if metric_value(v) is not None]
+        text = _series_text(values)
+        if text:
+            tags[name] = text
+    return tags
+
+
+def _series_text(values: list[float]) -> str | None:
+    """A JSON list within the tag limit: 9 significant digits, fewer if it must; None if even 4 do not fit
+    (the metric history still holds every value)."""
+    for digits in (9, 6, 4):
+        text = json.dumps([float(f"{v:.{digits}g}") for v in values], separators=(",", ":"))
+        if len(text) <= MAX_PARAM_CHARS:
+            return text if values else None
+    return None

@@ -68,3 +68,17 @@ def gpu_spec(kind: str | None) -> Gpu | None:
 def gpu_of(name: str | None) -> Gpu | None:
     """The entry of a GPU name as CUDA or Ray spells it (`NVIDIA H100 80GB HBM3`); None if unknown."""
     return gpu_spec(gpu_kind(name))
+
+
+def price_per_hour(prices: dict, device_type: str | None) -> float | None:
+    """USD per device-hour from a sweep's `sweep.prices` for a device type (cpu, a GPU type, or a GPU's
+    full name): its own key, else the longest key its name contains (H100 in 'NVIDIA H100 80GB HBM3');
+    None if none. The one look-up the pricing and the report's cost columns share."""
+    if not isinstance(device_type, str):
+        return None
+    if device_type in prices:
+        return float(prices[device_type])
+    for name in sorted(prices, key=len, reverse=True):
+        if name != "cpu" and name.lower() in device_type.lower():
+            return float(prices[name])
+    return None

@@ -1,0 +1,142 @@
+"""What every table of a report compares against: each trial's matching baseline (same workload, same
+GPU type), its speedup with its interval, its token verdict and its price, added by `prepare` to a
+sweep's trials as the store's reader loads them (tracking/store/reading.py); and the columns a point
+is matched on."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from tokengen.contract.machine.fingerprint import differences, from_text
+from tokengen.contract.machine.gpus import price_per_hour
+from tokengen.contract.names import FINISHED
+from tokengen.contract.declarations import PEER, in_family
+from tokengen.contract.variants import VARIANTS
+from tracking.report.figures.baselines import MATCH, as_float, baseline_of, match_keys, with_speedup
+from tracking.report.figures.intervals import NOISY_CV
+from tracking.measurement import OK, judged
+from tracking.report.figures.token_verdicts import check_tokens
+
+REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
+"""MATCH with the GPU type read from Ray's accelerator_type, else the GPU's own name."""
+CONTEXT = ["model", "dtype", "device", "gpu_type", "stop", "sampling", "seed"]
+KNOB_MATCH = REPORT_MATCH + ["cache", "compile", "allocator"]
+"""A stop check's peers: the same workload and generator, only the stop check differs."""
+POINT = ["batch_size", "prompt_len", "max_seqlen"]
+PROFILE = ["gpu_idle_us_per_step", "gpu_busy_pct", "host_sync_us_per_step"]
+REQUIRED = REPORT_MATCH + ["variant", "status", "steps", "runtime_mean_s", "stop_check", "cache", "compile",
+                           "allocator", "tokens_sha256", "run_id", "in_sweep", "useful_tokens_per_s",
+                           "energy_j_per_token", "runtime_cv", "prompt_len", "measurement", "measurement_reasons",
+                           "attempt", "attempts"]
+
+
+def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None, client=None,
+            prices: dict | None = None):
+    """One frame for every table: the sweep's trials (plus other sweeps' baselines they match, marked
+    in_sweep=False), with `speedup`, `tokens` (the verdict), `agreed_steps` and `step_ms`.
+    Returns (frame, number of token files downloaded)."""
+    parts = [trials.assign(in_sweep=True)]
+    if outside_baselines is not None and not outside_baselines.empty:
+        parts.append(outside_baselines.assign(in_sweep=False))
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
+    for column in REQUIRED:
+        if column not in frame:
+            frame[column] = None
+    if "cuda_graphs" in frame:  # a reduce-overhead trial whose graphs were skipped is not a CUDA-graph result
+        skipped = frame["cuda_graphs"] == "skipped"
+        frame.loc[skipped, "variant"] = frame.loc[skipped, "variant"].astype(str) + " (CUDA graphs skipped)"
+    frame = with_speedup(frame, match=REPORT_MATCH)
+    base = baseline_of(frame, match=REPORT_MATCH)
+    frame["baseline_in_sweep"] = [b is None or bool(frame.at[b, "in_sweep"]) for b in base]
+    frame["env_vs_baseline"] = env_vs_baseline(frame, base)
+    frame["tokens"], frame["agreed_steps"], downloads = check_tokens(frame, base, client)
+    runtime, steps = (pd.to_numeric(frame[c], errors="coerce") for c in ("runtime_mean_s", "steps"))
+    frame["step_ms"] = runtime / steps * 1e3
+    frame["variant_rank"] = [list(VARIANTS).index(v) if v in VARIANTS else len(VARIANTS) for v in frame["variant"]]
+    frame["interval"] = [interval_text(*v) for v in zip(frame["speedup_low"], frame["speedup_high"], frame["significant"])]
+    frame["baseline_measurement"] = [None if b is None else judged(frame.at[b, "measurement"]) for b in base]
+    frame["speedup_marked"] = [speedup_unsure(m, b) and not math.isnan(as_float(s)) for m, b, s in
+                               zip(frame["measurement"], frame["baseline_measurement"], frame["speedup"])]
+    unjudged = frame["measurement"].map(judged).isna()  # recorded before trials were judged: the old cv warning
+    frame["noisy"] = unjudged & (pd.to_numeric(frame.get("runtime_cv"), errors="coerce") > NOISY_CV)
+    frame["vs_generate"] = vs_generate(frame)
+    frame["price_per_hour"] = [price_of(prices or {}, g, d) for g, d in zip(frame["gpu_type"], frame["device"])]
+    useful = pd.to_numeric(frame.get("useful_tokens_per_s"), errors="coerce")
+    frame["cost_per_mtok"] = frame["price_per_hour"] / 3600 / useful * 1e6
+    return frame, downloads
+
+
+def env_vs_baseline(frame: pd.DataFrame, base: pd.Series) -> list[str]:
+    """What differs between where each trial and its baseline were measured (their fingerprints'
+    facts, tokengen/contract/machine/fingerprint.py): '' where nothing does or the facts are unknown. A speedup
+    over a baseline measured with other threads, versions, device or checkpoint is not a speedup of
+    the variant alone, so the report names the difference beside it."""
+    facts = frame["env_facts"] if "env_facts" in frame else pd.Series(None, index=frame.index, dtype=object)
+    named = []
+    for label, b in base.items():
+        mine, theirs = from_text(facts.get(label)), from_text(facts.get(b)) if b is not None else {}
+        named.append("; ".join(differences(mine, theirs)) if mine and theirs else "")
+    return named
+
+
+def speedup_unsure(measurement, baseline_measurement) -> bool:
+    """A speedup to mark: its trial or its baseline was judged noisy or contended (not judged: not marked)."""
+    return any(judged(m) not in (None, OK) for m in (measurement, baseline_measurement))
+
+
+def price_of(prices: dict, gpu_type, device) -> float:
+    """The sweep's price per device-hour for a trial (its GPU type, or `cpu`), NaN where none is set."""
+    price = price_per_hour(prices, "cpu" if device == "cpu" else gpu_type)
+    return math.nan if price is None else price
+
+
+def interval_text(low: float, high: float, significant) -> str:
+    """'1.81-2.23x', and ' ~' (pyperf's "not significant") when the interval holds 1.0."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return ""
+    return f"{low:.2f}-{high:.2f}x" + (" ~" if significant is False else "")
+
+
+def vs_generate(frame: pd.DataFrame) -> pd.Series:
+    """Each trial's runtime over the fastest transformers generate() peer's at the same point (same
+    workload and GPU type): below 1.0, ours is faster than the library people would use instead."""
+    engine = frame["engine"] if "engine" in frame else pd.Series("loop", index=frame.index)
+    done = frame["status"] == FINISHED
+    peers = frame[done & engine.astype(str).isin(in_family("engine", PEER))]
+    best = peers.assign(_key=match_keys(peers, REPORT_MATCH)).groupby("_key")["runtime_mean_s"].min()
+    keys = match_keys(frame, REPORT_MATCH)
+    runtime = pd.to_numeric(frame["runtime_mean_s"], errors="coerce")
+    return pd.Series([r / best[k] if ok and k in best.index else math.nan for k, r, ok in zip(keys, runtime, done)],
+                     index=frame.index, dtype=float)
+
+
+def lacks_baselines(trials: pd.DataFrame) -> bool:
+    """Whether some finished trial has no matching baseline among the sweep's own trials."""
+    trials = trials.assign(**{c: None for c in REQUIRED if c not in trials})
+    done = (trials["status"] == FINISHED) & (trials["variant"] != "baseline")
+    return bool(baseline_of(trials, match=REPORT_MATCH)[done].isna().any())
+
+
+def varying(frame: pd.DataFrame, columns: list[str] = CONTEXT) -> list[str]:
+    return [c for c in columns if c in frame and len(set(match_keys(frame, [c]))) > 1]
+
+
+def finished(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = frame[(frame["status"] == FINISHED) & frame["in_sweep"].astype(bool)]
+    return rows.sort_values(varying(frame) + POINT + ["variant_rank", "variant"], kind="stable")
+
+
+def pick(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    for column in columns:
+        if column not in frame:
+            frame = frame.assign(**{column: float("nan")})
+    return frame[columns].reset_index(drop=True)
+
+
+def measurement_text(measurement, baseline_measurement) -> str:
+    """The trial's verdict, and its baseline's where only the baseline's spoils the speedup."""
+    own, base = judged(measurement), judged(baseline_measurement)
+    text = own or "not judged"
+    return f"{text} (baseline {base})" if own in (None, OK) and base not in (None, OK) else text
