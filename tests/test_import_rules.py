@@ -1,7 +1,13 @@
-"""The packages import in one direction: no module of tokengen/, sweeps/ or tracking/ imports, through
-any chain, one that imports it back (imports inside functions count, since they run too). A package's
-`from PKG import NAME` counts as importing the package itself: its __init__ runs and may import the
-importer. One case below builds a circle on purpose and watches the rule find it."""
+"""The house rules of tokengen/, sweeps/ and tracking/, read from the source (imports inside functions
+count, since they run too), each with a case built on purpose that the rule must find:
+
+- no import circle: no module imports, through any chain, one that imports it back (a package's
+  `from PKG import NAME` counts as importing the package: its __init__ runs and may import the importer);
+- one door to the store: only tracking/store/ imports mlflow, names MlflowClient or imports sqlite3
+  (benchmarks/ included; the nsys export's own SQLite file, read by the profiler, is the one exception);
+- the sweep's stages in order: planning, pricing, execution, delivery, each importing no later one;
+- small pieces: no source file over 300 lines, no folder over 10 modules (__init__.py aside).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("tokengen", "sweeps", "tracking")
+DOOR = "tracking.store"
+STORE_MODULES = ("mlflow", "sqlite3")
+NOT_MLFLOWS_SQLITE = {"tokengen.measure.profiler.traces"}  # nsys's SQLite export, not a tracking store
+STAGES = ("sweeps.planning", "sweeps.pricing", "sweeps.execution", "sweeps.delivery")
+MAX_LINES, MAX_MODULES = 300, 10
 
 
 def modules(root: Path, packages=PACKAGES) -> dict[str, Path]:
@@ -86,3 +97,94 @@ def test_the_rule_finds_a_circle_through_a_function_and_a_package(tmp_path):
     found = circles(modules(tmp_path, ("sweeps",)))
     assert ["sweeps.estimate", "sweeps.estimate.model"] in found
     assert ["sweeps.pricing", "sweeps.run"] in found
+
+
+def store_reaches(known: dict[str, Path]) -> dict[str, list[str]]:
+    """Modules outside the door that import mlflow or sqlite3 or name MlflowClient, with what they reach."""
+    found = {}
+    for name, path in known.items():
+        if name == DOOR or name.startswith(DOOR + "."):
+            continue
+        reached = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                reached |= {a.name.split(".")[0] for a in node.names} & set(STORE_MODULES)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in STORE_MODULES:
+                reached.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Name) and node.id == "MlflowClient" or (
+                    isinstance(node, ast.Attribute) and node.attr == "MlflowClient"):
+                reached.add("MlflowClient")
+            elif isinstance(node, ast.alias) and node.name == "MlflowClient":
+                reached.add("MlflowClient")
+        if name in NOT_MLFLOWS_SQLITE:
+            reached.discard("sqlite3")
+        if reached:
+            found[name] = sorted(reached)
+    return found
+
+
+def stage_of(name: str) -> int | None:
+    return next((i for i, stage in enumerate(STAGES) if name == stage or name.startswith(stage + ".")), None)
+
+
+def later_stage_imports(known: dict[str, Path]) -> list[tuple[str, str]]:
+    """(module, the later stage's module it imports) for every stage that reaches forward."""
+    found = []
+    for name, path in known.items():
+        own = stage_of(name)
+        if own is None:
+            continue
+        for target in imports(name, path, known):
+            theirs = stage_of(target)
+            if theirs is not None and theirs > own:
+                found.append((name, target))
+    return sorted(found)
+
+
+def oversized(root: Path, packages=PACKAGES) -> tuple[dict[str, int], dict[str, int]]:
+    """Files over MAX_LINES lines and folders over MAX_MODULES modules, with their sizes."""
+    files, folders = {}, {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            lines = len(path.read_text().splitlines())
+            if lines > MAX_LINES:
+                files[path.relative_to(root).as_posix()] = lines
+        for folder in [root / package, *(p for p in (root / package).rglob("*") if p.is_dir())]:
+            count = len([p for p in folder.glob("*.py") if p.name != "__init__.py"])
+            if count > MAX_MODULES:
+                folders[folder.relative_to(root).as_posix()] = count
+    return files, folders
+
+
+def test_only_the_door_reaches_the_store():
+    assert store_reaches(modules(ROOT, PACKAGES + ("benchmarks",))) == {}
+
+
+def test_no_stage_imports_a_later_one():
+    assert later_stage_imports(modules(ROOT)) == []
+
+
+def test_no_file_over_300_lines_and_no_folder_over_10_modules():
+    assert oversized(ROOT) == ({}, {})
+
+
+def test_the_rules_find_a_stray_store_import_a_stage_reaching_forward_and_a_crowded_folder(tmp_path):
+    sweeps = tmp_path / "sweeps"
+    for folder in ("planning", "pricing", "execution", "delivery"):
+        (sweeps / folder).mkdir(parents=True)
+        (sweeps / folder / "__init__.py").write_text("")
+    (sweeps / "__init__.py").write_text("")
+    (sweeps / "pricing" / "price.py").write_text("def history():\n    from mlflow import MlflowClient\n")
+    (sweeps / "planning" / "grid.py").write_text("import sqlite3\n")
+    (sweeps / "execution" / "task.py").write_text("def done():\n    from sweeps.delivery.journal import Journal\n")
+    (sweeps / "delivery" / "journal.py").write_text("from sweeps.execution import task\n" + "x = 1\n" * MAX_LINES)
+    tracking = tmp_path / "tracking" / "store"
+    tracking.mkdir(parents=True)
+    (tracking / "recorder.py").write_text("from mlflow import MlflowClient\n")
+    for i in range(MAX_MODULES + 1):
+        (sweeps / "execution" / f"m{i}.py").write_text("")
+    known = modules(tmp_path, ("sweeps", "tracking"))
+    assert store_reaches(known) == {"sweeps.planning.grid": ["sqlite3"], "sweeps.pricing.price": ["MlflowClient", "mlflow"]}
+    assert later_stage_imports(known) == [("sweeps.execution.task", "sweeps.delivery.journal")]
+    assert oversized(tmp_path, ("sweeps", "tracking")) == ({"sweeps/delivery/journal.py": MAX_LINES + 1},
+                                                           {"sweeps/execution": MAX_MODULES + 2})

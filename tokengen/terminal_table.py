@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tokengen.measure.interference import OK
+
 
 def _gb(value) -> str:
     return "n/a" if value is None else f"{value / 1e9:.3f} GB"
@@ -64,7 +66,7 @@ def measurement_line(r: dict) -> str:
     if not verdict:
         return "Measurement: not judged"
     reasons = r.get("measurement_reasons")
-    return f"Measurement: {verdict if verdict == 'ok' else verdict.upper()}" + (f": {reasons}" if reasons else "")
+    return f"Measurement: {verdict if verdict == OK else verdict.upper()}" + (f": {reasons}" if reasons else "")
 
 
 def profile_lines(r: dict) -> list[str]:

@@ -14,11 +14,10 @@ from collections import Counter
 from typing import Iterable
 
 from tokengen.contract.names import FINISHED
-
-OK, NOISY, CONTENDED = "ok", "noisy", "contended"
+from tokengen.measure.interference import CONTENDED, NOISY, OK  # the watch names its verdicts
 JUDGED = (OK, NOISY, CONTENDED)
 MARK = "!"
-"""Beside a speedup whose trial or baseline is judged noisy or contended (tracking.report_tables)."""
+"""Beside a speedup whose trial or baseline is judged noisy or contended (tracking/report/tables.py)."""
 MOST_COMMON = 3  # reasons named in the line
 
 # a reason's kind: its words without the numbers, so "others used 1.6 of 2 cores" and "others used 1.9 of 2

@@ -79,8 +79,29 @@ def _integer(value) -> bool:
 
 
 def local_gpus() -> list[str] | None:
-    """The GPUs this machine has, by name, read without CUDA or Ray (nvidia-smi); None where it cannot
-    tell (no nvidia-smi), [] where it has none."""
+    """The GPUs a local Ray would see on this machine, read without CUDA or Ray; None where it cannot tell,
+    [] where it has none. As Ray counts them: CUDA_VISIBLE_DEVICES where set, else every GPU nvidia-smi
+    names, else NVML's count (where the optional pynvml is installed). The driver refuses CUDA trials for
+    a local Ray by it, and the pricing sizes a local GPU pool by it."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [f"GPU {d.strip()}" for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    named = _nvidia_smi_names()
+    if named is not None:
+        return named
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return [f"GPU {i}" for i in range(int(pynvml.nvmlDeviceGetCount()))]
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML, no driver: unknown
+        return None
+
+
+def _nvidia_smi_names() -> list[str] | None:
     if not shutil.which("nvidia-smi"):
         return None
     try:

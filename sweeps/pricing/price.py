@@ -27,12 +27,12 @@ from sweeps.pricing.memory import memory_columns
 from sweeps.pricing.priced import PLAN_COLUMNS, REUSED, RUN, Priced, _ordered, resume_runs
 from sweeps.pricing.workers import CPU, find_workers, pool_of
 from tokengen.contract.names import FINISHED
-from tracking.measurement import attempt_of
+from tracking.measurement import OK, attempt_of
 from tracking.store.history import History, StoreReadError, load_history
 
 LIMITS = ("max_device_hours", "max_cost")
 REMEASURE_SHARE_ASSUMED = 0.25  # trials remeasured, where no run of the history carries a `measurement` verdict
-TRUSTED = "ok"
+TRUSTED = OK
 def trial_fields(trial: PlannedTrial, key: str | None = None) -> dict:
     return {**trial.spec.to_dict(), "key": key or trial.key, "accelerator_type": trial.accelerator_type}
 

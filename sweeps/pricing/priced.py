@@ -12,7 +12,7 @@ import pandas as pd
 
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.pricing.estimate import makespan
-from sweeps.pricing.workers import CPU, Workers
+from sweeps.pricing.workers import Workers
 from tokengen.contract.machine.gpus import price_per_hour
 from tokengen.contract.spec import SPEC_FIELDS
 from tracking.store.history import History

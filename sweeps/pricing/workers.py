@@ -15,6 +15,8 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from sweeps.planning.settings import local_gpus
+
 CPU, GPU = "cpu", "gpu"  # pool names; a pinned pool is named by its accelerator type
 READ_TIMEOUT_S = 5.0
 
@@ -94,23 +96,6 @@ def read_cluster(address: str, timeout_s: float = READ_TIMEOUT_S) -> list[Node]:
     return nodes
 
 
-def local_gpus() -> int | None:
-    """GPUs a local Ray would see: CUDA_VISIBLE_DEVICES, else NVML's count (optional), else None."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVML, no driver: unknown
-        return None
-
-
 def cluster_sizes(nodes: list[Node], pools: set[str], cpus_per_trial: int | None) -> dict:
     """Pool sizes on these nodes, as sweeps.schedule places trials: a CPU trial takes cpus_per_trial,
     else the largest node's CPUs; a CUDA trial one GPU of a node with its accelerator type."""
@@ -153,7 +138,8 @@ def find_workers(config: dict, pools: set[str], reader=read_cluster) -> Workers:
             notes.append(f"cpu: {cpus} CPU(s) // {per_trial} per trial")
         else:
             gpus = ray_settings.get("num_gpus")
-            found = gpus if gpus is not None else local_gpus()
+            local = local_gpus()
+            found = gpus if gpus is not None else (len(local) if local is not None else None)
             if not found:
                 assumed = True
             sizes[pool] = max(1, int(found or 1))

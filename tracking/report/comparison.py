@@ -15,7 +15,7 @@ from tokengen.contract.names import FINISHED
 from tokengen.contract.declarations import PEER, in_family
 from tokengen.contract.variants import VARIANTS
 from tracking.report.figures.baselines import MATCH, as_float, baseline_of, match_keys, with_speedup
-from tracking.report.figures.intervals import NOISY_CV
+from tokengen.measure.interference import NOISY_CV
 from tracking.measurement import OK, judged
 from tracking.report.figures.token_verdicts import check_tokens
 

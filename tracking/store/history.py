@@ -22,11 +22,12 @@ import pandas as pd
 
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
+from tokengen.measure.interference import OK
 from tracking.store.connect import TrackingError, check_reachable, check_uri
 from tracking.store.runs import PARENT_TAG, flat_row
 from tracking.store.search import search
 
-TRUSTED_MEASUREMENT = ("ok",)  # the `measurement` tag, where a run has one
+TRUSTED_MEASUREMENT = (OK,)  # the `measurement` tag, where a run has one
 
 
 class StoreReadError(RuntimeError):

@@ -16,7 +16,6 @@ import math
 from scipy import stats
 
 LEVEL = 0.95
-NOISY_CV = 0.05  # run-to-run coefficient of variation above which a trial is flagged
 
 
 def relative_variance(mean: float, std: float, runs: int) -> float:
