@@ -29,14 +29,14 @@ def test_the_journal_gives_back_what_waits_with_its_files(tmp_path, capsys):
     assert not journal.path.exists(), "a sweep refused before its first result leaves no journal file"
     first = {"key": "k1", "status": "finished", "node_started_at": 1764480000.123456, "runtime_s": [0.1, 0.2],
              "files": {TOKENS_FILE: b"\x00\x01tokens"}, "log": "line 1\nline 2\n"}
-    journal.append(first)
+    first = journal.append(first)
     second = {"key": "k2", "status": "failed", "error_type": "Crashed", "files": {}, "log": ""}
-    journal.append(second)
+    second = journal.append(second)
     journal.mark_recorded(second, "run-2")
     with open(journal.path, "a") as handle:
         handle.write('{"result": {"key": "k3"')  # a line cut short (power loss)
     fourth = {"key": "k4", "status": "finished", "files": {}, "log": ""}
-    journal.append(fourth)  # never glued to the cut line
+    fourth = journal.append(fourth)  # never glued to the cut line
     assert Journal.open("tokengen", "s", root=tmp_path).unrecorded() == [first, fourth]
     assert "skipped 1 cut line(s)" in capsys.readouterr().err
     assert (journal.files_dir / "k1" / TOKENS_FILE).read_bytes() == b"\x00\x01tokens"
@@ -53,7 +53,7 @@ def test_an_attempt_already_in_mlflow_is_noted_not_recorded_again(tmp_path):
     recorder.start_sweep("s", {"sweep": {"name": "s"}}, resume=False)
     journal = Journal.open("tokengen", "s", root=tmp_path)
     failed = {"key": "k1", "status": "failed", "error_type": "Crashed", "error_message": "x", "files": {}, "log": ""}
-    journal.append(failed)
+    failed = journal.append(failed)
     recorder.record_trial(failed)  # ...and the driver dies before mark_recorded
     outbox = Outbox(Journal.open("tokengen", "s", root=tmp_path), recorder)
     assert outbox.take_over(recorder.index().attempts) == []

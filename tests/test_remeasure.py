@@ -82,8 +82,7 @@ class Sweep:
         out = []
         for t in trials:
             rec = stamp(record_of(t.spec, self.script[t.spec.variant][t.attempt - 1]), t.attempt)
-            self.outbox.put(rec)
-            out.append(rec)
+            out.append(self.outbox.put(rec))
         return out
 
     def first_pass(self):
@@ -152,7 +151,7 @@ def test_a_recorded_remeasure_is_not_sent_again_after_a_driver_died(tmp_path):
     spec = resolve("kv_cache", model="tiny")
     second = record_of(spec, "ok", 2)
     journal = Journal.open("tokengen", "d", tmp_path)
-    journal.append(second)  # the journal first, as Outbox.put does: it names the attempt
+    second = journal.append(second)  # the journal first, as Outbox.put does: it names the attempt
     recorder.record_trial(second)  # recorded, but the driver died before the journal noted it
     assert second["attempt_id"] in recorder.index().attempts
     assert Outbox(journal, recorder).take_over(recorder.index().attempts) == []

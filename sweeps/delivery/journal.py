@@ -66,10 +66,16 @@ class Journal:
     def files_dir(self) -> Path:
         return self.path.with_suffix("")
 
-    def append(self, record: dict) -> None:
-        """The record's files and log first, then its line, flushed to disk: a line is never without its files.
-        OutOfSpace where the disk is full (a cut line is skipped on reading: that trial runs again)."""
-        record["attempt_id"] = record.get("attempt_id") or uuid.uuid4().hex  # one per result: recorded once
+    @staticmethod
+    def named(record: dict) -> dict:
+        """The record with its attempt id (one per result: MLflow records each once), a new one if it has none."""
+        return record if record.get("attempt_id") else {**record, "attempt_id": uuid.uuid4().hex}
+
+    def append(self, record: dict) -> dict:
+        """The record's files and log first, then its line, flushed to disk: a line is never without its files;
+        returns the record as journaled (named). OutOfSpace where the disk is full (a cut line is skipped on
+        reading: that trial runs again)."""
+        record = self.named(record)
         try:
             self._append(record)
         except OSError as exc:
@@ -77,6 +83,7 @@ class Journal:
                 raise
             line = full_line("the sweep's journal", self.path, record_bytes(record), reason_of(exc))
             raise OutOfSpace(line) from None
+        return record
 
     def _append(self, record: dict) -> None:
         folder = self.files_dir / result_id(record)

@@ -41,9 +41,11 @@ class Outbox:
         self.waiting.extend(earlier)
         return earlier
 
-    def put(self, record: dict) -> None:
-        """Journal the result, then send it. A journal whose disk is full still hands the result to the store
-        (which may have room) before OutOfSpace stops the sweep: nothing that finished is lost."""
+    def put(self, record: dict) -> dict:
+        """Journal the result, then send it; returns it as journaled (with its attempt id). A journal whose
+        disk is full still hands the result to the store (which may have room) before OutOfSpace stops the
+        sweep: nothing that finished is lost."""
+        record = self.journal.named(record)
         try:
             self.journal.append(record)
         except OutOfSpace:
@@ -52,6 +54,7 @@ class Outbox:
             raise
         self.waiting.append(record)
         self.flush()
+        return record
 
     @property
     def unrecorded(self) -> int:

@@ -124,10 +124,10 @@ def execute(trials: list[PlannedTrial], config: dict, outbox, records: list[dict
     def on_result(trial: PlannedTrial, record: dict) -> None:
         if record.get("error_type") == OUT_OF_SPACE:  # the trial's folder is full: no result, and none to come
             raise OutOfSpace(record["error_message"])
-        stamp(record, trial.attempt)
-        record["env_revision"] = record.get("env_revision") or revision()  # a node that got the code from Ray has no git
-        outbox.put(record)
-        records.append(record)
+        record = stamp(record, trial.attempt)
+        if not record.get("env_revision"):  # a node that got the code from Ray has no git
+            record = {**record, "env_revision": revision()}
+        records.append(outbox.put(record))
         progress[0].advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
 
     def on_tick(running: int) -> None:

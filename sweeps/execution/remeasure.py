@@ -53,25 +53,24 @@ class Remeasured:
 
 
 def stamp(record: dict, attempt: int) -> dict:
-    """The sweep's attempt number on a result, and the test hook's evidence where it asks for some."""
-    record["attempt"] = attempt
+    """The result with the sweep's attempt number, and the test hook's evidence where it asks for some."""
+    record = {**record, "attempt": attempt}
     wanted = [part.strip() for part in os.environ.get(TEST_CONTENDED, "").split(",") if part.strip()]
     for part in wanted:
         variant, _, at = part.partition("@")
         if record.get("variant") == variant and (not at or int(at) == attempt) and record.get("status") == FINISHED:
             cores = record.get("interference_cores") or 1
-            rejudge(record, interference_others_cores=float(cores))
+            record = rejudge(record, interference_others_cores=float(cores))
     return record
 
 
 def rejudge(record: dict, **evidence) -> dict:
-    """The record's verdict again, with `evidence` fields replacing what its Watch saw."""
+    """The record with its verdict judged again, `evidence` fields replacing what its Watch saw."""
     seen = {k: v for k, v in record.items() if k.startswith("interference_")}
     auto = record.get("runs") == AUTO_RUNS
     ci, target = record.get("runtime_ci_rel"), record.get("target_ci")
     reached = (ci is not None and target is not None and ci <= target) if auto else None
-    record.update(record_fields({**seen, **evidence}, cv=record.get("runtime_cv"), target_ci_reached=reached))
-    return record
+    return {**record, **record_fields({**seen, **evidence}, cv=record.get("runtime_cv"), target_ci_reached=reached)}
 
 
 def pending(runs: list[dict], rounds: int) -> int | None:
