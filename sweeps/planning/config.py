@@ -15,6 +15,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 
 from sweeps.planning.grid import knob_axes
+from tokengen.contract.machine.gpus import list_prices
 from tokengen.contract.spec import FIELD_TYPES, SPELLINGS, TrialSpec
 
 TrialSchema = dataclasses.make_dataclass(
@@ -39,8 +40,9 @@ class SweepSettings:
     remeasure: int = 1  # rounds: a finished trial judged noisy or contended runs again, up to this many more times
     max_trials: int = 100_000  # a grid with more points is refused before it is expanded: raise this to run it
     # USD for one device for one hour, per accelerator type (`cpu`: one CPU trial's node), for the report's cost
-    # column: example on-demand list prices (2026), not quotes; set yours with sweep.prices.<TYPE>=...
-    prices: Any = field(default_factory=lambda: {"cpu": 0.10, "L40S": 1.86, "H100": 4.76, "H200": 6.08})
+    # column: example on-demand list prices (2026, tokengen/contract/machine/gpus.py), not quotes; set yours with
+    # sweep.prices.<TYPE>=...
+    prices: Any = field(default_factory=list_prices)
     # Pricing a sweep before it runs (sweeps/pricing/price.py): dry_run plans and estimates it, prints the estimate and
     # writes reports/<name>/plan.csv and plan.md, and runs nothing, starts no Ray, writes nothing to the store
     dry_run: bool = False

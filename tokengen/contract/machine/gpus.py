@@ -26,19 +26,28 @@ class Gpu:
     tf32_tflops: float  # dense TF32 tensor-core peak (float32 with matmul_precision=high)
     fp32_tflops: float  # non-tensor FP32 peak (float32 with matmul_precision=highest)
     memory_gb: float  # device memory, as the datasheet gives it (decimal GB)
+    list_usd_per_hour: float | None = None  # price class: an example on-demand list price (2026), not a quote
 
 
 GPUS: dict[str, Gpu] = {
-    "L40S": Gpu("L40S", 864.0, 362.05, 183.0, 91.6, memory_gb=48),
+    "L40S": Gpu("L40S", 864.0, 362.05, 183.0, 91.6, memory_gb=48, list_usd_per_hour=1.86),
     "A100": Gpu("A100 80GB SXM", 2039.0, 312.0, 156.0, 19.5, memory_gb=80),
     "A100 40GB": Gpu("A100 40GB SXM", 1555.0, 312.0, 156.0, 19.5, memory_gb=40),
-    "H100": Gpu("H100 SXM", 3350.0, 989.0, 494.5, 67.0, memory_gb=80),
+    "H100": Gpu("H100 SXM", 3350.0, 989.0, 494.5, 67.0, memory_gb=80, list_usd_per_hour=4.76),
     "H100 PCIe": Gpu("H100 PCIe", 2000.0, 756.0, 378.0, 51.0, memory_gb=80),
     "H100 NVL": Gpu("H100 NVL", 3900.0, 835.0, 417.5, 60.0, memory_gb=94),
-    "H200": Gpu("H200 SXM", 4800.0, 989.0, 494.5, 67.0, memory_gb=141),
+    "H200": Gpu("H200 SXM", 4800.0, 989.0, 494.5, 67.0, memory_gb=141, list_usd_per_hour=6.08),
     "GH200": Gpu("GH200", 4000.0, 989.0, 494.5, 67.0, memory_gb=96),
 }
 """GPU type (the key a sweep pins and a report groups by) -> what it can do."""
+
+CPU_LIST_USD_PER_HOUR = 0.10  # a CPU worker's example price, beside the GPUs' price classes
+
+
+def list_prices() -> dict[str, float]:
+    """The example prices per device-hour that `sweep.prices` defaults to: cpu and every GPU with a price class."""
+    return {"cpu": CPU_LIST_USD_PER_HOUR,
+            **{kind: gpu.list_usd_per_hour for kind, gpu in GPUS.items() if gpu.list_usd_per_hour is not None}}
 
 MARKERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("GH200",), "GH200"), (("H200",), "H200"), (("H100", "NVL"), "H100 NVL"), (("H100", "PCIE"), "H100 PCIe"),
