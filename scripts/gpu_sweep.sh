@@ -19,6 +19,9 @@
 set -uo pipefail
 REHEARSE=0
 [[ ${1:-} == --rehearse ]] && REHEARSE=1
+# the rehearsal's stand-in is a 2-core CPU, slower to import and to run than the GPU host: its limits are
+# the GPU host's times TOKENGEN_GPU_LIMIT_SCALE (3 there, 1 on the GPU host)
+SCALE=${TOKENGEN_GPU_LIMIT_SCALE:-$([[ $REHEARSE == 1 ]] && echo 3 || echo 1)}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 : "${OUT:?set OUT to the folder whose files come back}"
 mkdir -p "$OUT"
@@ -32,7 +35,7 @@ LOG=$OUT/steps.log
 : >"$LOG"
 say() { echo "gpu_sweep: $*" | tee -a "$LOG" >&2; }
 step() {  # step NAME LIMIT_S COMMAND...: its output in steps.log, its status said; SIGTERM leaves a quarter
-  local name=$1 limit=$2 started=$SECONDS status grace  # of the limit (at most 20 s) to stop cleanly
+  local name=$1 limit=$(($2 * SCALE)) started=$SECONDS status grace  # of the limit (at most 20 s) to stop cleanly
   shift 2
   if declare -F "$1" >/dev/null; then export -f "$1"; set -- bash -c "$1"; fi  # timeout runs programs, not functions
   grace=$((limit / 4 < 20 ? limit / 4 : 20))
