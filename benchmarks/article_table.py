@@ -193,7 +193,7 @@ def one_model_per_table():
     """In-process rows share the model: the same name, dtype, device and seed build the same seeded
     weights, and nothing a row does changes them (torch.compile wraps, it does not modify). Built
     once, not per row: about 2 s of CPU per gpt2 row that the GPU check's time limit would pay for."""
-    from tokengen.decode import models
+    from tokengen import models
 
     build, built = models.build_model, {}
 

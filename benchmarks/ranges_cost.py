@@ -20,7 +20,7 @@ import timeit
 
 from tokengen.decode.loop import Generator
 from tokengen.measure.clocks import timed
-from tokengen.decode.models import build_model
+from tokengen.models import build_model
 from tokengen.decode.ranges import NO_RANGES, NvtxRanges, TorchRanges
 from tokengen.contract.rules import resolve
 

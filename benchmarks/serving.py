@@ -37,8 +37,8 @@ import torch
 
 from tokengen.engines import make_generator
 from tokengen.measure.clocks import timed
-from tokengen.decode.models import eos_ids
-from tokengen.decode.models import build_model
+from tokengen.models import eos_ids
+from tokengen.models import build_model
 from tokengen.engines.request_server import request_lengths, serving_figures
 from tokengen.contract.rules import check_runnable, resolve
 

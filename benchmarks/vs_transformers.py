@@ -25,7 +25,7 @@ import torch
 
 from tokengen.decode.loop import Generator
 from tokengen.measure.clocks import timed
-from tokengen.decode.models import build_model
+from tokengen.models import build_model
 from tokengen.engines.hf_generate import hf_generate
 from tokengen.contract.rules import check_runnable, resolve
 

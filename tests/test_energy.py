@@ -15,7 +15,8 @@ import types
 import pytest
 import torch
 
-from tokengen.measure import allocator, energy
+from tokengen.measure import energy
+from tokengen.measure import memory
 from tokengen.measure.energy import EnergyMeter
 
 ADDRESS = "00000000:3b:00.0"
@@ -94,7 +95,7 @@ def test_stop_before_start_gives_none(pretend_cuda, monkeypatch):
 
 
 def test_no_allocator_to_report_on_the_cpu():
-    assert allocator.live_allocator_setting("cpu") is None and allocator.live_allocator_tag("cpu") is None
+    assert memory.live_allocator_setting("cpu") is None and memory.live_allocator_tag("cpu") is None
 
 
 @pytest.mark.parametrize("segments, verdict", [
@@ -108,6 +109,6 @@ def test_the_allocator_verdict_comes_from_its_segments(monkeypatch, segments, ve
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda.memory, "get_allocator_backend", lambda: "native")
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: {"segments": segments})
-    setting = allocator.live_allocator_setting("cuda")
+    setting = memory.live_allocator_setting("cuda")
     assert setting["expandable_segments"] is verdict and setting["backend"] == "native"
-    assert f"expandable_segments={verdict} " in allocator.live_allocator_tag("cuda")
+    assert f"expandable_segments={verdict} " in memory.live_allocator_tag("cuda")

@@ -12,8 +12,8 @@ import torch
 from transformers import masking_utils
 
 from tokengen.decode.loop import Generator
-from tokengen.decode.models import eos_ids
-from tokengen.decode.models import build_model
+from tokengen.models import eos_ids
+from tokengen.models import build_model
 from tokengen.contract.declarations import declared, names, values
 from tokengen.contract.variants import VARIANTS
 from tokengen.engines.hf_generate import hf_generate

@@ -10,7 +10,7 @@ from sweeps.execution.trial_process import TrialRequest, _error_type, _outcome, 
 from sweep_helpers import child_runs, small_sweep
 from tokengen.contract.rules import resolve
 from tokengen.contract.spec import SpecError
-from tokengen.decode.models import build_model
+from tokengen.models import build_model
 
 pytestmark = pytest.mark.slow  # real trials: the sweep on the session's warm Ray, the others in processes of their own
 

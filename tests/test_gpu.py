@@ -24,7 +24,7 @@ import torch
 
 from tokengen.measure.energy import EnergyMeter
 from tokengen.decode.loop import Generation, Generator
-from tokengen.decode.models import build_model
+from tokengen.models import build_model
 from tokengen.decode.stop_checks import sync_check
 from tokengen.decode.stopping import target_lengths
 from tokengen.contract.declarations import LAGGED as LAGGED_FAMILY, declared, in_family
@@ -173,7 +173,7 @@ def cli_record(tmp_path, variant: str) -> dict:
 def expandable(record: dict):
     """The record's allocator_live, read for its expandable-segments verdict."""
     live = record.get("allocator_live")
-    assert live is not None, "record has no allocator_live: run_trial sets it from tokengen.measure.allocator"
+    assert live is not None, "record has no allocator_live: run_trial sets it from tokengen.measure.memory"
     if isinstance(live, dict):
         return live["expandable_segments"]
     return {"expandable_segments=True": True, "expandable_segments=False": False}.get(

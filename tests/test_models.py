@@ -3,7 +3,7 @@ from __future__ import annotations
 import torch
 
 from tokengen.contract.models import PRESET_FACTS, model_facts
-from tokengen.decode.models import MODELS, build_model, eos_ids, load_config, max_positions, weight_bytes
+from tokengen.models import MODELS, build_model, eos_ids, load_config, max_positions, weight_bytes
 from tokengen.contract.rules import resolve
 from tokengen.decode.loop import Generator
 

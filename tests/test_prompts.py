@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tokengen.decode.models import load_config
+from tokengen.models import load_config
 from tokengen.decode.prompts import prompt_ids
 
 TINY = load_config("tiny")  # GPT-2: BOS = EOS = 50256, 50257 ids
@@ -50,7 +50,7 @@ def test_prompt_and_steps_may_fill_every_position_and_no_more():
     """The last token is never fed back: P + max_seqlen may be the model's positions + 1. At that
     bound a generation runs (GPT-2's position table would raise one further)."""
     from tokengen.decode.loop import Generator
-    from tokengen.decode.models import build_model
+    from tokengen.models import build_model
     from tokengen.contract.rules import problem, resolve
 
     at_bound = resolve("kv_cache", model="tiny", batch_size=1, prompt_len=1017, max_seqlen=8)  # 1025 = 1024 + 1

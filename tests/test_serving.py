@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from tokengen.engines import make_generator
-from tokengen.decode.models import eos_ids
-from tokengen.decode.models import build_model
+from tokengen.models import eos_ids
+from tokengen.models import build_model
 from tokengen.decode.prompts import prompt_ids
 from tokengen.contract.rules import serving_problem
 from tokengen.engines.request_server import request_lengths, serving_figures

@@ -16,7 +16,7 @@ from sweeps.driver import run_sweep
 from tokengen.cli import main as cli_main
 from tokengen.contract.models import model_facts
 from tokengen.contract.spec import SpecError
-from tokengen.decode.models import build_model, load_config
+from tokengen.models import build_model, load_config
 
 FIX = "save the model again with save_pretrained(), or copy the file again in full"
 
@@ -66,7 +66,7 @@ def test_a_whole_checkpoint_passes(saved):
 
 
 def test_loading_the_config_asks_the_contracts_check(saved, tmp_path):
-    """tokengen.decode.models.load_config judges a checkpoint by the contract's check, not a copy of it."""
+    """tokengen.models.load_config judges a checkpoint by the contract's check, not a copy of it."""
     path, _, _ = damaged(saved, tmp_path, "trailing")
     with pytest.raises(SpecError) as by_the_contract:
         model_facts(str(path))

@@ -3,7 +3,7 @@ for a preset its shape; and whether a local checkpoint is one at all.
 
 Torch-free and transformers-free (transformers' config classes import torch): a preset's shape and
 ids are declared here once, beside its name, and a local checkpoint's facts are read from its
-config.json as JSON. tokengen.decode.models builds the presets' configs from the same entries (and
+config.json as JSON. tokengen.models builds the presets' configs from the same entries (and
 checks a local checkpoint with `model_facts` too); sweeps/pricing/estimate/shapes.py sizes the presets by
 them; tests/test_models.py proves that each preset's facts here equal its built config's. Nothing
 here reaches a hub.
@@ -32,7 +32,7 @@ class ModelFacts:
 
 @dataclass(frozen=True)
 class Preset:
-    """A preset model's architecture, sizes and ids, declared once: tokengen.decode.models builds its
+    """A preset model's architecture, sizes and ids, declared once: tokengen.models builds its
     transformers config from them and sweeps/pricing/estimate/shapes.py sizes a decode step by them."""
 
     arch: str  # gpt2 | llama: the transformers config that builds it
@@ -73,7 +73,7 @@ PRESETS: dict[str, Preset] = {
     "llama-1b": Preset("llama", layers=16, hidden=2048, heads=32, kv_heads=8, intermediate=8192, vocab=128256,
                        positions=131072, tied=True, bos_id=128000, eos_ids=(128001,), rope_theta=500000.0),
 }
-"""The model presets by name (their transformers configs: tokengen.decode.models.MODELS)."""
+"""The model presets by name (their transformers configs: tokengen.models.MODELS)."""
 
 PRESET_FACTS: dict[str, ModelFacts] = {
     name: ModelFacts(positions=p.positions, eos_ids=p.eos_ids, vocab_size=p.vocab) for name, p in PRESETS.items()
@@ -100,7 +100,7 @@ def checkpoint_dir(model: str) -> Path:
 
 def model_facts(model: str) -> ModelFacts:
     """A preset's facts, or a local checkpoint's from its config.json once its weights are there and
-    whole (tokengen.decode.models.load_config asks this too); SpecError naming the fix."""
+    whole (tokengen.models.load_config asks this too); SpecError naming the fix."""
     if model in PRESET_FACTS:
         return PRESET_FACTS[model]
     path = checkpoint_dir(model)

@@ -199,7 +199,7 @@ def check_runnable(spec: TrialSpec) -> None:
     runs (torch and transformers imported there): a local checkpoint is also read as transformers
     reads it, which the planner's JSON reading (tokengen.contract.models) cannot fully judge."""
     if is_local_path(spec.model):
-        from tokengen.decode.models import load_config
+        from tokengen.models import load_config
 
         load_config(spec.model)
     reason = problem(spec) or tool_problem(spec)

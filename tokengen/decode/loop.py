@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 
 from tokengen.contract.declarations import declared, load
-from tokengen.decode.models import eos_ids
+from tokengen.models import eos_ids
 from tokengen.decode.ranges import NO_RANGES, NoRanges
 from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.sampling import make_sampler

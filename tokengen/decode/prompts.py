@@ -15,7 +15,7 @@ import hashlib
 import torch
 from transformers import PretrainedConfig
 
-from tokengen.decode.models import bos_id
+from tokengen.models import bos_id
 
 
 def stream_seed(seed: int, label: str) -> int:

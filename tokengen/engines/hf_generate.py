@@ -22,7 +22,7 @@ from transformers import (
 
 from tokengen.contract.declarations import RECOMPUTE, declared, load
 from tokengen.contract.forms import parse_stop
-from tokengen.decode.models import eos_ids
+from tokengen.models import eos_ids
 from tokengen.contract.spec import SpecError, TrialSpec
 from tokengen.decode.loop import Generation
 from tokengen.decode.prompts import prompt_ids

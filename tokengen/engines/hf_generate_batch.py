@@ -11,7 +11,7 @@ from transformers import GenerationConfig
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
 from tokengen.contract.forms import parse_stop
-from tokengen.decode.models import eos_ids
+from tokengen.models import eos_ids
 from tokengen.contract.spec import TrialSpec
 from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.ranges import NO_RANGES, NoRanges

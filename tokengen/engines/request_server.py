@@ -38,7 +38,7 @@ import torch
 from tokengen.contract.declarations import declared, load
 from tokengen.decode.loop import Generation, compile_model
 from tokengen.measure.clocks import percentile
-from tokengen.decode.models import eos_ids
+from tokengen.models import eos_ids
 from tokengen.decode.ranges import NO_RANGES, NoRanges, RelayRanges
 from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.sampling import make_sampler

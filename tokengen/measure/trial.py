@@ -30,12 +30,12 @@ from tokengen.contract.names import DEADLINE_ENV
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import check_runnable
 from tokengen.contract.spec import AUTO_RUNS, TrialSpec
-from tokengen.decode import models
+from tokengen import models
 from tokengen.decode.stopping import row_lengths
 from tokengen.engines import make_generator
 from tokengen.engines.request_server import request_lengths, serving_figures
 from tokengen.measure import clocks, compile_counters, memory
-from tokengen.measure.allocator import live_allocator_tag, set_allocator
+from tokengen.measure.memory import live_allocator_tag, set_allocator
 from tokengen.measure.checksum import tokens_array, tokens_sha256
 from tokengen.measure.energy import EnergyMeter, nvml_device_handle
 from tokengen.measure.environment import environment, peak_bandwidth_gbs

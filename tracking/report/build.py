@@ -28,7 +28,7 @@ from tokengen.contract.spec import TrialSpec
 from tracking.report import comparison, tables
 from tracking.report.figures.baselines import key_part
 from tracking.report.figures.derived import figures
-from tracking.store.attach import attach_files, set_note
+from tracking.store.view import attach_files, set_note
 from tracking.store.derived import DERIVED_METRICS, write_back
 from tracking.report.markdown import to_markdown
 from tracking.report.plan_report import plan_against_actual

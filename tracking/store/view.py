@@ -1,7 +1,8 @@
 """The sweep's saved view of the MLflow UI, written as the UI's own "Save and share view" does
 (MLflow 3.17): the experiment tag `mlflow.sharedViewState.<KEY>` holds a JSON envelope whose `state` is
 the runs page's state, deflated and base64'd; the UI lists it by name and opens it from
-`?viewStateShareKey=KEY` (tracking/ui.py)."""
+`?viewStateShareKey=KEY` (tracking/ui.py). Beside it, a report's place in the store: its files as
+artifacts of the sweep's run, and its overview as that run's description."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import base64
 import json
 import time
 import zlib
+from pathlib import Path
 
 from tracking.store.derived import view_filter
 
@@ -84,3 +86,21 @@ def publish_view(client, experiment_id: str, sweep: str, parent_id: str) -> str:
     value = envelope(f"sweep {sweep} ({parent_id[:8]})", view_state(view_filter(parent_id, sweep)), created, now)
     client.set_experiment_tag(experiment_id, VIEW_PREFIX + key, value)
     return key
+
+
+MAX_NOTE_CHARS = 8000  # MLflow's limit on a tag's value
+NOTE_TAG = "mlflow.note.content"  # the run's description, as the UI shows it
+
+
+def attach_files(uri: str, parent_id: str, files: list[Path], folder: str = "report") -> None:
+    """The files as artifacts of the run, under `folder`/."""
+    from tracking.store.connect import open_client
+
+    client = open_client(uri)
+    for path in files:
+        client.log_artifact(parent_id, str(path), folder)
+
+
+def set_note(client, run_id: str, text: str) -> None:
+    """The run's description, cut to what a tag holds."""
+    client.set_tag(run_id, NOTE_TAG, text if len(text) <= MAX_NOTE_CHARS else text[:MAX_NOTE_CHARS - 20] + "\n\n(cut short)")

@@ -19,7 +19,7 @@ import pandas as pd
 from sweeps.pricing.estimate.hardware import CpuSpeed
 from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S
 from sweeps.pricing.estimate.model import CostModel, spread
-from sweeps.pricing.estimate.span import Span
+from sweeps.pricing.estimate.laws import Span
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, number, profile_runs, text
 
 HISTORY, FIT, PRIOR = "history", "fit", "prior"

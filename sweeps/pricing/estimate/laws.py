@@ -1,4 +1,6 @@
-"""The fit: per family, a decode step's mean time as a law of batch, prompt and run length.
+"""The fit: per family, a decode step's mean time as a law of batch, prompt and run length; and `Span`, a
+value with a low and a high that each part of an estimate carries (lows add to lows, highs to highs: the
+parts' errors moving together, a wide range that keeps a scheduler from under-booking a worker).
 
 A run of S steps (L per batch) with B rows and a P-token prompt has mean context P + (L-1)/2, so
   cached     t_step = a + b*B + c*B*P/L + d*B*(P + (L-1)/2)   (c: prefill, spread over the run;
@@ -15,12 +17,45 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, nnls
 
-from sweeps.pricing.estimate.span import Span
+
+class Span(NamedTuple):
+    mid: float
+    low: float
+    high: float
+
+    @classmethod
+    def exact(cls, value: float) -> "Span":
+        return cls(value, value, value)
+
+    @classmethod
+    def factor(cls, value: float, factor: float) -> "Span":
+        """value / factor .. value x factor: a multiplicative range, for quantities known to a ratio."""
+        return cls(value, value / factor, value * factor)
+
+    @classmethod
+    def log_sigma(cls, value: float, sigma: float, z: float = 2.0) -> "Span":
+        """About a 95% range for a value whose log-error has robust spread `sigma`."""
+        return cls.factor(value, math.exp(z * sigma))
+
+    def __add__(self, other: "Span") -> "Span":  # type: ignore[override]
+        return Span(self.mid + other.mid, self.low + other.low, self.high + other.high)
+
+    def times(self, k: float) -> "Span":
+        return Span(self.mid * k, self.low * k, self.high * k)
+
+    def times_span(self, other: "Span") -> "Span":
+        """Product of two non-negative spans (e.g. a run's time x a number of runs)."""
+        return Span(self.mid * other.mid, self.low * other.low, self.high * other.high)
+
+
+ZERO = Span(0.0, 0.0, 0.0)
+
 
 TERMS = {"cached": ("const", "batch", "prefill", "position"), "recompute": ("const", "batch_context")}
 REQUIRED = {"cached": 2, "recompute": 2}  # the leading terms a law cannot do without

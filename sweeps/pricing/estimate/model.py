@@ -20,7 +20,7 @@ import sweeps.pricing.estimate.priors as priors
 from sweeps.pricing.estimate.laws import fit_families
 from sweeps.pricing.estimate.hardware import CpuSpeed, gpu_kind
 from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S, IdentityIndex, prepare
-from sweeps.pricing.estimate.span import Span
+from sweeps.pricing.estimate.laws import Span
 from sweeps.pricing.estimate.trials import AUTO, batches, expected_steps, family, fixed_runs, law, number, text
 
 SINGLE_SAMPLE_FACTOR = 1.3  # one past measurement of a part: x/1.3 .. x1.3

@@ -17,7 +17,7 @@ import numpy as np
 
 from sweeps.pricing.estimate.hardware import DEFAULT_GPU, GPUS, CpuSpeed, cpu_speed, gpu_spec
 from sweeps.pricing.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
-from sweeps.pricing.estimate.span import Span
+from sweeps.pricing.estimate.laws import Span
 from sweeps.pricing.estimate.trials import batches, compile_mode, compiles, law, number, text
 
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
