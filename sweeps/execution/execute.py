@@ -114,12 +114,13 @@ def execute(trials: list[PlannedTrial], config: dict, outbox, records: list[dict
     moment it arrives, and into `records`, which it returns; ClusterError if the cluster cannot run
     them. `open_run`: opens the sweep's run once the cluster is known to run them (None in a remeasure
     round: it is open)."""
-    progress: list[Progress] = []
+    progress: Progress | None = None  # made once the cluster is known to run the trials
 
     def on_ready() -> None:
+        nonlocal progress
         if open_run is not None:
             open_run()
-        progress.append(Progress(len(trials)))
+        progress = Progress(len(trials))
 
     def on_result(trial: PlannedTrial, record: dict) -> None:
         if record.get("error_type") == OUT_OF_SPACE:  # the trial's folder is full: no result, and none to come
@@ -128,16 +129,16 @@ def execute(trials: list[PlannedTrial], config: dict, outbox, records: list[dict
         if not record.get("env_revision"):  # a node that got the code from Ray has no git
             record = {**record, "env_revision": revision()}
         records.append(outbox.put(record))
-        progress[0].advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
+        progress.advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
 
     def on_tick(running: int) -> None:
         stop.check()
         outbox.flush()  # a store back from an outage takes the waiting results between two trials
-        progress[0].update(running, outbox.unrecorded)
+        progress.update(running, outbox.unrecorded)
 
     try:
         run_on_cluster(trials, config, stop, on_ready, on_result, on_tick)
     finally:
-        if progress:
-            progress[0].close()
+        if progress is not None:
+            progress.close()
     return records

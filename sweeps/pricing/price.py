@@ -153,7 +153,7 @@ def price_sweep(config: dict, plan: GridPlan | None = None, history: History | N
     """Plan the sweep as a real run would (grid, drops, resume against the store and the journal), read
     the store read-only, fit the cost model once and estimate every planned trial (`waiting`: the results
     an earlier driver journaled and did not record, sweeps.delivery.journal.journaled_results). SpecError for a bad
-    grid, finished_runs.StoreReadError for a store that cannot be read."""
+    grid, tracking.store.history.StoreReadError for a store that cannot be read."""
     started = time.perf_counter()
     sweep, tracking = config["sweep"], config["tracking"]
     plan = plan or plan_sweep(config)

@@ -97,7 +97,7 @@ def read_cluster(address: str, timeout_s: float = READ_TIMEOUT_S) -> list[Node]:
 
 
 def cluster_sizes(nodes: list[Node], pools: set[str], cpus_per_trial: int | None) -> dict:
-    """Pool sizes on these nodes, as sweeps.schedule places trials: a CPU trial takes cpus_per_trial,
+    """Pool sizes on these nodes, as sweeps.execution.schedule places trials: a CPU trial takes cpus_per_trial,
     else the largest node's CPUs; a CUDA trial one GPU of a node with its accelerator type."""
     largest = max((n.cpus for n in nodes), default=0.0)
     need = cpus_per_trial or largest

@@ -75,7 +75,7 @@ def _no_sweep(uri: str, experiment: str, why: str) -> ReportError:
 def open_experiment(uri: str, experiment: str) -> tuple[MlflowClient, str]:
     """The client and experiment id; a missing SQLite file is an error here, never a new empty store; a
     URI's credentials are refused, never printed; a store that is not one is one line (the check a sweep
-    makes before Ray, tracking.recorder.open_client)."""
+    makes before Ray, tracking.store.connect.open_client)."""
     try:
         check_credentials(uri, "--uri ")
         check_reachable(uri)

@@ -1,7 +1,7 @@
 """How long a trial will take, before it runs: a torch-free cost model for scheduling sweeps.
 
     from sweeps.pricing.estimate import estimate, fit, makespan
-    model = fit(runs_frame)                     # tracking.runs' flat frame, one row per finished run
+    model = fit(runs_frame)                     # the store's flat rows (tracking/store/history.py), one per finished run
     plan = [estimate(trial, model) for trial in trials]
     makespan(plan, workers=8).seconds
 

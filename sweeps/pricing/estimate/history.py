@@ -1,6 +1,6 @@
 """History: the finished, trustworthy runs, with the per-run quantities the fits read.
 
-Input is tracking.runs' flat frame (params, metrics and tags by their logged names), one row per
+Input is the store's flat rows (tracking/store/runs.py) (params, metrics and tags by their logged names), one row per
 finished run. A run the sweep tagged `measurement` noisy or contended is left out: its times describe
 the neighbours as much as the trial. Derived columns:
   steady_run_s  one run without compile (with warmup=0 the mean holds the first run: it is taken out)
