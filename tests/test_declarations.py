@@ -5,6 +5,7 @@ Each test runs over the declarations, so a value added there is covered with no 
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -15,14 +16,15 @@ from tokengen.contract import declarations
 from tokengen.contract.declarations import DECLARED, load, names, values
 from tokengen.contract.rules import CUDA_ONLY, cuda_only_reason, incompatibility, resolve
 from tokengen.contract.spec import CHOICES, KNOBS, TrialSpec
-from tokengen.contract.variants import VARIANTS
+from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for, label_for
 
 TRIAL_MD = Path(__file__).resolve().parents[1] / "docs" / "trial.md"
 IDS = [f"{d.knob}={d.name}" for d in DECLARED]
 
 # The preset names users typed before presets were generated, with their knobs: none may change.
 _K = ("cache", "compile", "stop_check", "allocator", "engine", "batching")
-NAMES_USERS_TYPE = {name: dict(zip(_K, knobs)) for name, knobs in {
+_LATER = {knob: declarations.plain(knob).name for knob in declarations.KNOBS if knob not in _K}  # plain in each
+NAMES_USERS_TYPE = {name: {**dict(zip(_K, knobs)), **_LATER} for name, knobs in {
     "baseline": ("none", "off", "sync", "default", "loop", "static"),
     "kv_cache": ("dynamic", "off", "sync", "default", "loop", "static"),
     "kv_cache_expandable": ("dynamic", "off", "sync", "expandable", "loop", "static"),
@@ -87,10 +89,16 @@ def test_the_names_users_type_keep_their_knobs():
     assert {name: VARIANTS.get(name) for name in NAMES_USERS_TYPE} == NAMES_USERS_TYPE
 
 
-def test_every_declared_value_has_a_preset_or_a_plain_setting():
-    """A value no preset uses would be reachable by its knob alone; every one has at least one name."""
-    for value in DECLARED:
-        assert any(knobs[value.knob] == value.name for knobs in VARIANTS.values()), f"{value.knob}={value.name}"
+def test_every_combination_of_values_has_a_name_of_its_own_that_leads_back_to_it():
+    """No `custom` bucket: label_for names each of the product of every knob's values, no two alike, a preset by
+    its own name, and a generated name resolves to its knobs (the grid's and the CLI's --variant)."""
+    combinations = [dict(zip(KNOBS, c)) for c in itertools.product(*(names(k) for k in KNOBS))]
+    labels = [label_for(knobs) for knobs in combinations]
+    assert len(set(labels)) == len(combinations) and CUSTOM not in labels
+    assert all(label_for(knobs) == name for name, knobs in VARIANTS.items())
+    for knobs, name in list(zip(combinations, labels))[::97]:
+        assert knobs_for(name) == knobs
+    assert label_for({**VARIANTS["static_compiled_pipelined"], "quant": "int8"}) == "static_compiled_pipelined_int8"
 
 
 def test_a_compile_mode_with_cuda_graphs_needs_a_fixed_shape_cache():

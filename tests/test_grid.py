@@ -125,7 +125,9 @@ def test_full_drops_cudagraphs_without_a_static_cache_and_peers_with_our_stop_ch
             peers_compiled_loose * points,
     }
     variants = {t.spec.variant for t in plan.trials}
-    assert variants >= {"baseline", "static_cudagraph_deferred", "custom", "hf_generate", "hf_generate_compiled"}
+    assert variants >= {"baseline", "static_cudagraph_deferred", "hf_generate", "hf_generate_compiled",
+                        "kv_cache_compiled_deferred"}  # a combination no preset names has a name made like theirs
+    assert "custom" not in variants and len(plan.trials) == 5520  # quant and attention stay at their plain values
     assert {t.spec.prompt_len for t in plan.trials} == {1, 128}
 
 

@@ -110,10 +110,20 @@ def build_model(model: str, dtype: str, device: str, seed: int) -> torch.nn.Modu
 
 
 def weight_bytes(net: torch.nn.Module) -> int:
-    """Bytes a decode step streams from memory: every parameter once (tied weights counted once)."""
+    """Bytes a decode step streams from memory: every parameter once (tied weights counted once), a
+    quantized one as the tensors it holds (torchao's int8 data and its scales, not the dtype it stands for)."""
     seen, total = set(), 0
     for p in net.parameters():
-        if p.data_ptr() not in seen:
-            seen.add(p.data_ptr())
-            total += p.numel() * p.element_size()
+        for tensor in stored_tensors(p.data):
+            if tensor.data_ptr() not in seen:
+                seen.add(tensor.data_ptr())
+                total += tensor.numel() * tensor.element_size()
     return total
+
+
+def stored_tensors(tensor: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors a tensor keeps in memory: itself, or a subclass's inner tensors (__tensor_flatten__)."""
+    if type(tensor) in (torch.Tensor, torch.nn.Parameter) or not hasattr(tensor, "__tensor_flatten__"):
+        return [tensor]
+    names, _ = tensor.__tensor_flatten__()
+    return [inner for name in names for inner in stored_tensors(getattr(tensor, name))]

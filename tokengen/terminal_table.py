@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tokengen.contract.declarations import KNOBS, plain
 from tokengen.measure.interference import OK
 
 
@@ -24,8 +25,7 @@ def render(record: dict) -> str:
         rule,
         f"{r['variant']}: {r['model']} {r['dtype']} on {r['env_gpu_name'] or r['device']}, "
         f"batch {r['batch_size']}, prompt {r['prompt_len']}, max_seqlen {r['max_seqlen']}, stop={r['stop']}",
-        f"  knobs: engine={r['engine']} cache={r['cache']} compile={r['compile']} stop_check={r['stop_check']} "
-        f"allocator={r['allocator']} batching={r['batching']}",
+        "  knobs: " + " ".join(f"{knob}={r.get(knob, plain(knob).name)}" for knob in KNOBS),
         "Runtime Results:",
         f"  Mean:   {r['runtime_mean_s']:.4f}s",
         f"  Std:    {r['runtime_std_s']:.4f}s",
@@ -44,6 +44,7 @@ def render(record: dict) -> str:
         f"  Fragmentation (peak):   {frag}",
         f"  Process peak RSS:       {_gb(r['peak_rss_bytes'])}",
         *profile_lines(r),
+        *fidelity_lines(r),
         f"tokens_sha256 {r['tokens_sha256'][:16]}...  key {r['key']}",
         rule,
     ]
@@ -81,4 +82,23 @@ def profile_lines(r: dict) -> list[str]:
         f"Profile ({r['profile']}, steps {r['profile_window']}):",
         f"  GPU idle between steps: {us('gpu_idle_us_per_step')}   GPU busy: {busy}",
         f"  Host blocked in the stop check: {us('host_sync_us_per_step')} per step",
+    ]
+
+
+def fidelity_lines(r: dict) -> list[str]:
+    """For a trial held to the gate: its verdict and the figures behind it (nothing for an exact trial)."""
+    if not r.get("fidelity_verdict"):
+        return []
+
+    def figure(name: str, form: str) -> str:
+        return "n/a" if r.get(name) is None else format(r[name], form)
+
+    step = r.get("first_divergence_step")
+    return [
+        f"Fidelity: {r['fidelity_verdict']} (gate {100 * r['fidelity_gate']:.0f}% top-1 agreement with the reference)",
+        f"  Teacher-forced: top-1 agreement {figure('top1_agreement', '.2%')}, max logit diff "
+        f"{figure('max_logit_diff', '.4g')}, KL {figure('kl_divergence', '.3g')}, reference margin (median) "
+        f"{figure('top1_margin_median', '.3g')}",
+        f"  Free-running: {figure('rows_exact', 'd')} of {r['batch_size']} rows exact, first divergence at step "
+        f"{'none' if step is None else step}",
     ]

@@ -19,6 +19,7 @@ from sweeps.execution.schedule import ClusterError, ScheduleSettings, check_clus
 from sweeps.execution.space import OutOfSpace
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.planning.settings import local_gpus
+from tokengen.contract.fidelity import DEFAULT_GATE
 from tokengen.contract.machine.fingerprint import revision
 from tokengen.contract.names import FINISHED, OUT_OF_SPACE
 
@@ -69,7 +70,7 @@ def settings_of(config: dict) -> ScheduleSettings:
     return ScheduleSettings(
         workdir=sweep["workdir"], trial_timeout_s=sweep["trial_timeout_s"], retries=sweep["retries"],
         cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
-        trial_gpus=sweep.get("trial_gpus"),
+        trial_gpus=sweep.get("trial_gpus"), fidelity_gate=sweep.get("fidelity_gate", DEFAULT_GATE),
     )
 
 

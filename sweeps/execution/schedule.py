@@ -27,6 +27,7 @@ from sweeps.execution.space import full_line, out_of_space, reason_of
 from sweeps.execution.task import trial_task
 from sweeps.execution.trial_process import complete_record, failure
 from tokengen.contract.names import OUT_OF_SPACE
+from tokengen.contract.fidelity import DEFAULT_GATE
 from tokengen.contract.machine.process_env import SECRETS
 from tokengen.contract.record import first_line, plain
 
@@ -40,6 +41,7 @@ class ScheduleSettings:
     inductor_cache: str  # per_trial | per_sweep
     sweep: str
     trial_gpus: int | None = None  # None: 1 for a CUDA trial, 0 for a CPU one
+    fidelity_gate: float = DEFAULT_GATE  # the top-1 agreement a gated trial's own verdict is judged at
 
 
 class ClusterError(RuntimeError):

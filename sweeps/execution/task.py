@@ -30,7 +30,7 @@ def trial_task(spec: dict, key: str, accelerator_type: str | None, settings: dic
     folder = sweep_folder(settings)
     inductor = f"{folder}/inductor" if settings["inductor_cache"] == "per_sweep" else None
     request = TrialRequest(spec=spec, key=key, folder=f"{folder}/{key}", timeout_s=settings["trial_timeout_s"],
-                           threads=threads, inductor_dir=inductor)
+                           threads=threads, inductor_dir=inductor, fidelity_gate=settings["fidelity_gate"])
     record = run_trial_process(request)
     return complete_record(
         record, spec, key, accelerator_type,

@@ -37,6 +37,7 @@ from pathlib import Path
 from sweeps.execution.space import free_bytes, full_line, out_of_space
 from tokengen.contract.names import (ARTIFACT_FILES, DEADLINE_ENV, FAILED, FAILURE_FILE, OUT_OF_SPACE, RESULT_FILE,
                                      TOKENS_FILE, TRIAL_LOG)
+from tokengen.contract.fidelity import DEFAULT_GATE, GATE_ENV
 from tokengen.contract.machine.process_env import trial_environment
 from tokengen.contract.record import first_line
 
@@ -61,6 +62,7 @@ class TrialRequest:
     timeout_s: float
     threads: int | None = None  # torch threads (a CPU trial's share of its node)
     inductor_dir: str | None = None  # a shared compile cache, else one inside the folder
+    fidelity_gate: float = DEFAULT_GATE  # the sweep's gate, for a gated trial's own verdict
 
     @property
     def path(self) -> Path:
@@ -86,6 +88,7 @@ def run_trial_process(request: TrialRequest) -> dict:
     inductor = request.inductor_dir or str(folder / "inductor")
     env = trial_environment(os.environ, request.spec["allocator"], inductor, request.threads)
     env[DEADLINE_ENV] = f"{time.time() + request.timeout_s:.3f}"
+    env[GATE_ENV] = repr(float(request.fidelity_gate))
     started = time.perf_counter()
     process = _warm_context().Process(target=_child, args=(request, env, os.getpid()), daemon=False)
     process.start()

@@ -39,6 +39,9 @@ class SweepSettings:
     workdir: str = "/tmp/tokengen-sweeps"  # on each node: <workdir>/<sweep name>/<key>: JSON, logs, compile caches
     remeasure: int = 1  # rounds: a finished trial judged noisy or contended runs again, up to this many more times
     max_trials: int = 100_000  # a grid with more points is refused before it is expanded: raise this to run it
+    # a trial with equivalent or lossy values (an attention kernel, quantized weights) passes at this share of
+    # steps whose top-1 token is the reference model's (tokengen/contract/fidelity.py; MLPerf's 99% of reference)
+    fidelity_gate: float = 0.99
     # USD for one device for one hour, per accelerator type (`cpu`: one CPU trial's node), for the report's cost
     # column: example on-demand list prices (2026, tokengen/contract/machine/gpus.py), not quotes; set yours with
     # sweep.prices.<TYPE>=...

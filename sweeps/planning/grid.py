@@ -19,7 +19,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from tokengen.contract.variants import CUSTOM, VARIANTS
+from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for
 from tokengen.contract.spec import CHOICES, KNOBS, SpecError, TrialSpec, parse_field
 from tokengen.contract.rules import incompatibility, problem, resolve
 from sweeps.planning.settings import check_settings
@@ -123,9 +123,11 @@ def _points(grid: dict):
 def _spec_for(trial: dict, point: dict) -> TrialSpec:
     """trial's values, then the variant's knobs, then the point's own axes."""
     variant = point.get("variant", trial.get("variant"))
-    if variant not in VARIANTS and variant != CUSTOM:
-        raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}, all, or custom")
-    fields = {**trial, **VARIANTS.get(variant, {}), **point}
+    knobs = {} if variant == CUSTOM else knobs_for(str(variant))
+    if knobs is None:
+        raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}, a name they combine to "
+                        "(static_compiled_int8), all, or custom")
+    fields = {**trial, **knobs, **point}
     fields.pop("variant", None)
     return resolve(None, **fields)
 

@@ -42,6 +42,10 @@ def check_settings(sweep: dict) -> None:
         raise SpecError(f"sweep.inductor_cache={sweep['inductor_cache']!r}: use one of {', '.join(INDUCTOR_CACHES)}")
     if not _integer(sweep["max_trials"]) or sweep["max_trials"] < 1:
         raise SpecError(f"sweep.max_trials={sweep['max_trials']!r}: give 1 or more")
+    gate = sweep.get("fidelity_gate", 0.99)
+    if not _number(gate) or not 0 < gate <= 1:
+        raise SpecError(f"sweep.fidelity_gate={gate!r}: give the top-1 agreement a lossy trial must reach, a fraction "
+                        "in (0, 1], e.g. sweep.fidelity_gate=0.99")
     guard = sweep.get("memory_guard")
     if guard is not None and (not _number(guard) or guard <= 0):
         raise SpecError(f"sweep.memory_guard={guard!r}: give a fraction of the free memory a trial may take, e.g. "

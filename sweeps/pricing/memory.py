@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeps.pricing.estimate.shapes import ModelShape, shape_of
+from tokengen.contract.declarations import weight_bits
 from tokengen.contract.spec import SpecError, TrialSpec
 
 GB = 1e9
@@ -70,7 +71,8 @@ def estimate_memory(spec: TrialSpec) -> MemoryEstimate | None:
         return None
     size = DTYPE_BYTES[spec.dtype]
     rows, total = spec.batch_size, spec.prompt_len + spec.max_seqlen
-    weights = shape.params * size
+    bits = weight_bits(spec.knobs)
+    weights = shape.params * (bits / 8 if bits else size)  # quantized weights at their declared bits
     build = shape.params * (4 + (size if size != 4 else 0))  # float32 first, then its cast copy beside it
     baseline = spec.cache == "none"
     longest = total - 1 if baseline else max(spec.prompt_len, 1)  # the widest forward (the last token is never fed)

@@ -1,12 +1,19 @@
-"""Every value of every knob, declared once: its implementation, its facts, its one-line doc.
+"""Every knob and every value of it, declared once: what it is, where it acts, its facts, its one-line doc.
 
-A new optimization is its implementation module plus one entry below. The CLI's choices, the rules
-(CUDA-only values, CUDA graphs' fixed shapes), the generated presets, the report's stop-check tables,
-the pricing priors and the benchmarks all read these entries, so none of them spells a value again
-and a value added here reaches all of them. Torch-free: the planner and the report import it without
-torch; `load` imports an implementation only where a trial runs.
+A new optimization is its implementation module plus one entry below (a new knob: one `Knob` and its
+values). The spec's knob fields, the CLI's flags and choices, Hydra's schema, the rules, the generated
+variant names, every report pairing, the pricing's keys, the terminal table and MLflow's params all
+read these entries, so none of them spells a knob or a value again. Torch-free: the planner and the
+report import it without torch; `load` imports an implementation only where a trial runs.
 
-Families group a knob's values by the peer a report sets them beside: a lagged stop check beside the
+A knob says where it acts (the model as built, around each decode step, the loop, the process's
+environment, the engine), what a report sets its values beside (the workload's baseline, the same trial
+at the knob's plain value, a family of peers, the library's generate()), whether its values change the
+compiled graph, and whether it was in the first release's trial key. A value says whether it keeps the
+reference's exact tokens (`exact`), does the same math with other kernels (`equivalent`) or changes the
+numbers (`lossy`): the last two are held to an accuracy gate instead of a checksum (tokengen/contract/fidelity.py).
+
+Families group a stop check's values by the peer a report sets them beside: a lagged check beside the
 reference one (table (d)), every checked loop beside the no-check bound (table (e)).
 """
 
@@ -19,6 +26,22 @@ REFERENCE, LAGGED, BOUND = "reference", "lagged", "bound"  # stop checks: sync, 
 EAGER, COMPILED = "eager", "compiled"  # compile modes
 RECOMPUTE, CACHED = "recompute", "cached"  # caches: the full prefix every step, or keys and values kept
 OURS, PEER = "ours", "peer"  # engines: this project's loops, transformers' own
+EXACT, EQUIVALENT, LOSSY = "exact", "equivalent", "lossy"  # what a value keeps of the reference's numbers
+MODEL, STEP, LOOP, PROCESS, ENGINE = "model", "step", "loop", "process", "engine"  # where a knob acts
+BASELINE, PLAIN, FAMILY = "baseline", "plain", "family"  # what a report sets a knob's values beside (or PEER)
+
+
+@dataclass(frozen=True)
+class Knob:
+    field: str  # the TrialSpec field
+    acts: str  # MODEL: on the built model, once, before any compile; STEP: around each decode step; LOOP: the
+    # decode loop's own parts; PROCESS: the trial process's environment; ENGINE: which code generates
+    beside: str  # what a report compares a value against: BASELINE (the workload's full recompute), PLAIN (the
+    # same trial at the knob's plain value), FAMILY (its family's peer: stop checks), PEER (generate())
+    graph: bool  # its values change what torch.compile traces: part of a compiled graph's key
+    doc: str
+    keyed: bool = False  # hashed into the trial key at every value (the first release's knobs); else only away
+    # from its plain value, so a new knob keeps every existing key
 
 
 @dataclass(frozen=True)
@@ -27,23 +50,42 @@ class Declared:
     name: str  # the value users type
     impl: str | None  # "module:attribute" of what runs it; None: nothing extra runs (the knob's plain setting)
     doc: str  # one line: what it does and why it may be faster
-    family: str  # the group a report compares against its peer (see the module docstring)
-    preset: str = ""  # the word it adds to a generated preset's name ("" at the knob's plain setting)
+    family: str = ""  # the group a report compares against its peer (see the module docstring)
+    preset: str = ""  # the word it adds to a generated variant name ("" at the knob's plain setting)
     cuda_only: bool = False  # needs a CUDA device; refused in one line elsewhere
+    min_capability: tuple[int, int] | None = None  # CUDA compute capability it needs (8.0: A100, L40S, H100, H200)
+    dtypes: tuple[str, ...] = ()  # the only dtypes it runs in (empty: any)
+    fidelity: str = EXACT  # EXACT | EQUIVALENT | LOSSY: the proof its tokens are held to
+    weight_bits: int | None = None  # bits per weight of the model's linear layers (None: the dtype's)
+    requires: tuple[tuple[str, str], ...] = ()  # other knobs' values it needs, (knob, value) each
+    no_mask: bool = False  # attention backends that take no explicit mask: refused with a masked cache on CUDA
     cuda_graphs: bool = False  # compile modes: replays decode as CUDA graphs, so the cache must keep fixed shapes
     overrun: int | None = 0  # stop checks: steps it may enqueue past sync's end; None: always runs max_seqlen steps
     fixed_shapes: bool = False  # caches: tensors allocated once at fixed addresses (CUDA graphs, compiled presets)
+    masked: bool = False  # caches: the model is given an explicit attention mask (a `no_mask` backend cannot run it)
     compile_cost: float = 0.0  # compile modes: compile time against compile=default (the pricing prior's guess)
     server: str | None = None  # engines: "module:attribute" of what serves request workloads (requests > 0)
 
 
+KNOB_DECLARATIONS: tuple[Knob, ...] = (
+    Knob("cache", LOOP, BASELINE, graph=True, keyed=True, doc="what a step feeds the model: the whole prefix, or kept keys and values"),
+    Knob("compile", LOOP, BASELINE, graph=True, keyed=True, doc="how the decode step runs: eager, or compiled by torch.compile"),
+    Knob("stop_check", LOOP, FAMILY, graph=False, keyed=True, doc="when the host learns every row has ended"),
+    Knob("allocator", PROCESS, PLAIN, graph=False, keyed=True, doc="the CUDA caching allocator's configuration"),
+    Knob("engine", ENGINE, PEER, graph=True, doc="which code generates: this project's loop or transformers' own"),
+    Knob("batching", LOOP, PLAIN, graph=False, doc="how request workloads fill the batch's slots"),
+    Knob("quant", MODEL, PLAIN, graph=True, doc="weight-only quantization of the model's linear layers"),
+    Knob("attention", STEP, PLAIN, graph=True, doc="the scaled-dot-product-attention backend a step may use"),
+)
+
 _D = Declared
 DECLARED: tuple[Declared, ...] = (
-    _D("cache", "none", "tokengen.decode.caches:NoCache", family=RECOMPUTE, preset="baseline",
+    _D("cache", "none", "tokengen.decode.caches:NoCache", family=RECOMPUTE, preset="baseline", masked=True,
        doc="the article's baseline: recompute the whole prefix every step, O(N^2) in total"),
     _D("cache", "dynamic", "tokengen.decode.caches:DynamicKV", family=CACHED, preset="kv_cache",
        doc="transformers' DynamicCache: keys and values grow by one column per step"),
     _D("cache", "static", "tokengen.decode.caches:StaticKV", family=CACHED, preset="static_cache", fixed_shapes=True,
+       masked=True,
        doc="transformers' StaticCache, allocated once per trial at P + max_seqlen columns"),
     _D("compile", "off", None, family=EAGER, doc="eager PyTorch"),
     _D("compile", "default", "tokengen.decode.compile_modes:DEFAULT", family=COMPILED, preset="compiled",
@@ -64,8 +106,8 @@ DECLARED: tuple[Declared, ...] = (
        overrun=3, doc="the host reads the finished flag every 4th step only: 4x fewer waits, the same tokens"),
     _D("stop_check", "none", "tokengen.decode.stop_checks:no_check", family=BOUND, preset="nocheck", overrun=None,
        doc="the upper bound: never asks, always runs max_seqlen steps"),
-    _D("allocator", "default", None, family=REFERENCE, doc="PyTorch's caching allocator as configured"),
-    _D("allocator", "expandable", "tokengen.contract.machine.process_env:EXPANDABLE", family=LAGGED,
+    _D("allocator", "default", None, doc="PyTorch's caching allocator as configured"),
+    _D("allocator", "expandable", "tokengen.contract.machine.process_env:EXPANDABLE",
        preset="expandable", cuda_only=True,
        doc="expandable_segments: growing tensors extend a segment instead of fragmenting"),
     _D("engine", "loop", "tokengen.decode.loop:Generator", family=OURS,
@@ -75,13 +117,48 @@ DECLARED: tuple[Declared, ...] = (
        doc="transformers' model.generate(), greedy, on the same prompts and stop rule"),
     _D("engine", "generate_batch", None, family=PEER, preset="hf_generate_batch",
        server="tokengen.engines.hf_generate_batch:GenerateBatchEngine",
+       requires=(("cache", "static"), ("compile", "off"), ("stop_check", "sync"), ("batching", "continuous")),
        doc="transformers' continuous batching (generate_batch's manager, paged attention), for requests"),
-    _D("batching", "static", None, family=REFERENCE, doc="requests batch after batch: a batch ends with its longest"),
-    _D("batching", "continuous", None, family=LAGGED, preset="continuous",
+    _D("batching", "static", None, doc="requests batch after batch: a batch ends with its longest"),
+    _D("batching", "continuous", None, preset="continuous",
        doc="a slot takes the next waiting request as soon as its own ends"),
+    _D("quant", "none", None, doc="the model's weights in the trial's dtype"),
+    _D("quant", "int8", "tokengen.knobs.quant:INT8", preset="int8", fidelity=LOSSY, weight_bits=8,
+       doc="weight-only int8 (torchao): a quarter of float32's weight bytes per step, dequantized in the matmul"),
+    _D("quant", "int4", "tokengen.knobs.quant:INT4", preset="int4", fidelity=LOSSY, weight_bits=4, cuda_only=True,
+       min_capability=(8, 0), dtypes=("bfloat16",),
+       doc="weight-only int4 (torchao, tinygemm's tile-packed layout): a quarter of bfloat16's weight bytes"),
+    _D("attention", "auto", None, doc="torch picks the fastest SDPA backend that can run the step"),
+    _D("attention", "math", "tokengen.knobs.attention:MATH", preset="sdpa_math", fidelity=EQUIVALENT,
+       doc="SDPA's reference math kernel: plain matmuls and softmax, every input shape"),
+    _D("attention", "efficient", "tokengen.knobs.attention:EFFICIENT", preset="sdpa_efficient", fidelity=EQUIVALENT,
+       cuda_only=True, doc="memory-efficient attention (xFormers' kernel): tiles without materializing the scores"),
+    _D("attention", "flash", "tokengen.knobs.attention:FLASH", preset="sdpa_flash", fidelity=EQUIVALENT, no_mask=True,
+       doc="FlashAttention: fused, tiled, online softmax; on CUDA it takes no explicit mask"),
+    _D("attention", "cudnn", "tokengen.knobs.attention:CUDNN", preset="sdpa_cudnn", fidelity=EQUIVALENT,
+       cuda_only=True, min_capability=(8, 0), doc="cuDNN's fused attention"),
 )
-KNOBS = tuple(dict.fromkeys(d.knob for d in DECLARED))
-"""The knobs declared here, in order (tokengen.contract.spec.KNOBS must list the same fields)."""
+KNOBS = tuple(k.field for k in KNOB_DECLARATIONS)
+"""The knobs declared here, in order: TrialSpec's knob fields are made from them (tokengen.contract.spec)."""
+assert set(KNOBS) == {d.knob for d in DECLARED}, "every value belongs to a declared knob, every knob has values"
+
+
+def knob(field: str) -> Knob:
+    """A knob's declaration; KeyError names the declared ones."""
+    for k in KNOB_DECLARATIONS:
+        if k.field == field:
+            return k
+    raise KeyError(f"{field!r} is not a declared knob: use one of {', '.join(KNOBS)}")
+
+
+def knobs_where(**facts) -> tuple[str, ...]:
+    """The knobs whose declarations have every fact given (`acts=MODEL`, `graph=True`, `beside=PLAIN`)."""
+    return tuple(k.field for k in KNOB_DECLARATIONS if all(getattr(k, f) == v for f, v in facts.items()))
+
+
+def knobs_except(*fields: str) -> list[str]:
+    """Every knob but these: what a report holds equal when it compares the values of `fields`."""
+    return [k for k in KNOBS if k not in fields]
 
 
 def values(knob: str) -> tuple[Declared, ...]:
@@ -104,6 +181,34 @@ def declared(knob: str, name: str) -> Declared:
 def plain(knob: str) -> Declared:
     """The knob's plain setting (the first declared): what a preset name leaves unsaid."""
     return values(knob)[0]
+
+
+def value_of(knobs: dict, field: str) -> Declared | None:
+    """The declaration of a trial's value of one knob (the plain one where the trial has none: an older
+    record), or None for a value no longer declared."""
+    name = knobs.get(field)
+    name = plain(field).name if name is None or name != name or name == "" else str(name)
+    try:
+        return declared(field, name)
+    except KeyError:
+        return None
+
+
+def trial_values(knobs: dict) -> list[Declared]:
+    """Every knob's declared value for a trial (dict of knob -> value; a spec's `.knobs`, a record, a row)."""
+    return [d for d in (value_of(knobs, k) for k in KNOBS) if d is not None]
+
+
+def fidelity_of(knobs: dict) -> str:
+    """The proof a trial's tokens are held to: exact unless some value is equivalent or lossy (lossy wins)."""
+    kinds = {d.fidelity for d in trial_values(knobs)}
+    return LOSSY if LOSSY in kinds else EQUIVALENT if EQUIVALENT in kinds else EXACT
+
+
+def weight_bits(knobs: dict) -> int | None:
+    """Bits per weight of the linear layers a trial's values declare (None: the dtype's own)."""
+    bits = [d.weight_bits for d in trial_values(knobs) if d.weight_bits]
+    return min(bits) if bits else None
 
 
 def in_family(knob: str, *families: str) -> tuple[str, ...]:

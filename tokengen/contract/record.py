@@ -104,6 +104,16 @@ class TrialResult:
     # tokens
     tokens_sha256: str | None = _f(TAG)  # the last timed run's, docs/design.md's checksum
     deterministic: bool | None = _f(METRIC)  # every timed run returned the same tokens
+    # fidelity: a trial with equivalent or lossy values against the reference model (tokengen/measure/fidelity.py)
+    fidelity: str | None = _f(TAG)  # exact | equivalent | lossy (tokengen.contract.declarations); None: exact
+    fidelity_verdict: str | None = _f(TAG)  # tokengen.contract.fidelity.verdict at fidelity_gate
+    fidelity_gate: float | None = _f(METRIC)  # the top-1 agreement it had to reach
+    top1_agreement: float | None = _f(METRIC)  # teacher-forced: steps whose argmax is the reference's
+    max_logit_diff: float | None = _f(METRIC)  # teacher-forced: the largest |logit - reference's|
+    kl_divergence: float | None = _f(METRIC)  # teacher-forced: mean KL(reference || trial) per step
+    top1_margin_median: float | None = _f(METRIC)  # the reference's median top-1 minus top-2 logit
+    rows_exact: int | None = _f(METRIC)  # free-running: rows whose tokens are the reference's
+    first_divergence_step: int | None = _f(METRIC)  # free-running: first step where a row differs (None: none)
     # profiling
     profile_window: str | None = _f(TAG)
     profile_trace: str | None = _f(TAG)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import shutil
 
-from tokengen.contract.declarations import BOUND, KNOBS as DECLARED_KNOBS, PEER as PEER_FAMILY, declared
+from tokengen.contract.declarations import BOUND, KNOBS as DECLARED_KNOBS, PEER as PEER_FAMILY, declared, trial_values
 from tokengen.contract.declarations import values as knob_values
 from tokengen.contract.forms import parse_sampling, parse_stop, parse_window
 from tokengen.contract.models import is_local_path, model_facts
 from tokengen.contract.spec import CHOICES, SpecError, TrialSpec, parse_field
-from tokengen.contract.variants import CUSTOM, VARIANTS, label_for
+from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for, label_for
 
 PEER = "generate_batch"  # transformers' continuous batching, the request workloads' peer
 CUDA_ONLY: dict[str, tuple[str, ...]] = {
@@ -35,9 +35,10 @@ def resolve(variant: str | None = None, **fields) -> TrialSpec:
         raise SpecError(f"unknown trial field(s) {', '.join(unknown)}: fields are {', '.join(f.name for f in dataclasses.fields(TrialSpec))}")
     values = {}
     if variant is not None and variant != CUSTOM:
-        if variant not in VARIANTS:
-            raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}")
-        values.update(VARIANTS[variant])
+        knobs = knobs_for(variant)
+        if knobs is None:
+            raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}, or any name they combine to")
+        values.update(knobs)
     values.update({k: parse_field(k, v) for k, v in fields.items() if v is not None and k != "variant"})
     spec = TrialSpec(**values)
     return dataclasses.replace(spec, variant=label_for(spec.knobs))
@@ -70,7 +71,21 @@ def incompatibility(spec: TrialSpec) -> str | None:
         return reason
     if declared("compile", spec.compile).cuda_graphs and not declared("cache", spec.cache).fixed_shapes:
         return f"compile={spec.compile} needs cache=static: CUDA graphs want fixed shapes"
-    return peer_incompatibility(spec) or serving_incompatibility(spec)
+    return value_incompatibility(spec) or peer_incompatibility(spec) or serving_incompatibility(spec)
+
+
+def value_incompatibility(spec: TrialSpec) -> str | None:
+    """What a value's declared facts rule out: the dtypes it runs in, a backend that takes no mask beside a
+    cache that passes one (on CUDA, where the kernel refuses it)."""
+    cache = declared("cache", spec.cache)
+    for value in trial_values(spec.knobs):
+        if value.dtypes and spec.dtype not in value.dtypes:
+            return (f"{value.knob}={value.name} runs in {' or '.join(value.dtypes)} only (got dtype={spec.dtype}): "
+                    f"use dtype={value.dtypes[0]}")
+        if value.no_mask and cache.masked and spec.device == "cuda":
+            return (f"{value.knob}={value.name} takes no explicit attention mask on CUDA and cache={spec.cache} passes "
+                    f"one: use cache={', cache='.join(c.name for c in knob_values('cache') if not c.masked)}")
+    return None
 
 
 def peer_incompatibility(spec: TrialSpec) -> str | None:
@@ -109,8 +124,7 @@ def serving_incompatibility(spec: TrialSpec) -> str | None:
         return (f"sampling={spec.sampling} with requests: a request's draws would depend on its slot; "
                 "use sampling=greedy")
     if spec.engine == PEER:
-        fixed = {"batching": "continuous", "cache": "static", "compile": PLAIN.compile, "stop_check": PLAIN.stop_check}
-        wrong = [f"{k}={getattr(spec, k)}" for k, v in fixed.items() if getattr(spec, k) != v]
+        wrong = [f"{k}={getattr(spec, k)}" for k, v in declared("engine", spec.engine).requires if getattr(spec, k) != v]
         if wrong:
             return (f"engine=generate_batch has its own batching, paged cache and loop ({', '.join(wrong)}): "
                     "use variant hf_generate_batch")
@@ -210,3 +224,16 @@ def check_runnable(spec: TrialSpec) -> None:
 
         if not torch.cuda.is_available():
             raise SpecError("device=cuda but torch sees no CUDA device: use device=cpu")
+        reason = capability_problem(spec, torch.cuda.get_device_capability())
+        if reason:
+            raise SpecError(reason)
+
+
+def capability_problem(spec: TrialSpec, capability: tuple[int, int]) -> str | None:
+    """A value that needs a newer GPU than this one (its declared min_capability), in one line."""
+    for value in trial_values(spec.knobs):
+        if value.min_capability and tuple(capability) < value.min_capability:
+            need = ".".join(map(str, value.min_capability))
+            return (f"{value.knob}={value.name} needs a GPU of compute capability {need} or later (this one has "
+                    f"{'.'.join(map(str, capability))}): drop it on this GPU")
+    return None

@@ -24,9 +24,22 @@ def _field(default, role: str):
     return dataclasses.field(default=default, metadata={"role": role})
 
 
-def _knob(name: str):
-    """A knob's field: its default is its first declared value (tokengen.contract.declarations)."""
-    return _field(declarations.plain(name).name, KNOB)
+def _with_knobs(after: str):
+    """Adds one `str` field per declared knob (tokengen.contract.declarations), after field `after`, its
+    default the knob's plain value: a knob declared there is a spec field, a CLI flag and a Hydra key."""
+
+    def add(cls):
+        annotations, merged = dict(cls.__annotations__), {}
+        for name, kind in annotations.items():
+            merged[name] = kind
+            if name == after:
+                for knob in declarations.KNOBS:
+                    merged[knob] = "str"
+                    setattr(cls, knob, _field(declarations.plain(knob).name, KNOB))
+        cls.__annotations__ = merged
+        return cls
+
+    return add
 
 
 CHOICES = {
@@ -49,6 +62,7 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
+@_with_knobs(after="max_seqlen")
 class TrialSpec:
     variant: str = _field("baseline", LABEL)  # resolved from the knobs (see tokengen.contract.variants.label_for)
     model: str = _field("gpt2", WORKLOAD)  # a preset in tokengen.contract.models.PRESET_FACTS or a local directory of a causal LM
@@ -56,10 +70,7 @@ class TrialSpec:
     device: str = _field("cpu", WORKLOAD)
     batch_size: int = _field(32, WORKLOAD)  # the article's main batch
     max_seqlen: int = _field(100, WORKLOAD)  # decode steps, as in the article (prompt excluded)
-    cache: str = _knob("cache")
-    compile: str = _knob("compile")
-    stop_check: str = _knob("stop_check")
-    allocator: str = _knob("allocator")
+    # here: one field per declared knob (cache, compile, stop_check, ...), added by _with_knobs
     stop: str = _field("never", WORKLOAD)  # model | never | fixed:N | uniform:LO-HI | lognormal:MEDIAN,SIGMA
     sampling: str = _field("greedy", WORKLOAD)  # greedy | topk:K[,TEMPERATURE]
     seed: int = _field(0, WORKLOAD)  # weights, prompts, target lengths and sampling all derive from it
@@ -70,9 +81,7 @@ class TrialSpec:
     # fields below came after the first release: at their default they stay out of the key
     prompt_len: int = _field(1, WORKLOAD)  # 1 = BOS only (the article); P > 1: BOS + P-1 seeded ids per row
     matmul_precision: str = _field("highest", WORKLOAD)  # high = TF32, as the article runs float32
-    engine: str = _knob("engine")  # loop: this project's decode loop; generate: transformers' generate()
     requests: int = _field(0, WORKLOAD)  # 0: one batch of batch_size rows; N > 0: N requests served by batch_size slots
-    batching: str = _knob("batching")  # with requests: static (batch after batch) | continuous (refill slots)
     # runs=auto (0): at least min_runs, then until the 95% interval of the mean runtime is within target_ci of the
     # mean (half-width / mean), at most max_runs (tokengen/measure/run_count.py); a fixed count ignores them
     min_runs: int = _field(3, MEASUREMENT)
@@ -102,9 +111,8 @@ class TrialSpec:
 
 
 FIRST_RELEASE = frozenset(
-    "model dtype device batch_size max_seqlen cache compile stop_check allocator stop sampling seed warmup runs "
-    "profile profile_steps".split()
-)
+    "model dtype device batch_size max_seqlen stop sampling seed warmup runs profile profile_steps".split()
+) | {k.field for k in declarations.KNOB_DECLARATIONS if k.keyed}
 SPEC_FIELDS = tuple(f.name for f in fields(TrialSpec))
 FIELD_TYPES: dict[str, type] = typing.get_type_hints(TrialSpec)
 """Each field's Python type, resolved once: the CLI, Hydra's schema and the report's reader use it."""

@@ -1,7 +1,8 @@
 """Named generator variants, generated from the knobs' declarations (tokengen.contract.declarations).
 
 A preset is a setting of the knobs (tokengen.contract.spec.KNOBS) and nothing else, so a variant's name can always be
-recovered from a spec's knobs (`label_for`) and a grid may give knobs without naming a variant. Names are the
+recovered from a spec's knobs (`label_for`, which names every other combination the same way) and a grid may give
+knobs without naming a variant. Names are the
 declared words joined: the cache (`kv_cache`, `static_cache`; `static_` + the compile mode's word once compiled),
 then the stop check's (`_deferred`), then the allocator's or the batching's; transformers' engines start with
 their own word (`hf_generate_cudagraph`). So a declared value gets its presets with no line here:
@@ -16,7 +17,9 @@ their own word (`hf_generate_cudagraph`). So a declared value gets its presets w
 
 from __future__ import annotations
 
-from tokengen.contract.declarations import BOUND, CACHED, RECOMPUTE, Declared, plain, values
+import itertools
+
+from tokengen.contract.declarations import BOUND, CACHED, RECOMPUTE, Declared, declared, names, plain, values
 from tokengen.contract.spec import KNOBS
 
 PLAIN = {knob: plain(knob).name for knob in KNOBS}
@@ -77,14 +80,45 @@ def _peer_presets():
 
 
 VARIANTS: dict[str, dict] = dict([*_loop_presets(), *_request_presets(), *_peer_presets()])
+"""The presets: the knob settings a grid names (`grid.variant=[...]`) and `all` expands to."""
+_BY_KNOBS = {tuple(knobs[k] for k in KNOBS): name for name, knobs in VARIANTS.items()}
 
 CUSTOM = "custom"
+"""A grid's word for "no preset: the knobs come from the axes"; never a label."""
 
 
 def label_for(knobs: dict) -> str:
-    """The preset whose knobs these are, or 'custom'."""
-    wanted = {k: knobs[k] for k in KNOBS}
-    for name, preset in VARIANTS.items():
-        if preset == wanted:
-            return name
-    return CUSTOM
+    """Every combination's name. A preset's own; else the name of the preset left when the later knobs go
+    back to their plain values (attention first, then quant, ... up to the cache), followed by the word of
+    each value put back: `static_compiled_pipelined_int8`, `kv_cache_compiled`."""
+    values_now = [str(knobs.get(k, PLAIN[k])) for k in KNOBS]
+    words = []
+    for index in range(len(KNOBS) - 1, -1, -1):
+        name = _BY_KNOBS.get(tuple(values_now))
+        if name is not None:
+            return "_".join([name, *words])
+        if values_now[index] != PLAIN[KNOBS[index]]:
+            words.insert(0, _word(KNOBS[index], values_now[index]))
+            values_now[index] = PLAIN[KNOBS[index]]
+    return "_".join([_BY_KNOBS[tuple(values_now)], *words])
+
+
+def _word(knob: str, value: str) -> str:
+    try:
+        return declared(knob, value).preset or value
+    except KeyError:  # a value no longer declared (an older store): its own text
+        return value
+
+
+_NAMED: dict[str, dict] = {}
+
+
+def knobs_for(name: str) -> dict | None:
+    """The knobs a variant name stands for (a preset, or any generated name), None for no such name."""
+    if name in VARIANTS:
+        return VARIANTS[name]
+    if not _NAMED:
+        for combination in itertools.product(*(names(k) for k in KNOBS)):
+            knobs = dict(zip(KNOBS, combination))
+            _NAMED.setdefault(label_for(knobs), knobs)
+    return _NAMED.get(name)

@@ -18,6 +18,7 @@ from tokengen.contract.declarations import load
 from tokengen.contract.rules import serving_problem
 from tokengen.contract.spec import SpecError, TrialSpec
 from tokengen.decode.loop import Generation
+from tokengen.knobs import around_steps
 
 
 def make_generator(model: torch.nn.Module, spec: TrialSpec) -> Callable[..., Generation]:
@@ -26,4 +27,4 @@ def make_generator(model: torch.nn.Module, spec: TrialSpec) -> Callable[..., Gen
     if problem:
         raise SpecError(problem)
     build = load("engine", spec.engine, "server" if spec.requests > 0 else "impl")
-    return build(model, spec)
+    return around_steps(build(model, spec), spec)  # the step-acting knobs' contexts around every call

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy
 import torch
 
+from tokengen.contract.fidelity import DEFAULT_GATE, GATE_ENV
 from tokengen.contract.names import DEADLINE_ENV
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import check_runnable
@@ -34,7 +35,8 @@ from tokengen import models
 from tokengen.decode.stopping import row_lengths
 from tokengen.engines import make_generator
 from tokengen.engines.request_server import request_lengths, serving_figures
-from tokengen.measure import clocks, compile_counters, memory
+from tokengen.knobs import on_model
+from tokengen.measure import clocks, compile_counters, fidelity, memory
 from tokengen.measure.memory import live_allocator_tag, set_allocator
 from tokengen.measure.checksum import tokens_array, tokens_sha256
 from tokengen.measure.energy import EnergyMeter, nvml_device_handle
@@ -69,7 +71,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     check_runnable(spec)
     set_allocator(spec.allocator, spec.device)
     torch.set_float32_matmul_precision(spec.matmul_precision)
-    model = models.build_model(spec.model, spec.dtype, spec.device, spec.seed)
+    model = on_model(models.build_model(spec.model, spec.dtype, spec.device, spec.seed), spec)  # quantized here
     generate = make_generator(model, spec)
 
     memory.release_cached(spec.device)
@@ -88,6 +90,8 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     profiled = profile_run(generate, spec, Path(profile_dir)) if spec.profile != "off" else {}
     if tokens_path:
         numpy.save(tokens_path, tokens_array(runs.last.tokens))
+    gate = float(os.environ.get(GATE_ENV) or DEFAULT_GATE)
+    proven = fidelity.measure(spec, model, None if spec.requests else runs.last.tokens, gate)  # {} when exact
     return make_record(
         spec,
         key=spec.key(),
@@ -102,6 +106,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         tokens_sha256=runs.checksum,  # the last timed run's
         deterministic=len(runs.checksums) == 1,
         **profiled,
+        **proven,
         trial_wall_s=time.perf_counter() - started,  # model build, compile, every run
         **environment(spec.device, spec.model),
     )

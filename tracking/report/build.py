@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokengen.contract.declarations import LAGGED, REFERENCE, in_family
+from tokengen.contract.declarations import LAGGED, REFERENCE, in_family, plain
 from tokengen.contract.names import FINISHED, path_component
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import TrialSpec
@@ -34,6 +34,7 @@ from tracking.report.markdown import to_markdown
 from tracking.report.plan_report import plan_against_actual
 from tracking.measurement import MARK, OK, judged, summary_line
 from tracking.store.reading import ReportError, add_outside_baselines, fill_error_messages, fill_runtimes, load_sweep
+from tracking.report.knob_tables import knob_tables
 from tracking.report.serving_table import serving_table
 from tracking.report.figures.token_verdicts import HOW
 from tracking.ui import how_to_open
@@ -150,6 +151,10 @@ NOTES = {
                "start, slot occupancy (slot-steps that produced a useful token); vs_static and vs_peer: useful "
                "tokens/s over the static-batching and generate_batch trials of the same workload, with 95% "
                "intervals; same_tokens: the checksum equals the static trial's.",
+    "knob": "Each trial beside its twin at the knob's plain value (the workload and every other knob equal): "
+            "vs_plain = the twin's runtime_mean_s / the trial's, with its 95% interval; weight_bytes: what a step "
+            "streams; tokens: the trial's verdict (a lossy or equivalent value's top-1 agreement with the reference "
+            "model, judged at the sweep's gate).",
     "idle": "From the profiled run: GPU idle time and host sync time per decode step, GPU busy share.",
 }
 
@@ -196,6 +201,8 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
         ("(c) Runtime against max_seqlen", NOTES["c"], tables.seqlen_table(frame)),
         ("(d) Pipelining gain by batch size", NOTES["d"], tables.pipelining_table(frame)),
         ("(e) Stop-check overhead against the no-check upper bound", NOTES["e"], tables.nocheck_table(frame)),
+        *[(f"`{knob}` against its plain value ({plain(knob).name})", NOTES["knob"], table)
+          for knob, table in knob_tables(frame)],
         *[(f"(f) {value} by GPU type", NOTES["f"], table) for value, table in tables.gpu_tables(frame)],
         ("(f) Tokens/s, cost and energy by GPU type", NOTES["f"] + " " + NOTES["cost"], tables.gpu_cost_table(frame)),
         ("Cost and energy per useful token", NOTES["cost"], tables.cost_table(frame)),

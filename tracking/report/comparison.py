@@ -12,7 +12,8 @@ import pandas as pd
 from tokengen.contract.machine.fingerprint import differences, from_text
 from tokengen.contract.machine.gpus import price_per_hour
 from tokengen.contract.names import FINISHED
-from tokengen.contract.declarations import PEER, in_family
+from tokengen.contract.declarations import KNOBS, PEER, fidelity_of, in_family, knobs_except
+from tokengen.contract.fidelity import DEFAULT_GATE, below_gate, gated, verdict
 from tokengen.contract.variants import VARIANTS
 from tracking.report.figures.baselines import MATCH, as_float, baseline_of, match_keys, with_speedup
 from tokengen.measure.interference import NOISY_CV
@@ -22,14 +23,14 @@ from tracking.report.figures.token_verdicts import check_tokens
 REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
 """MATCH with the GPU type read from Ray's accelerator_type, else the GPU's own name."""
 CONTEXT = ["model", "dtype", "device", "gpu_type", "stop", "sampling", "seed"]
-KNOB_MATCH = REPORT_MATCH + ["cache", "compile", "allocator"]
-"""A stop check's peers: the same workload and generator, only the stop check differs."""
+KNOB_MATCH = REPORT_MATCH + knobs_except("stop_check")
+"""A stop check's peers: the same workload and every other knob, only the stop check differs."""
 POINT = ["batch_size", "prompt_len", "max_seqlen"]
 PROFILE = ["gpu_idle_us_per_step", "gpu_busy_pct", "host_sync_us_per_step"]
-REQUIRED = REPORT_MATCH + ["variant", "status", "steps", "runtime_mean_s", "stop_check", "cache", "compile",
-                           "allocator", "tokens_sha256", "run_id", "in_sweep", "useful_tokens_per_s",
-                           "energy_j_per_token", "runtime_cv", "prompt_len", "measurement", "measurement_reasons",
-                           "attempt", "attempts"]
+REQUIRED = REPORT_MATCH + list(KNOBS) + ["variant", "status", "steps", "runtime_mean_s", "tokens_sha256", "run_id",
+                                         "in_sweep", "useful_tokens_per_s", "top1_agreement", "fidelity_gate",
+                                         "energy_j_per_token", "runtime_cv", "prompt_len", "measurement",
+                                         "measurement_reasons", "attempt", "attempts"]
 
 
 def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None, client=None,
@@ -51,14 +52,16 @@ def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None,
     base = baseline_of(frame, match=REPORT_MATCH)
     frame["baseline_in_sweep"] = [b is None or bool(frame.at[b, "in_sweep"]) for b in base]
     frame["env_vs_baseline"] = env_vs_baseline(frame, base)
-    frame["tokens"], frame["agreed_steps"], downloads = check_tokens(frame, base, client)
+    held = gated_rows(frame)
+    frame["tokens"], frame["agreed_steps"], downloads = check_tokens(frame, base.where(~held, None), client)
+    frame.loc[held, "tokens"] = fidelity_verdicts(frame[held])
     runtime, steps = (pd.to_numeric(frame[c], errors="coerce") for c in ("runtime_mean_s", "steps"))
     frame["step_ms"] = runtime / steps * 1e3
     frame["variant_rank"] = [list(VARIANTS).index(v) if v in VARIANTS else len(VARIANTS) for v in frame["variant"]]
     frame["interval"] = [interval_text(*v) for v in zip(frame["speedup_low"], frame["speedup_high"], frame["significant"])]
     frame["baseline_measurement"] = [None if b is None else judged(frame.at[b, "measurement"]) for b in base]
-    frame["speedup_marked"] = [speedup_unsure(m, b) and not math.isnan(as_float(s)) for m, b, s in
-                               zip(frame["measurement"], frame["baseline_measurement"], frame["speedup"])]
+    frame["speedup_marked"] = [(speedup_unsure(m, b) or below_gate(t)) and not math.isnan(as_float(s)) for m, b, s, t in
+                               zip(frame["measurement"], frame["baseline_measurement"], frame["speedup"], frame["tokens"])]
     unjudged = frame["measurement"].map(judged).isna()  # recorded before trials were judged: the old cv warning
     frame["noisy"] = unjudged & (pd.to_numeric(frame.get("runtime_cv"), errors="coerce") > NOISY_CV)
     frame["vs_generate"] = vs_generate(frame)
@@ -66,6 +69,24 @@ def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None,
     useful = pd.to_numeric(frame.get("useful_tokens_per_s"), errors="coerce")
     frame["cost_per_mtok"] = frame["price_per_hour"] / 3600 / useful * 1e6
     return frame, downloads
+
+
+def row_knobs(frame: pd.DataFrame) -> list[dict]:
+    """Each row's knobs (a store older than a knob has no column for it: its plain value)."""
+    return [{k: row.get(k) for k in KNOBS} for _, row in frame.iterrows()]
+
+
+def gated_rows(frame: pd.DataFrame) -> pd.Series:
+    """The finished trials whose values are held to the fidelity gate instead of the baseline's checksum."""
+    finished_ = frame["status"] == FINISHED
+    return pd.Series([bool(f) and gated(k) for f, k in zip(finished_, row_knobs(frame))], index=frame.index, dtype=bool)
+
+
+def fidelity_verdicts(rows: pd.DataFrame) -> list[str]:
+    """Each gated trial's verdict, judged at the gate its sweep measured it with (tokengen.contract.fidelity)."""
+    gates = pd.to_numeric(rows["fidelity_gate"], errors="coerce").fillna(DEFAULT_GATE)
+    return [verdict(fidelity_of(k), as_float(a), g, m) for k, a, g, m in
+            zip(row_knobs(rows), rows["top1_agreement"], gates, rows["model"])]
 
 
 def env_vs_baseline(frame: pd.DataFrame, base: pd.Series) -> list[str]:

@@ -14,12 +14,13 @@ import math
 
 import pandas as pd
 
+from tokengen.contract.declarations import knobs_except
 from tracking.report.figures.baselines import as_float, match_keys, timed_runs
 from tracking.report.figures.intervals import ratio_interval, significant
 from tracking.report.comparison import POINT, REPORT_MATCH, finished, interval_text, varying
 
 PEER_ENGINE = "generate_batch"
-SAME_KNOBS = ["cache", "compile", "stop_check", "allocator", "engine"]
+SAME_KNOBS = knobs_except("batching")
 """A continuous trial's static partner differs from it in `batching` alone, where the sweep has one."""
 FIGURES = ["steps", "useful_tokens_per_s", "request_latency_p50_s", "request_latency_p90_s", "slot_occupancy"]
 

@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from tokengen.contract.declarations import BOUND, LAGGED, REFERENCE, in_family
+from tokengen.contract.declarations import BOUND, EQUIVALENT, LAGGED, LOSSY, REFERENCE, in_family
+from tokengen.contract.fidelity import BELOW_GATE
 from tokengen.contract.names import FINISHED
 from tracking.measurement import MARK
 from tracking.report.comparison import KNOB_MATCH, POINT, PROFILE, finished, measurement_text, pick, varying
@@ -61,6 +62,7 @@ def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         bad = sum(v.startswith("MISMATCH") for v in verdicts)
         drift = sum(v.startswith(("agree", "differs")) for v in verdicts)
         words = [f"{bad} MISMATCH"] * bool(bad) + [f"{drift} drift"] * bool(drift)
+        words += [f"{n} {kind}" for kind in (BELOW_GATE, EQUIVALENT, LOSSY) if (n := sum(v.startswith(kind) for v in verdicts))]
         out.append({
             "variant": variant, "finished": len(done), "failed": len(group) - len(done),
             "speedup_geomean": math.exp(np.mean(np.log(speedups))) if speedups else float("nan"),

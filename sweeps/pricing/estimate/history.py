@@ -26,6 +26,7 @@ import pandas as pd
 
 from sweeps.pricing.estimate.hardware import gpu_kind
 from tokengen.contract.declarations import EAGER, in_family
+from tokengen.contract.declarations import KNOBS
 from sweeps.pricing.estimate.trials import (AUTO, DEFAULTS, INSTRUMENTED_RUNS, PROFILE_SLOWDOWN, family, is_auto, law, missing, text)
 
 REQUIRED = ("model", "device", "dtype", "batch_size", "max_seqlen", "steps", "runtime_mean_s")
@@ -104,6 +105,8 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     for name, default in DEFAULTS.items():
         if name not in frame:
             frame[name] = default
+        elif name in KNOBS:  # runs recorded before a knob existed ran at its plain value
+            frame[name] = frame[name].where(frame[name].notna(), default)
     for name in METRICS:
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else np.nan
     records = frame.to_dict("records")

@@ -21,15 +21,18 @@ from sweeps.pricing.estimate.laws import fit_families
 from sweeps.pricing.estimate.hardware import CpuSpeed, gpu_kind
 from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S, IdentityIndex, prepare
 from sweeps.pricing.estimate.laws import Span
+from tokengen.contract.declarations import KNOBS, knobs_where
 from sweeps.pricing.estimate.trials import AUTO, batches, expected_steps, family, fixed_runs, law, number, text
 
 SINGLE_SAMPLE_FACTOR = 1.3  # one past measurement of a part: x/1.3 .. x1.3
 FEW_RATIOS_FACTOR = 2.0  # a prior rescaled by fewer than 3 runs' ratios
 MIN_RATIO_FACTOR = 1.5  # a rescaled prior is never trusted to better than this
 RATIO_SAMPLES = 3
-PRIOR_RUN_FIELDS = ("model", "device", "dtype", "matmul_precision", "batch_size", "prompt_len", "max_seqlen", "cache",
-                    "compile", "engine", "requests")
+PRIOR_RUN_FIELDS = ("model", "device", "dtype", "matmul_precision", "batch_size", "prompt_len", "max_seqlen",
+                    "requests", *KNOBS)
 """What priors.prior_run reads of a trial: two trials that agree on these get the same prior run."""
+GRAPH_KNOBS = knobs_where(graph=True)
+"""The knobs whose values change a compiled graph, so a compile measured for one value says little of another."""
 
 
 def spread(values: pd.Series) -> Span:
@@ -172,12 +175,12 @@ class CostModel:
 
     def compile(self, trial: Mapping) -> Span:
         """The first run's extra seconds (compilation, or start-up with compile=off)."""
-        return self._memoized("compile", trial, ("device", "compile", "model", "cache", "engine"), self._compile)
+        return self._memoized("compile", trial, ("device", "model", *GRAPH_KNOBS), self._compile)
 
     def _compile(self, trial: Mapping) -> Span:
         kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
         measured = self._first("compile_s", [
-            dict(model=model, device_kind=kind, compile=mode, cache=text(trial, "cache"), engine=text(trial, "engine")),
+            dict(model=model, device_kind=kind, **{k: text(trial, k) for k in GRAPH_KNOBS}),
             dict(model=model, device_kind=kind, compile=mode),
         ])
         if len(measured):

@@ -15,6 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
+from tokengen.contract.declarations import KNOBS, weight_bits
 from sweeps.pricing.estimate.hardware import DEFAULT_GPU, GPUS, CpuSpeed, cpu_speed, gpu_spec
 from sweeps.pricing.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
 from sweeps.pricing.estimate.laws import Span
@@ -104,8 +105,14 @@ def step_seconds(trial: Mapping, shape: ModelShape, speed: Rates) -> np.ndarray:
     flops = rows * new * (2.0 * shape.streamed_params + attention)
     size = ELEMENT_BYTES.get(text(trial, "dtype"), 4)
     cache_reads = 0.0 if recompute else rows * 2.0 * shape.layers * shape.kv_dim * context * size
-    memory = shape.streamed_params * size + cache_reads
+    memory = shape.streamed_params * weight_element_bytes(trial) + cache_reads
     return np.maximum(memory / speed.bytes_per_s, flops / speed.flops_per_s) + step_overhead_s(trial, shape)
+
+
+def weight_element_bytes(trial: Mapping) -> float:
+    """Bytes a step reads per weight: the dtype's, or the bits a value declares (quantized weights)."""
+    bits = weight_bits({k: text(trial, k) for k in KNOBS})
+    return bits / 8 if bits else ELEMENT_BYTES.get(text(trial, "dtype"), 4)
 
 
 def prior_run(trial: Mapping, gpu: str | None = None, cpu: CpuSpeed | None = None) -> Span:

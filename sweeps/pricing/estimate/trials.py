@@ -107,7 +107,7 @@ def variant_family(trial: Mapping) -> str:
     variant = trial.get("variant")
     if isinstance(variant, str) and variant and variant != "custom":
         return variant
-    return "/".join(text(trial, k) for k in ("cache", "compile", "engine", "stop_check", "batching"))
+    return "/".join(text(trial, k) for k in KNOBS)
 
 
 def family(trial: Mapping, device_kind: str) -> str:

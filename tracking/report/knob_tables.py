@@ -1,0 +1,53 @@
+"""One table per knob a report compares with its own plain value (declared `beside=PLAIN`: the allocator, the
+quantization, the attention kernel, and any knob declared so later): each trial at another value beside its twin
+at the plain one, the workload and every other knob equal, with the ratio of their runtimes and its 95%
+interval, the weight bytes each streamed, and the trial's token verdict (a gated one's fidelity). Request
+workloads are compared in the serving table instead.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tokengen.contract.declarations import PLAIN, knobs_except, knobs_where, plain
+from tracking.report.comparison import POINT, REPORT_MATCH, finished, interval_text, varying
+from tracking.report.figures.baselines import _stats, partners
+from tracking.report.figures.intervals import ratio_interval, significant
+
+
+def values_of(rows: pd.DataFrame, knob: str) -> pd.Series:
+    """A knob's value per row, its plain value where a store older than the knob has none."""
+    column = rows[knob] if knob in rows else pd.Series(None, index=rows.index, dtype=object)
+    return column.where(column.notna() & (column.astype(str) != ""), plain(knob).name).astype(str)
+
+
+def knob_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
+    """Trials with a value of `knob` other than its plain one, beside their plain twins (None without a pair)."""
+    rows = finished(frame)
+    rows = rows[pd.to_numeric(rows.get("requests", 0), errors="coerce").fillna(0) <= 0]
+    rows = rows.assign(**{knob: values_of(rows, knob)})
+    mine, twins = rows[rows[knob] != plain(knob).name], rows[rows[knob] == plain(knob).name]
+    found = partners(mine, twins, REPORT_MATCH + knobs_except(knob))
+    mine = mine[found.notna()]
+    if mine.empty:
+        return None
+    twin = twins.loc[list(found.dropna())].set_index(mine.index)
+    ratios = []
+    for label in mine.index:
+        low, high = ratio_interval(*_stats(twin.loc[label]), *_stats(mine.loc[label]))
+        ratios.append((twin.at[label, "runtime_mean_s"] / mine.at[label, "runtime_mean_s"],
+                       interval_text(low, high, significant(low, high))))
+    table = pd.DataFrame({
+        **{c: mine[c] for c in varying(frame) + POINT}, knob: mine[knob], "variant": mine["variant"],
+        "plain_variant": twin["variant"], "runtime_mean_s": mine["runtime_mean_s"],
+        "plain_runtime_mean_s": twin["runtime_mean_s"], "vs_plain": [r for r, _ in ratios],
+        "interval": [i for _, i in ratios], "weight_bytes": mine.get("weight_bytes"),
+        "plain_weight_bytes": twin.get("weight_bytes"), "tokens": mine["tokens"],
+    })
+    table.attrs["unit"] = {"vs_plain": "x"}
+    return table.reset_index(drop=True)
+
+
+def knob_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(knob, table) for every knob declared to be compared with its plain value that the sweep varied."""
+    return [(knob, table) for knob in knobs_where(beside=PLAIN) if (table := knob_table(frame, knob)) is not None]
