@@ -41,7 +41,7 @@ def article_count() -> int:
 
 
 COUNTS = {"smoke": 16, "article": article_count(), "full": full_count(), "scaling": 192, "harness": 12,
-          "serving": 12, "gpu": 15, "gpu_more": 12}
+          "serving": 12, "gpu": 15, "gpu_more": 14, "quant": 2 * 2 * (1 + 4 * 2)}
 
 
 @pytest.mark.parametrize("grid", COUNTS, ids=lambda g: f"+grid={g}")  # a bare `gpu` id would read as the gpu marker
@@ -76,8 +76,9 @@ def test_the_gpu_grids_hold_the_articles_point_with_generates_peers_and_rehearse
             "hf_generate_compiled", "hf_generate_cudagraph"} <= {t.spec.variant for t in trials}
     assert [t.spec.variant for t in trials if t.spec.profile == "nsys"] == ["static_cudagraph_pipelined"]
     more = plan_sweep(composed("+grid=gpu_more")).trials
-    assert {t.spec.variant for t in more if t.spec.model == "gpt2-xl"} == {"static_cudagraph_pipelined",
-                                                                             "hf_generate_cudagraph"}
+    assert {t.spec.variant for t in more if t.spec.model == "gpt2-xl"} == {
+        "static_cudagraph_pipelined", "hf_generate_cudagraph", "static_cudagraph_pipelined_int8",
+        "static_cudagraph_pipelined_int4"}  # weight-only quantization where weight bytes decide the step
     assert {t.spec.variant for t in more if t.spec.dtype == "bfloat16" and t.spec.model == "gpt2"} == {
         "static_cudagraph_pipelined", "static_cudagraph_deferred", "hf_generate_compiled", "hf_generate_cudagraph"}
     assert {t.spec.variant for t in more if t.spec.requests} == {"static_cache", "static_cache_continuous",

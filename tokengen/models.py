@@ -111,7 +111,7 @@ def build_model(model: str, dtype: str, device: str, seed: int) -> torch.nn.Modu
 
 def weight_bytes(net: torch.nn.Module) -> int:
     """Bytes a decode step streams from memory: every parameter once (tied weights counted once), a
-    quantized one as the tensors it holds (torchao's int8 data and its scales, not the dtype it stands for)."""
+    quantized one as the tensors it holds (torchao's packed data and its scales, not the dtype it stands for)."""
     seen, total = set(), 0
     for p in net.parameters():
         for tensor in stored_tensors(p.data):

@@ -143,6 +143,16 @@ KNOBS = tuple(k.field for k in KNOB_DECLARATIONS)
 assert set(KNOBS) == {d.knob for d in DECLARED}, "every value belongs to a declared knob, every knob has values"
 
 
+def declare(new: Knob, *new_values: Declared) -> None:
+    """Declares a knob and its values (its plain one first) at run time, as if written above: a plug-in's way in.
+    Call it before anything imports tokengen.contract.spec, whose TrialSpec takes its knob fields from here."""
+    global KNOB_DECLARATIONS, DECLARED, KNOBS
+    if new.field in KNOBS or not new_values or any(v.knob != new.field for v in new_values):
+        raise ValueError(f"knob {new.field!r}: declared already, or given no values of its own")
+    KNOB_DECLARATIONS, DECLARED = (*KNOB_DECLARATIONS, new), (*DECLARED, *new_values)
+    KNOBS = (*KNOBS, new.field)
+
+
 def knob(field: str) -> Knob:
     """A knob's declaration; KeyError names the declared ones."""
     for k in KNOB_DECLARATIONS:

@@ -14,6 +14,7 @@ import math
 
 import pandas as pd
 
+from tokengen.contract.declarations import KNOBS, plain
 from tokengen.contract.names import FAILED
 from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, typed, with_role
 from tokengen.contract.spec import LABELS, TrialSpec
@@ -62,7 +63,14 @@ def flatten(run) -> dict:
 
 
 def frame_of(runs: list) -> pd.DataFrame:
-    return pd.DataFrame([flatten(run) for run in runs])
+    """One row per run; a knob a run was recorded without (it predates the knob) reads as its plain value."""
+    frame = pd.DataFrame([flatten(run) for run in runs])
+    if frame.empty:
+        return frame
+    for knob in KNOBS:
+        column = frame[knob] if knob in frame else pd.Series(None, index=frame.index, dtype=object)
+        frame[knob] = column.where(column.notna(), plain(knob).name)
+    return frame
 
 
 def metric_value(value) -> float | None:
