@@ -129,6 +129,7 @@ gpu_tests=(
   "tests/test_serving.py::test_on_a_lagging_gpu_every_continuous_variant_serves_static_batchings_tokens"
   "tests/test_gpu.py::test_torch_profile_on_cuda_sees_the_gpu_idle_between_synced_steps"
   "tests/test_gpu.py::test_energy_meter_counts_joules_while_the_gpu_works"
+  "tests/test_gpu.py::test_on_a_gpu_every_quantized_value_runs_and_is_measured_against_the_plain_model"
 )
 if [ -z "$py" ]; then
   skip "gpu tests" "no python with torch and transformers"

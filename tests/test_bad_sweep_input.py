@@ -93,7 +93,7 @@ def test_an_unwritable_working_directory_is_refused_before_the_store_is_touched(
         ("sweep.trial_timeout_s=-5", "error: sweep.trial_timeout_s=-5"),
         ("sweep.cpus_per_trial=-2", "error: sweep.cpus_per_trial=-2: give 1 or more CPUs"),
         ("sweep.retries=-1", "error: sweep.retries=-1: give 0 or more retries"),
-        ("sweep.inductor_cache=bogus", "error: sweep.inductor_cache='bogus': use one of per_trial, per_sweep"),
+        ("sweep.inductor_cache=bogus", "error: sweep.inductor_cache='bogus': use one of shared, cold"),
         ("sweep.prices=oops", "error: sweep.prices='oops': give USD per device-hour by type"),
         ("tracking.uri=http://user:hunter2@127.0.0.1:9", "error: tracking.uri carries credentials: use "
                                                           "tracking.uri=http://127.0.0.1:9 and put them in"),

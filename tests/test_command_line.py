@@ -30,7 +30,7 @@ FIELDS = "use one of variant, model, dtype, device, batch_size, max_seqlen, cach
         (["+grid=nope"], f"+grid=nope: no grid named 'nope': use one of {', '.join(GRIDS)} "
                          "(conf/grid/), or add nope.yaml there"),
         (["+grid=smoke", "grid.batchsize=[1]"], "grid axis 'batchsize' is not a trial field: did you mean batch_size? "
-                                                "(use one of allocator, batch_size, "),
+                                                "(use one of allocator, attention, batch_size, "),
         (["+grid=smoke", "sweep.name=smöke"], "cannot read the override sweep.name=smöke at 'ö' (character 14): "
                                               "Hydra's override grammar takes plain values of ASCII letters"),
         (["+grid=smoke", "grid.seed=[1,2]"], "grid.seed is not an axis of this grid: add it with +grid.seed=[...]"),

@@ -219,3 +219,28 @@ def test_energy_meter_counts_joules_while_the_gpu_works():
     torch.cuda.synchronize()
     joules = meter.stop()
     assert 1 < joules < 2000, f"{joules} J in about a second: millijoules read as joules, or the wrong GPU"
+
+
+def test_on_a_gpu_every_quantized_value_runs_and_is_measured_against_the_plain_model():
+    """int8 and int4 (tinygemm's tile-packed layout, bfloat16, sm80+) on CUDA: the trial's tokens come from the
+    quantized model, and its fidelity against the unquantized one is measured on the same rows."""
+    pytest.importorskip("torchao")
+    from tokengen.contract.declarations import EXACT, names
+    from tokengen.contract.rules import capability_problem
+    from tokengen.engines import make_generator
+    from tokengen.knobs import on_model
+    from tokengen.measure import fidelity
+
+    for name in names("quant"):
+        value = declared("quant", name)
+        if value.fidelity == EXACT:
+            continue
+        spec = resolve("static_cache", model="tiny", device="cuda", dtype=(value.dtypes or ("bfloat16",))[0],
+                       batch_size=4, max_seqlen=16, quant=name)
+        if capability_problem(spec, torch.cuda.get_device_capability()):
+            continue
+        net = on_model(build_model(spec.model, spec.dtype, spec.device, spec.seed), spec)
+        tokens = make_generator(net, spec)().tokens
+        found = fidelity.measure(spec, net, tokens, 0.99)
+        assert found["fidelity"] == value.fidelity and 0.5 <= found["top1_agreement"] <= 1.0, (name, found)
+        assert found["rows_exact"] is not None, name

@@ -18,7 +18,7 @@ from sweeps.execution.remeasure import stamp
 from sweeps.execution.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from sweeps.execution.space import OutOfSpace
 from sweeps.planning.grid import GridPlan, PlannedTrial
-from sweeps.planning.settings import local_gpus
+from sweeps.planning.settings import inductor_mode, local_gpus
 from tokengen.contract.fidelity import DEFAULT_GATE
 from tokengen.contract.machine.fingerprint import revision
 from tokengen.contract.names import FINISHED, OUT_OF_SPACE
@@ -69,7 +69,7 @@ def settings_of(config: dict) -> ScheduleSettings:
     sweep = config["sweep"]
     return ScheduleSettings(
         workdir=sweep["workdir"], trial_timeout_s=sweep["trial_timeout_s"], retries=sweep["retries"],
-        cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=sweep["inductor_cache"], sweep=sweep["name"],
+        cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=inductor_mode(sweep["inductor_cache"]), sweep=sweep["name"],
         trial_gpus=sweep.get("trial_gpus"), fidelity_gate=sweep.get("fidelity_gate", DEFAULT_GATE),
     )
 

@@ -27,6 +27,8 @@ from sweeps.execution.space import full_line, out_of_space, reason_of
 from sweeps.execution.task import trial_task
 from sweeps.execution.trial_process import complete_record, failure
 from tokengen.contract.names import OUT_OF_SPACE
+from sweeps.execution.compile_share import Shelf
+from sweeps.planning.settings import SHARED
 from tokengen.contract.fidelity import DEFAULT_GATE
 from tokengen.contract.machine.process_env import SECRETS
 from tokengen.contract.record import first_line, plain
@@ -38,7 +40,7 @@ class ScheduleSettings:
     trial_timeout_s: float
     retries: int
     cpus_per_trial: int | None
-    inductor_cache: str  # per_trial | per_sweep
+    inductor_cache: str  # shared | cold (sweeps.planning.settings.inductor_mode)
     sweep: str
     trial_gpus: int | None = None  # None: 1 for a CUDA trial, 0 for a CPU one
     fidelity_gate: float = DEFAULT_GATE  # the top-1 agreement a gated trial's own verdict is judged at
@@ -109,7 +111,8 @@ def loopback_only(local: bool):
 
 
 def task_options(trial: PlannedTrial, settings: ScheduleSettings, node_cpus: int) -> dict:
-    options = {"max_retries": settings.retries, "retry_exceptions": False}
+    # SPREAD: trials go to the least busy feasible node, not queued behind each other on the one that ran the last
+    options = {"max_retries": settings.retries, "retry_exceptions": False, "scheduling_strategy": "SPREAD"}
     if trial.spec.device == "cuda":
         options.update(num_gpus=1, num_cpus=settings.cpus_per_trial or 1)
     else:
@@ -156,6 +159,16 @@ def crossed_failure(exc: Exception) -> dict:
     return failure(type(cause).__name__, first_line(cause, 2000), trace=plain(str(exc)))
 
 
+_SHELVES: dict[tuple, Shelf] = {}
+
+
+def shelf_of(settings: ScheduleSettings) -> Shelf:
+    """The sweep's shelf of compiled graphs: one per sweep folder and Ray session, so a remeasure round finds
+    the graphs its first round compiled, and a Ray started again (a new driver) starts an empty one."""
+    key = (settings.workdir, settings.sweep, ray.get_runtime_context().get_job_id())
+    return _SHELVES.setdefault(key, Shelf())
+
+
 def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: int,
              on_result: Callable[[PlannedTrial, dict], None], progress=None) -> None:
     """Submit every trial, then hand each result to `on_result` the moment it arrives.
@@ -163,11 +176,18 @@ def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
     `node_cpus` is what check_cluster returned: call it first, before anything is recorded."""
     as_dict = {k: v for k, v in vars(settings).items()}
     pending = {}
-    for trial in trials:
+    shelf = shelf_of(settings)
+    sharing = settings.inductor_cache == SHARED
+
+    def submit(trial: PlannedTrial) -> None:
+        shared_from, handed = shelf.handed(trial) if sharing else (None, None)
         ref = trial_task.options(**task_options(trial, settings, node_cpus)).remote(
-            trial.spec.to_dict(), trial.key, trial.accelerator_type, as_dict
+            trial.spec.to_dict(), trial.key, trial.accelerator_type, as_dict, shared_from, handed
         )
         pending[ref] = trial
+
+    for trial in shelf.split(trials, sharing):  # each graph's first; its twins once it is done
+        submit(trial)
     slots = capacity(trials, settings, node_cpus)
     try:
         while pending:
@@ -179,6 +199,8 @@ def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
                 except Exception as exc:  # noqa: BLE001 - a lost node after its retries: a failed trial
                     record = complete_record(crossed_failure(exc), trial.spec.to_dict(), trial.key,
                                              trial.accelerator_type)
+                for twin in shelf.done(trial, record, ray.put):
+                    submit(twin)
                 on_result(trial, record)
             if progress is not None:
                 progress(running=min(slots, len(pending)))

@@ -9,29 +9,34 @@ at once.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
 import ray
 
 from sweeps.execution.trial_process import TrialRequest, complete_record, run_trial_process
+from sweeps.planning.settings import SHARED
 
 
 def sweep_folder(settings: dict) -> str:
-    """`<workdir>/<sweep>` on the node: two sweeps running the same trial key never share its folder."""
-    return f"{settings['workdir']}/{settings['sweep']}"
+    """`<workdir>/<sweep>` on the node: two sweeps running the same trial key never share its folder. The node
+    expands the workdir's environment variables (`$TMPDIR/sweeps`: each node's own disk)."""
+    return f"{os.path.expandvars(settings['workdir'])}/{settings['sweep']}"
 
 
 @ray.remote
-def trial_task(spec: dict, key: str, accelerator_type: str | None, settings: dict) -> dict:
+def trial_task(spec: dict, key: str, accelerator_type: str | None, settings: dict, shared_from: str | None = None,
+               handed: bytes | None = None) -> dict:
+    """One trial on its node; `handed`: a twin's compiled graphs (Ray brings the shelf's object here)."""
     started_at = time.time()
     context = ray.get_runtime_context()
     threads = int(context.get_assigned_resources().get("CPU", 0)) or None
     folder = sweep_folder(settings)
-    inductor = f"{folder}/inductor" if settings["inductor_cache"] == "per_sweep" else None
     request = TrialRequest(spec=spec, key=key, folder=f"{folder}/{key}", timeout_s=settings["trial_timeout_s"],
-                           threads=threads, inductor_dir=inductor, fidelity_gate=settings["fidelity_gate"])
-    record = run_trial_process(request)
+                           threads=threads, fidelity_gate=settings["fidelity_gate"], shared_from=shared_from,
+                           share=settings["inductor_cache"] == SHARED)
+    record = run_trial_process(request, handed)
     return complete_record(
         record, spec, key, accelerator_type,
         node_id=context.get_node_id(),

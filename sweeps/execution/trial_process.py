@@ -37,6 +37,7 @@ from pathlib import Path
 from sweeps.execution.space import free_bytes, full_line, out_of_space
 from tokengen.contract.names import (ARTIFACT_FILES, DEADLINE_ENV, FAILED, FAILURE_FILE, OUT_OF_SPACE, RESULT_FILE,
                                      TOKENS_FILE, TRIAL_LOG)
+from sweeps.execution.compile_share import SHARED_FIELD, SHARED_IN, SHARED_OUT, offer, receive, settle
 from tokengen.contract.fidelity import DEFAULT_GATE, GATE_ENV
 from tokengen.contract.machine.process_env import trial_environment
 from tokengen.contract.record import first_line
@@ -63,6 +64,8 @@ class TrialRequest:
     threads: int | None = None  # torch threads (a CPU trial's share of its node)
     inductor_dir: str | None = None  # a shared compile cache, else one inside the folder
     fidelity_gate: float = DEFAULT_GATE  # the sweep's gate, for a gated trial's own verdict
+    shared_from: str | None = None  # the key of the trial whose compiled graphs this one is handed (SHARED_IN)
+    share: bool = False  # offer its own compiled graphs to its twins (sweep.inductor_cache=shared)
 
     @property
     def path(self) -> Path:
@@ -79,13 +82,18 @@ def failure(error_type: str, message: str, log: str = "", trace: str | None = No
     }
 
 
-def run_trial_process(request: TrialRequest) -> dict:
-    """Run the trial in a fork of the warm parent; its record, or a failure record. Never raises."""
+def run_trial_process(request: TrialRequest, handed: bytes | None = None) -> dict:
+    """Run the trial in a fork of the warm parent; its record, or a failure record. Never raises. `handed`: the
+    compiled graphs of a twin (sweeps/execution/compile_share.py), unpacked by the trial before it builds."""
     folder = request.path
     folder.mkdir(parents=True, exist_ok=True)
-    for stale in (RESULT_FILE, FAILURE_FILE, *ARTIFACT_FILES):
+    for stale in (RESULT_FILE, FAILURE_FILE, SHARED_IN, SHARED_OUT, *ARTIFACT_FILES):
         (folder / stale).unlink(missing_ok=True)
+    if handed:
+        (folder / SHARED_IN).write_bytes(handed)
     inductor = request.inductor_dir or str(folder / "inductor")
+    if not request.inductor_dir:  # an earlier attempt's cache would make a cold compile warm
+        shutil.rmtree(inductor, ignore_errors=True)
     env = trial_environment(os.environ, request.spec["allocator"], inductor, request.threads)
     env[DEADLINE_ENV] = f"{time.time() + request.timeout_s:.3f}"
     env[GATE_ENV] = repr(float(request.fidelity_gate))
@@ -100,6 +108,8 @@ def run_trial_process(request: TrialRequest) -> dict:
     log = log_path.read_text(errors="replace") if log_path.is_file() else ""
     record = _full(request, log) or _outcome(request, process.exitcode, timed_out, log)
     record["files"] = {name: (folder / name).read_bytes() for name in ARTIFACT_FILES if (folder / name).is_file()}
+    if (folder / SHARED_OUT).is_file():  # for the driver's shelf, not the journal
+        record[SHARED_FIELD] = (folder / SHARED_OUT).read_bytes()
     record["log"] = log[-LOG_KEPT_CHARS:]
     record["child_wall_s"] = time.perf_counter() - started
     return record
@@ -243,7 +253,11 @@ def _run(request: TrialRequest) -> dict:
             return record
         print(f"{note}: profiled by torch.profiler instead", flush=True)
         spec = dataclasses.replace(spec, profile="torch")
-    record = run_trial(spec, str(folder / TOKENS_FILE), str(folder))
+    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or folder / "inductor")
+    received = receive(folder, cache, spec.device)  # a twin's compiled graphs, before anything is built
+    record = settle(run_trial(spec, str(folder / TOKENS_FILE), str(folder)), received, request.shared_from)
+    if request.share:
+        offer(folder, cache, record, spec.device)
     if note:
         record["profile_note"] = f"{note}: profiled by torch.profiler instead"
     from tokengen.terminal_table import render

@@ -35,7 +35,10 @@ class SweepSettings:
     cpus_per_trial: Optional[int] = None  # CPU trials; None = all of a node's CPUs, one trial at a time
     trial_gpus: Optional[int] = None  # GPUs a trial holds; None: 1 for a CUDA trial, 0 for a CPU one (1 rehearses
     # a GPU sweep on a CPU: each trial holds a logical GPU of ray.num_gpus, as on the GPU machine)
-    inductor_cache: str = "per_trial"  # per_trial (cold compiles, honest first_run_s) or per_sweep (shared, faster)
+    # shared: each compiled graph is compiled cold once for the whole sweep (every node) and loaded warm by its
+    # twins (sweeps/execution/compile_share.py; the cold trial keeps the cold figure); cold: every trial compiles
+    # cold. per_sweep and per_trial, the earlier words, read as shared and cold.
+    inductor_cache: str = "shared"
     workdir: str = "/tmp/tokengen-sweeps"  # on each node: <workdir>/<sweep name>/<key>: JSON, logs, compile caches
     remeasure: int = 1  # rounds: a finished trial judged noisy or contended runs again, up to this many more times
     max_trials: int = 100_000  # a grid with more points is refused before it is expanded: raise this to run it

@@ -17,7 +17,16 @@ from pathlib import Path
 from tokengen.contract.spec import SpecError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-INDUCTOR_CACHES = ("per_trial", "per_sweep")
+SHARED, COLD = "shared", "cold"
+INDUCTOR_CACHES = (SHARED, COLD)
+INDUCTOR_ALIASES = {"per_sweep": SHARED, "per_trial": COLD}
+"""sweep.inductor_cache's earlier words, still read from older grids and stored configs."""
+
+
+def inductor_mode(value) -> str:
+    """sweep.inductor_cache as one of INDUCTOR_CACHES: `shared` (each graph compiled once for the sweep, its
+    twins loading it warm) or `cold` (every trial compiles cold); the earlier words read as these."""
+    return INDUCTOR_ALIASES.get(value, value)
 
 
 def check_settings(sweep: dict) -> None:
@@ -38,7 +47,7 @@ def check_settings(sweep: dict) -> None:
     gpus = sweep.get("trial_gpus")
     if gpus is not None and (not _integer(gpus) or gpus < 0):
         raise SpecError(f"sweep.trial_gpus={gpus!r}: give 0 or more GPUs per trial, or null (1 for CUDA trials, 0 for CPU)")
-    if sweep["inductor_cache"] not in INDUCTOR_CACHES:
+    if inductor_mode(sweep["inductor_cache"]) not in INDUCTOR_CACHES:
         raise SpecError(f"sweep.inductor_cache={sweep['inductor_cache']!r}: use one of {', '.join(INDUCTOR_CACHES)}")
     if not _integer(sweep["max_trials"]) or sweep["max_trials"] < 1:
         raise SpecError(f"sweep.max_trials={sweep['max_trials']!r}: give 1 or more")

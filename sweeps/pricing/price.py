@@ -26,7 +26,7 @@ from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, compiles, number, 
 from sweeps.pricing.memory import memory_columns
 from sweeps.pricing.priced import PLAN_COLUMNS, REUSED, RUN, Priced, _ordered, resume_runs
 from sweeps.pricing.workers import CPU, find_workers, pool_of
-from tokengen.contract.declarations import knobs_where
+from tokengen.contract.graphs import GRAPH_FIELDS
 from tokengen.contract.names import FINISHED
 from tracking.measurement import OK, attempt_of
 from tracking.store.history import History, StoreReadError, load_history
@@ -110,9 +110,9 @@ def breakdown(fields: dict, model, found: Estimate) -> dict:
 WARM_COMPILE_SHARE = 0.3
 """With sweep.inductor_cache=per_sweep, what a compile costs once a trial of the same graphs compiled:
 dynamo traces again and CUDA graphs are captured again, inductor's kernels come from the shared cache."""
-COMPILED_GRAPH = ("model", "dtype", "device", "batch_size", "requests", *knobs_where(graph=True))
-"""The fields that decide which graphs a compile makes: the shape, and the knobs declared to change the graph
-(twins differing in their stop check share them)."""
+COMPILED_GRAPH = GRAPH_FIELDS
+"""The fields that decide which graphs a compile makes (tokengen/contract/graphs.py): the shape, and the knobs
+declared to change the graph (twins differing in their stop check share them)."""
 
 
 def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, cluster_types: list[str],
