@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+from sweeps.pricing.estimate.priors import WARM_COMPILE_SHARE
 import ray
 from mlflow import MlflowClient
 
@@ -374,8 +376,21 @@ def test_the_remeasure_rate_counts_first_attempts_only():
     frame = history_frame(["contended", "ok", "ok"]).assign(attempt=["1", "2", "1"])
     frame.loc[1, "trial_key"] = frame.loc[0, "trial_key"]
     share, note = pricing.remeasured_share(History(frame, "test"))
-    assert share == pytest.approx(0.5) and "of the 2 first attempt(s)" in note
+    assert share == pytest.approx(0.5) and "of the store's 2 first attempt(s)" in note
     assert pricing.remeasured_share(History(frame.drop(columns="attempt"), "test"))[0] == pytest.approx(1 / 3)
+
+
+def test_the_remeasure_rate_comes_from_the_same_kind_of_device():
+    """A CPU sweep's verdicts say nothing of a dedicated GPU node: a GPU type is priced from the store's runs on
+    that type, else from the GPU prior (with its source named), and a CPU trial from the CPU runs."""
+    frame = history_frame(["contended", "noisy", "ok", "ok"])
+    share, note = pricing.remeasured_share(History(frame, "test"), "L40S")
+    prior, source = pricing.REMEASURE_PRIOR["gpu"]
+    assert share == prior and source in note and "no verdict there" in note
+    assert pricing.remeasured_share(History(frame, "test"), "cpu")[0] == pytest.approx(0.5)
+    on_gpus = frame.assign(device="cuda", accelerator_type=["L40S", "L40S", "H100", "H100"])
+    assert pricing.remeasured_share(History(on_gpus, "test"), "L40S")[0] == pytest.approx(1.0)
+    assert pricing.remeasured_share(History(on_gpus, "test"), "H100")[0] == pytest.approx(0.0)
 
 
 def test_the_fit_learns_from_runs_measured_ok_only():
@@ -422,8 +437,9 @@ def test_the_full_grid_on_l40s_is_priced_in_seconds(tmp_path, monkeypatch):
 
 
 def test_a_shared_compile_cache_prices_a_twins_compile_warm(tmp_path):
-    """With sweep.inductor_cache=per_sweep the first trial of a compiled graph pays its compile and a twin
-    that compiles the same graphs (another stop check) a share of it; per trial, every one pays in full."""
+    """With sweep.inductor_cache=shared the first trial of a compiled graph pays its compile and a twin that
+    compiles the same graphs (another stop check) the prior's warm share of it (an empty history has no warm
+    compile to learn from); cold, every one pays in full. The earlier words read as these."""
     def compile_s(cache: str) -> dict:
         config = small_sweep(tmp_path, "trial.device=cuda", f"sweep.inductor_cache={cache}",
                              "grid.variant=[static_cudagraph,static_cudagraph_pipelined,static_cudagraph_deferred]",
@@ -431,7 +447,8 @@ def test_a_shared_compile_cache_prices_a_twins_compile_warm(tmp_path):
         table = price_sweep(config, history=History(pd.DataFrame(), "empty")).table
         return dict(zip(table["variant"], table["compile_s"]))
 
-    cold, shared = compile_s("per_trial"), compile_s("per_sweep")
+    cold, shared = compile_s("cold"), compile_s("shared")
     assert len(set(cold.values())) == 1  # the same graphs, priced alike
     assert sorted(shared.values()) == pytest.approx(sorted([cold["static_cudagraph"]] +
-                                                           [cold["static_cudagraph"] * pricing.WARM_COMPILE_SHARE] * 2))
+                                                           [cold["static_cudagraph"] * WARM_COMPILE_SHARE] * 2))
+    assert (compile_s("per_trial"), compile_s("per_sweep")) == (cold, shared)

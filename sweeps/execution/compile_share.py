@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokengen.contract.graphs import graph_key
+from tokengen.contract.names import COLD, PARTLY_WARM, WARM
 
 SHARED_IN = "compile_cache.in.tar.gz"  # what a twin was handed, in its folder
 SHARED_OUT = "compile_cache.tar.gz"  # what a cold trial offers, in its folder
@@ -87,8 +88,6 @@ def receive(folder: Path, cache_dir: Path, device: str) -> dict:
 
 def settle(record: dict, received: dict, shared_from: str | None) -> dict:
     """The record's sharing fields: the trial whose compile it reused, only where inductor found its graphs."""
-    from tokengen.measure.compile_counters import WARM
-
     fields = dict(received)
     if "compile_load_s" in received:
         if record.get("compile_cache") == WARM:
@@ -100,8 +99,6 @@ def settle(record: dict, received: dict, shared_from: str | None) -> dict:
 
 def offer(folder: Path, cache_dir: Path, record: dict, device: str) -> None:
     """After a trial that compiled something new: its cache, packed, for the driver to hand to its twins."""
-    from tokengen.measure.compile_counters import COLD, PARTLY_WARM
-
     if record.get("compile_cache") in (COLD, PARTLY_WARM) and cache_dir.is_dir():
         (folder / SHARED_OUT).write_bytes(pack(cache_dir, compile_facts(device)))
 

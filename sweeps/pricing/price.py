@@ -20,19 +20,24 @@ import numpy as np
 import pandas as pd
 
 from sweeps.planning.grid import GridPlan, PlannedTrial, plan_sweep
+from sweeps.planning.settings import SHARED, inductor_mode
+from sweeps.pricing.estimate.history import device_kind
 from sweeps.pricing.estimate import Estimate, estimate, fit
 from sweeps.pricing.estimate.hardware import DEFAULT_GPU
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, compiles, number, profile_runs
 from sweeps.pricing.memory import memory_columns
 from sweeps.pricing.priced import PLAN_COLUMNS, REUSED, RUN, Priced, _ordered, resume_runs
 from sweeps.pricing.workers import CPU, find_workers, pool_of
-from tokengen.contract.graphs import GRAPH_FIELDS
+from tokengen.contract.graphs import GRAPH_FIELDS, graph_key
 from tokengen.contract.names import FINISHED
 from tracking.measurement import OK, attempt_of
 from tracking.store.history import History, StoreReadError, load_history
 
 LIMITS = ("max_device_hours", "max_cost")
-REMEASURE_SHARE_ASSUMED = 0.25  # trials remeasured, where no run of the history carries a `measurement` verdict
+REMEASURE_PRIOR = {"cpu": (0.25, "a shared CPU machine's share, assumed"),
+                   "gpu": (3 / 12, "3 of the 12 trials of the H200 article table (docs/results.md, On a GPU) were "
+                                   "judged noisy; its one contended verdict was the table's own launcher")}
+"""The share of first attempts sent back to measure, where the history has no verdict on that kind of device."""
 TRUSTED = OK
 def trial_fields(trial: PlannedTrial, key: str | None = None) -> dict:
     return {**trial.spec.to_dict(), "key": key or trial.key, "accelerator_type": trial.accelerator_type}
@@ -52,18 +57,20 @@ def remeasure_rounds(sweep: dict) -> int:
         return 1 if str(value).lower() in ("true", "on", "yes") else 0
 
 
-def remeasured_share(history: History) -> tuple[float, str]:
-    """The share of the history's trials that a verdict other than ok sent back to measure: over first
-    attempts only (a later attempt is itself a remeasure, mostly ok, and would dilute the rate)."""
+def remeasured_share(history: History, kind: str = "cpu") -> tuple[float, str]:
+    """The share of the history's first attempts on this kind of device (`cpu`, a GPU type, `cuda`) that a verdict
+    other than ok sent back to measure (a later attempt is itself a remeasure, mostly ok, and would dilute the
+    rate); where the history has no verdict on it, REMEASURE_PRIOR's for a CPU or a GPU node."""
     frame = history.frame
-    if frame.empty or "measurement" not in frame or frame["measurement"].isna().all():
-        return REMEASURE_SHARE_ASSUMED, f"assumed {REMEASURE_SHARE_ASSUMED:.0%} (no run in the store carries a verdict)"
-    first = frame["attempt"].map(attempt_of) == 1 if "attempt" in frame else pd.Series(True, index=frame.index)
-    verdicts = frame.loc[first, "measurement"].dropna().astype(str).str.lower()
-    if verdicts.empty:
-        return REMEASURE_SHARE_ASSUMED, f"assumed {REMEASURE_SHARE_ASSUMED:.0%} (no first attempt carries a verdict)"
-    share = float((verdicts != TRUSTED).mean())
-    return share, f"{share:.0%} of the {len(verdicts)} first attempt(s) with a verdict were not ok"
+    prior, source = REMEASURE_PRIOR["cpu" if kind == "cpu" else "gpu"]
+    if not frame.empty and "measurement" in frame:
+        frame = frame[[device_kind(row) == kind for row in frame.to_dict("records")]]
+        first = frame["attempt"].map(attempt_of) == 1 if "attempt" in frame else pd.Series(True, index=frame.index)
+        verdicts = frame.loc[first, "measurement"].dropna().astype(str).str.lower()
+        if len(verdicts):
+            share = float((verdicts != TRUSTED).mean())
+            return share, f"{kind}: {share:.0%} of the store's {len(verdicts)} first attempt(s) there were not ok"
+    return prior, f"{kind}: {prior:.0%} ({source}; the store has no verdict there)"
 
 
 def device_type(fields: dict, model, cluster_types: list[str]) -> tuple[str, bool]:
@@ -107,18 +114,17 @@ def breakdown(fields: dict, model, found: Estimate) -> dict:
     return {**{part: run * count for part, count in counts.items()}, **fixed, "run_s": run}
 
 
-WARM_COMPILE_SHARE = 0.3
-"""With sweep.inductor_cache=per_sweep, what a compile costs once a trial of the same graphs compiled:
-dynamo traces again and CUDA graphs are captured again, inductor's kernels come from the shared cache."""
 COMPILED_GRAPH = GRAPH_FIELDS
 """The fields that decide which graphs a compile makes (tokengen/contract/graphs.py): the shape, and the knobs
 declared to change the graph (twins differing in their stop check share them)."""
 
 
-def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, cluster_types: list[str],
+def price_rows(trials: list[PlannedTrial], model, rounds: int, share, cluster_types: list[str],
                finished: set[str], resume: bool, shared_compiles: bool = False) -> tuple[pd.DataFrame, int]:
-    """One row per planned trial; also how many device types were assumed. With `shared_compiles` (one
-    inductor cache for the sweep) the first trial of each compiled graph pays its compile, the rest a share."""
+    """One row per planned trial; also how many device types were assumed. With `shared_compiles`
+    (sweep.inductor_cache=shared) the first trial of each compiled graph pays its cold compile and its twins a
+    warm one (the cost model's: the history's warm compiles, else the measured prior share), as does every
+    remeasure round. `share(kind)`: the remeasured share on that kind of device."""
     rows, assumed, compiled = [], 0, set()
     for trial in trials:
         key = trial.key  # a hash of the spec: once per trial
@@ -127,20 +133,21 @@ def price_rows(trials: list[PlannedTrial], model, rounds: int, share: float, clu
         parts = breakdown(fields, model, found)
         seconds, low, high = found.seconds, found.low, found.high
         runs = resume_runs(resume, key, finished)
-        if shared_compiles and runs and compiles(fields):
-            graph = tuple(fields.get(name) for name in COMPILED_GRAPH)
-            if graph in compiled:
-                saved = parts["compile_s"] * (1.0 - WARM_COMPILE_SHARE)
+        saved = 0.0  # what a warm compile saves against the cold one
+        if shared_compiles and compiles(fields):
+            saved = max(parts["compile_s"] - model.warm_compile(fields)[0].mid, 0.0)
+            graph = graph_key(fields, trial.accelerator_type)
+            if runs and graph in compiled:
                 parts["compile_s"] -= saved
                 scale = (seconds - saved) / seconds if seconds > 0 else 1.0
                 seconds, low, high = seconds * scale, low * scale, high * scale
             compiled.add(graph)
+        device, guessed = device_type(fields, model, cluster_types)
         extra = 0.0
         if rounds:  # a round runs the whole trial again, in a process of its own on a warm worker
-            one_round = found.seconds
-            extra = rounds * share * one_round
+            one_round = found.seconds - saved
+            extra = rounds * share(model.device_kind(fields)) * one_round
             seconds, high = seconds + extra, high + rounds * one_round
-        device, guessed = device_type(fields, model, cluster_types)
         assumed += guessed
         rows.append({**fields, "action": RUN if runs else REUSED, "device_type": device,
                      "pool": pool_of(fields["device"], trial.accelerator_type), "estimated_s": seconds,
@@ -165,10 +172,17 @@ def price_sweep(config: dict, plan: GridPlan | None = None, history: History | N
     workers = find_workers(config, pools, **({"reader": reader} if reader else {}))
     model = fit(history.trusted())
     rounds = remeasure_rounds(sweep)
-    share, share_note = remeasured_share(history) if rounds else (0.0, "")
+    shares: dict[str, tuple[float, str]] = {}
+
+    def share(kind: str) -> float:
+        if kind not in shares:
+            shares[kind] = remeasured_share(history, kind)
+        return shares[kind][0]
+
     cluster_types = list(workers.types)
     table, assumed = price_rows(plan.trials, model, rounds, share, cluster_types, finished, bool(sweep["resume"]),
-                                shared_compiles=sweep.get("inductor_cache") == "per_sweep")
+                                shared_compiles=inductor_mode(sweep.get("inductor_cache")) == SHARED)
+    share_note = "; ".join(note for _, note in shares.values())
     notes = []
     if assumed:
         notes.append(f"{assumed} unpinned CUDA trial(s) priced as {DEFAULT_GPU}: the store has not run them on a "

@@ -26,6 +26,20 @@ ESTIMATE_NOTE = ("estimated_s: seconds the trials hold a worker, the sum of thei
                  "rescaled by the nearest runs).")
 
 
+HOURS_GO = {"timed_s": "timed runs", "compile_s": "compiles", "remeasure_s": "remeasure rounds",
+            "warmup_s": "warmups", "instrumented_s": "instrumented runs", "profiled_s": "profiled runs",
+            "build_s": "model builds", "harness_s": "the harness", "start_s": "worker start-ups"}
+
+
+def where_hours_go(runs) -> str:
+    """'Device-hours in timed runs: 46.9% (compiles 16.5%, remeasure rounds 18.8%, ...)': what measures, and what
+    the rest pays for."""
+    total = float(runs["estimated_s"].sum()) or 1.0
+    shares = {name: float(runs[column].sum()) / total for column, name in HOURS_GO.items() if column in runs}
+    rest = ", ".join(f"{name} {share:.1%}" for name, share in shares.items() if name != "timed runs" and share >= 0.0005)
+    return f"Device-hours in timed runs: {shares.get('timed runs', 0.0):.1%}" + (f" ({rest})" if rest else "")
+
+
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -101,7 +115,8 @@ def render(priced: Priced, config: dict, dry: bool = True) -> str:
     lines += [f"**Total**: {len(runs)} trial(s), {priced.device_hours:,.3f} device-hours "
               f"({runs['low_s'].sum() / 3600:,.3f}-{runs['high_s'].sum() / 3600:,.3f}), "
               + (money(cost) if cost is not None else f"cost n/a (no price for {', '.join(priced.unpriced)})")
-              + f", wall about {duration(wall)} (no schedule beats {duration(bound)}).", ""]
+              + f", wall about {duration(wall)} (no schedule beats {duration(bound)}).", "",
+              where_hours_go(runs), ""]
     refusal = priced.refusal()
     limits = {k: v for k, v in priced.limits.items() if v is not None}
     if refusal:

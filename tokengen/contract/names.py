@@ -12,6 +12,10 @@ import re
 FINISHED, FAILED = "finished", "failed"
 OUT_OF_SPACE = "OutOfSpace"  # a trial's error type when its folder's disk is full: the sweep stops (exit 3)
 
+# a compile's cache state, in the record's `compile_cache` (tokengen/measure/compile_counters.py): inductor's
+# FX graph cache found every graph, none, or some
+WARM, COLD, PARTLY_WARM = "warm", "cold", "partly warm"
+
 # files a trial leaves beside its record, and the artifacts of its MLflow run
 RESULT_FILE = "result.json"
 FAILURE_FILE = "failure.json"  # a trial that raised: error type, message, traceback (sweeps/execution/trial_process.py)

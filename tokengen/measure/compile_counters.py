@@ -18,9 +18,9 @@ from __future__ import annotations
 from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
 
 from tokengen.contract.declarations import EAGER, declared
+from tokengen.contract.names import COLD, PARTLY_WARM, WARM
 
 RAN, SKIPPED = "ran", "skipped"
-WARM, COLD, PARTLY_WARM = "warm", "cold", "partly warm"  # inductor's FX graph cache: every graph found, none, some
 
 
 def start() -> None:

@@ -97,8 +97,16 @@ def pair(a, b, side_a: Side, side_b: Side, columns: list[str]) -> dict:
         row.update({f"{name}_{suffix}": value for name, value in _side_figures(trial, side).items()})
     row.update(ratio=ratio, ratio_low=low, ratio_high=high, compared=compared,
                verdict=verdict(a.get("status"), b.get("status"), low, high),
-               marked=bool(speedup_unsure(a.get("measurement"), b.get("measurement")) and not math.isnan(ratio)))
+               marked=bool(speedup_unsure(a.get("measurement"), b.get("measurement")) and not math.isnan(ratio)),
+               compile=compile_note(a.get("compile_cache"), b.get("compile_cache")))
     return row
+
+
+def compile_note(a, b) -> str:
+    """'A cold, B warm' where one side's compile found its graphs in a cache and the other's did not: its
+    first run (and a price built on it) is no measure of the other's."""
+    a, b = (v if isinstance(v, str) and v else None for v in (a, b))
+    return f"A {a}, B {b}" if a and b and a != b else ""
 
 
 def match(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:

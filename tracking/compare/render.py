@@ -65,6 +65,8 @@ def point_table(pairs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
             "energy_j_per_token_a", "energy_j_per_token_b", "tokens"])
     table = table[keep].rename(columns=SHOWN)
     table = table.dropna(axis=1, how="all")  # no energy counter, no price: no column
+    if pairs.get("compile", pd.Series("", index=pairs.index)).astype(bool).any():
+        table.insert(list(table.columns).index("verdict") + 1, "compile", pairs["compile"].to_numpy())
     if (pairs["compared"] == "step").any():
         table.insert(list(table.columns).index("verdict") + 1, "compared", pairs["compared"].to_numpy())
     table.attrs["unit"] = {c: u for c, u in UNITS.items() if c in table}

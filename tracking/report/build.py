@@ -34,6 +34,7 @@ from tracking.report.markdown import to_markdown
 from tracking.report.plan_report import plan_against_actual
 from tracking.measurement import MARK, OK, judged, summary_line
 from tracking.store.reading import ReportError, add_outside_baselines, fill_error_messages, fill_runtimes, load_sweep
+from tracking.report.compile_table import compile_table
 from tracking.report.knob_tables import knob_tables
 from tracking.report.serving_table import serving_table
 from tracking.report.figures.token_verdicts import HOW
@@ -151,6 +152,9 @@ NOTES = {
                "start, slot occupancy (slot-steps that produced a useful token); vs_static and vs_peer: useful "
                "tokens/s over the static-batching and generate_batch trials of the same workload, with 95% "
                "intervals; same_tokens: the checksum equals the static trial's.",
+    "compile": "Each compiled graph's cold compile (cold_first_run_s: the first run of the trial that compiled it) "
+               "beside its twins' warm loads of it (sweep.inductor_cache=shared): how many, their median first run "
+               "and time to unpack the graphs, warm over cold. (a)'s first_run_s is each trial's own.",
     "knob": "Each trial beside its twin at the knob's plain value (the workload and every other knob equal): "
             "vs_plain = the twin's runtime_mean_s / the trial's, with its 95% interval; weight_bytes: what a step "
             "streams; tokens: the trial's verdict (a lossy or equivalent value's top-1 agreement with the reference "
@@ -198,6 +202,7 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     ]
     sections = [
         ("(b) Memory", NOTES["b"], tables.memory_table(frame)),
+        ("Compile: cold once per graph, warm beside it", NOTES["compile"], compile_table(frame)),
         ("(c) Runtime against max_seqlen", NOTES["c"], tables.seqlen_table(frame)),
         ("(d) Pipelining gain by batch size", NOTES["d"], tables.pipelining_table(frame)),
         ("(e) Stop-check overhead against the no-check upper bound", NOTES["e"], tables.nocheck_table(frame)),

@@ -27,6 +27,7 @@ import pandas as pd
 from sweeps.pricing.estimate.hardware import gpu_kind
 from tokengen.contract.declarations import EAGER, in_family
 from tokengen.contract.declarations import KNOBS
+from tokengen.contract.names import WARM
 from sweeps.pricing.estimate.trials import (AUTO, DEFAULTS, INSTRUMENTED_RUNS, PROFILE_SLOWDOWN, family, is_auto, law, missing, text)
 
 REQUIRED = ("model", "device", "dtype", "batch_size", "max_seqlen", "steps", "runtime_mean_s")
@@ -126,6 +127,8 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     frame["timed_runs_done"] = runs
     frame["steady_run_s"] = steady.where(steady > 0)
     frame["compile_s"] = (first - frame["steady_run_s"]).clip(lower=0)
+    cache = frame["compile_cache"] if "compile_cache" in frame else pd.Series(None, index=frame.index, dtype=object)
+    frame["compile_warm"] = (cache.astype(str) == WARM).map({True: "yes", False: "no"})  # its graphs came from a cache
     profiled = frame["profile"].map(lambda p: PROFILE_SLOWDOWN.get(str(p), 2.0))
     others = warmup + runs + INSTRUMENTED_RUNS - 1 + profiled
     frame["build_s"] = (frame["trial_wall_s"] - first - others * frame["steady_run_s"]).clip(lower=0)

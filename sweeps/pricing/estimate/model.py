@@ -104,7 +104,7 @@ class CostModel:
         memo = ("rows", column, tuple(sorted((k, str(v)) for k, v in match.items())))
         if memo in self._memo:
             return self._memo[memo]
-        if self.frame.empty or column not in self.frame:
+        if self.frame.empty or column not in self.frame or any(name not in self.frame for name in match):
             found = pd.Series(dtype=float)
         else:
             keep = pd.Series(True, index=self.frame.index)
@@ -180,8 +180,8 @@ class CostModel:
     def _compile(self, trial: Mapping) -> Span:
         kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
         measured = self._first("compile_s", [
-            dict(model=model, device_kind=kind, **{k: text(trial, k) for k in GRAPH_KNOBS}),
-            dict(model=model, device_kind=kind, compile=mode),
+            dict(model=model, device_kind=kind, compile_warm="no", **{k: text(trial, k) for k in GRAPH_KNOBS}),
+            dict(model=model, device_kind=kind, compile=mode, compile_warm="no"),
         ])
         if len(measured):
             return spread(measured)
@@ -189,6 +189,21 @@ class CostModel:
         ratios = ratios[ratios > 0]
         base = priors.prior_compile(trial)
         return _ratio_span(base.mid, ratios) if len(ratios) else base
+
+    def warm_compile(self, trial: Mapping) -> tuple[Span, str]:
+        """A twin's first-run extra once its graphs were compiled by another trial of the sweep (loaded from the
+        shared cache, traced again): the history's warm compiles of this model and mode on this device kind,
+        else of this mode on this device kind, else its cold compile times the measured prior share."""
+        return self._memoized("warm_compile", trial, ("device", "model", *GRAPH_KNOBS), self._warm_compile)
+
+    def _warm_compile(self, trial: Mapping) -> tuple[Span, str]:
+        kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
+        measured = self._first("compile_s", [dict(model=model, device_kind=kind, compile=mode, compile_warm="yes"),
+                                             dict(device_kind=kind, compile=mode, compile_warm="yes")])
+        if len(measured):
+            return spread(measured), "history"
+        cold = self.compile(trial)
+        return Span(cold.mid * priors.WARM_COMPILE_SHARE, cold.low * priors.WARM_COMPILE_SHARE, cold.mid), "prior"
 
     def build(self, trial: Mapping) -> Span:
         """Building the model inside the trial process."""

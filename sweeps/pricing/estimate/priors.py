@@ -48,6 +48,9 @@ COMPILE_PRIOR_S = {"small": 20.0, "base": 40.0, "large": 70.0, "huge": 120.0}
 # (docs/results.md, "On a GPU"); the other families scale with depth from it.
 CUDA_COMPILE_PRIOR_S = {"small": 8.0, "base": 16.0, "large": 40.0, "huge": 80.0}
 CPU_COMPILE_FACTOR = 1.5
+WARM_COMPILE_SHARE = 0.2  # a twin loading its graphs from the sweep's shared cache against their cold compile:
+# 0.19x measured on this project's CPU benchmark (benchmarks/compile_sharing.py, docs/results.md); a history's
+# warm trials replace it
 FIRST_RUN_EXTRA_S = {"cuda": 0.5, "cpu": 0.05}
 
 BUILD_FIXED_S = 0.3  # transformers' model class set-up
