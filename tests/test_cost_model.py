@@ -1,4 +1,4 @@
-"""The cost model (sweeps/estimate): laws recovered from synthetic histories, the bases, the schedule.
+"""The cost model (sweeps/pricing/estimate/): laws recovered from synthetic histories, the bases, the schedule.
 
 Histories here are generated from known per-step laws with noise, so a fit can be checked against the
 truth. Every test injects the CPU's speed: nothing calibrates this host, nothing touches disk.

@@ -1,4 +1,4 @@
-"""`python -m sweeps.reaper DRIVER PID:START ...`: ends the local Ray a driver started once that driver is gone.
+"""`python -m sweeps.execution.reaper DRIVER PID:START ...`: ends the local Ray a driver started once that driver is gone.
 
 A driver killed by SIGKILL runs no handler: the Ray it started (GCS, raylet, the dashboard and runtime-env
 agents, idle workers) would go on listening for a minute or more before Ray's own timeouts end it. So a

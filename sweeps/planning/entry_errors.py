@@ -57,7 +57,7 @@ def command_line_problem(argv: list[str]) -> str | None:
 
 
 def compose(overrides: list[str]) -> dict:
-    """The config as `hydra.main` composes it (the schema registered by sweeps.config), resolved."""
+    """The config as `hydra.main` composes it (the schema registered by sweeps.planning.config), resolved."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from omegaconf import OmegaConf

@@ -4,7 +4,7 @@ A request workload (requests > 0, tokengen/engines/request_server.py) has no `ba
 cannot keep a position per slot), so the report's speedup column is empty for it. This table pairs
 each workload's trials among themselves instead: every trial beside the workload's static-batching
 trial with the same other knobs (else the first static one) and beside the workload's
-hf_generate_batch peer, with the ratio of useful tokens/s and its 95% interval (tracking.intervals,
+hf_generate_batch peer, with the ratio of useful tokens/s and its 95% interval (tracking/report/figures/intervals.py,
 from the runs' mean and standard deviation), and whether its tokens are the static trial's.
 """
 

@@ -47,7 +47,7 @@ def baseline_of(frame: pd.DataFrame, baseline: str = "baseline", match: list[str
 
 def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[str] = MATCH) -> pd.DataFrame:
     """Adds `speedup` over the matching baseline (NaN without one), its 95% interval (`speedup_low`,
-    `speedup_high`, tracking.intervals), `significant` (the interval excludes 1.0) and `compared`:
+    `speedup_high`, tracking/report/figures/intervals.py), `significant` (the interval excludes 1.0) and `compared`:
     `run` when both ran the same number of steps, else `step`: a no-check run under a length
     distribution takes every step while its baseline stops with its batch, so only time per step
     compares like with like."""
