@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 import ray
@@ -30,9 +33,12 @@ CPU_CHECKS = [c for c in names("stop_check") if not declared("stop_check", c).cu
 def three_nodes(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    # one auth mode for the nodes and the driver: a local Ray leaves a token in ~/.ray, which would turn the
-    # driver's token auth on while these test nodes send none, and a node could not report a result's location
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    # one auth mode for the nodes and the driver: token, with the token a local Ray leaves in ~/.ray (Ray reads the
+    # mode once per process, and a driver that enforces it while its nodes send none never hears where a result is)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    if not (Path.home() / ".ray" / "auth_token").is_file():
+        subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "get-auth-token", "--generate"], check=True,
+                       capture_output=True)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0,
                                                             "env_vars": {"NODE_DISK": str(tmp_path / "head")}})
     nodes = [cluster.add_node(num_cpus=1, env_vars={"NODE_DISK": str(tmp_path / f"node{i}")}) for i in range(3)]
