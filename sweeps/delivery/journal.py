@@ -106,15 +106,23 @@ class Journal:
             raise OutOfSpace(full_line("the sweep's journal", self.path, 4096, reason_of(exc))) from None
 
     def _write(self, entry: dict) -> None:
-        with open(self.path, "ab+") as handle:
-            handle.seek(0, os.SEEK_END)
-            if handle.tell():
-                handle.seek(-1, os.SEEK_END)
-                if handle.read(1) != b"\n":  # the last line was cut (power loss): never glue this one to it
-                    handle.write(b"\n")
-            handle.write((json.dumps(entry, default=str) + "\n").encode())
-            handle.flush()
-            os.fsync(handle.fileno())
+        """One line, whole or not at all: a disk that fills mid-line has the line's start cut off again."""
+        data = (json.dumps(entry, default=str) + "\n").encode()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            end = os.lseek(fd, 0, os.SEEK_END)
+            if end and os.pread(fd, 1, end - 1) != b"\n":  # the last line was cut (power loss): never glue to it
+                data = b"\n" + data
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, end)  # frees what the half line took
+                raise
+        finally:
+            os.close(fd)
 
     def unrecorded(self) -> list[dict]:
         """Every result MLflow has not taken yet, in the order they came, with files and log read back:
