@@ -23,7 +23,7 @@ import pandas as pd
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
 from tokengen.measure.interference import OK
-from tracking.store.connect import TrackingError, check_reachable, check_uri
+from tracking.store.connect import TrackingError, check_reachable, check_uri, engine_uri
 from tracking.store.runs import PARENT_TAG, flat_row
 from tracking.store.search import search
 
@@ -102,7 +102,7 @@ def _read_sqlite(path: str, experiment: str) -> pd.DataFrame:
 def _read_mlflow(uri: str, experiment: str) -> pd.DataFrame:
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri)
+    client = MlflowClient(tracking_uri=engine_uri(uri))
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return pd.DataFrame()
