@@ -63,6 +63,11 @@ def engine_uri(uri: str) -> str:
     return parsed._replace(scheme=POSTGRES_DRIVER, query=urllib.parse.urlencode(query)).geturl()
 
 
+def libpq_uri(uri: str) -> str:
+    """The URI as libpq (psycopg.connect) reads it: no SQLAlchemy driver in its scheme."""
+    return urllib.parse.urlsplit(uri)._replace(scheme="postgresql").geturl()
+
+
 def postgres_problem(uri: str, timeout_s: float = CONNECT_TIMEOUT_S) -> str | None:
     """One plain connection, before MLflow's engine (which retries a refused one for minutes): why the
     database cannot be used, in one line that names the fix, or None. The password comes from libpq's
@@ -77,7 +82,7 @@ def postgres_problem(uri: str, timeout_s: float = CONNECT_TIMEOUT_S) -> str | No
     user = parsed.username or os.environ.get("PGUSER") or getpass.getuser()
     database = parsed.path.lstrip("/") or user
     try:
-        psycopg.connect(parsed._replace(scheme="postgresql").geturl(), connect_timeout=max(1, int(timeout_s))).close()
+        psycopg.connect(libpq_uri(uri), connect_timeout=max(1, int(timeout_s))).close()
         return None
     except psycopg.Error as exc:
         message = str(exc)

@@ -18,9 +18,29 @@ from tokengen.contract.names import FAILED
 from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, typed, with_role
 from tokengen.contract.spec import LABELS, TrialSpec
 from tracking.measurement import attempt_of
-from tracking.store.derived import is_derived
 
 PARENT_TAG = "mlflow.parentRunId"
+
+# The report's figures on a trial's run (tracking/store/derived.py writes them): never read back as data.
+DERIVED_METRICS = ("speedup", "speedup_low", "speedup_high", "vs_generate")
+DERIVED_TAGS = ("tokens_verdict", "baseline_run_id", "compared")
+"""`measurement` is shown beside them in the UI, but it is the trial's own tag (its record), never derived."""
+DERIVED = DERIVED_METRICS + DERIVED_TAGS
+"""Every name the report writes on a trial's run; the reader drops them."""
+REPORT_MARK = "in_report."
+"""Tag prefix: `in_report.<parent run id>` = the sweep's name, on each run that sweep's report used."""
+COLUMN_OF = {"tokens_verdict": "tokens"}
+"""A derived tag whose column in the report's frame has another name."""
+
+
+def is_derived(name: str) -> bool:
+    return name in DERIVED or name.startswith(REPORT_MARK)
+
+
+def mark_of(parent_id: str) -> str:
+    return REPORT_MARK + parent_id
+
+
 PARAMS, METRICS, SERIES_FIELDS = with_role(PARAM), with_role(METRIC), with_role(SERIES)
 TAGS = with_role(TAG) + LABELS  # the label is a param and, for filtering, a tag
 MAX_PARAM_CHARS = 6000
