@@ -163,8 +163,9 @@ def main() -> None:
             print(f"store: {uri} holds sweep {SWEEP!r} already: timing its report as it is", file=sys.stderr)
         else:
             build_store(uri, args.runs, root)
+            print(f"store: {args.runs} child runs written in {time.perf_counter() - started:.1f} s ({uri})",
+                  file=sys.stderr)
         store_s = time.perf_counter() - started
-        print(f"store: {args.runs} child runs written in {store_s:.1f} s ({uri})", file=sys.stderr)
         started = time.perf_counter()
         report = build_report(uri, "tokengen", None, root / "reports")
         report_s = time.perf_counter() - started
