@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric, Param, RunTag
 
 from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_LOG
 from tokengen.contract.record import first_line
@@ -204,17 +204,19 @@ class Recorder:
         run_id = run.info.run_id
         if attempt:
             self._cut[attempt] = [run_id]  # until its status tag is set
-        metrics = metrics_of(record, int(time.time() * 1000))
-        self.client.log_batch(run_id, metrics=metrics, params=params_of(record), synchronous=True)
         result = {k: v for k, v in record.items() if k not in TRANSPORT}
-        with tempfile.TemporaryDirectory() as tmp:  # every file in one call: one look-up of the run's artifact root
-            Path(tmp, RESULT_FILE).write_text(json.dumps(result, indent=2))
-            if record.get("log"):
-                Path(tmp, TRIAL_LOG).write_text(record["log"])
-            for name, blob in (record.get("files") or {}).items():
-                Path(tmp, name).write_bytes(blob)
-            self.client.log_artifacts(run_id, tmp)
-        self.client.set_tag(run_id, "status", status)
+        self.client.log_text(run_id, json.dumps(result, indent=2), RESULT_FILE)
+        if record.get("log"):
+            self.client.log_text(run_id, record["log"], TRIAL_LOG)
+        if record.get("files"):
+            with tempfile.TemporaryDirectory() as tmp:
+                for name, blob in record["files"].items():
+                    Path(tmp, name).write_bytes(blob)
+                    self.client.log_artifact(run_id, str(Path(tmp, name)))
+        # the files first, then metrics, params and the status tag in one transaction: a run with its status
+        # holds everything, one without it was cut short
+        self.client.log_batch(run_id, metrics=metrics_of(record, int(time.time() * 1000)), params=params_of(record),
+                              tags=[RunTag("status", status)], synchronous=True)
         self._cut.pop(attempt, None)
         self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
         return run_id
