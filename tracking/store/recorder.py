@@ -213,12 +213,12 @@ class Recorder:
                 for name, blob in record["files"].items():
                     Path(tmp, name).write_bytes(blob)
                     self.client.log_artifact(run_id, str(Path(tmp, name)))
-        # the files first, then metrics, params and the status tag in one transaction: a run with its status
-        # holds everything, one without it was cut short
+        # the files, the run's end, then metrics, params and the status tag in one transaction, last: a run with
+        # its status holds everything and has ended; one without it was cut short
+        self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
         self.client.log_batch(run_id, metrics=metrics_of(record, int(time.time() * 1000)), params=params_of(record),
                               tags=[RunTag("status", status)], synchronous=True)
         self._cut.pop(attempt, None)
-        self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
         return run_id
 
     @failing_fast
