@@ -63,3 +63,22 @@ def warm_ray(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     warm_local_ray()
     yield
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One real PostgreSQL server for the session (tests/postgres_helpers.py); each test makes its own
+    database. Skipped, in one line, where PostgreSQL or its driver cannot be had."""
+    import shutil
+
+    from postgres_helpers import missing, started
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    server = started()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)

@@ -73,6 +73,7 @@ def migrated_store() -> Path:
 class MlflowServer:
     root: Path  # the store (m.db), the artifacts (art/), the server's log
     auth: bool = False  # behind `--app-name basic-auth`
+    backend: str | None = None  # its store (a PostgreSQL URI); None: a SQLite file, root/m.db
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
 
@@ -87,9 +88,10 @@ class MlflowServer:
     def launch(self) -> MlflowServer:
         """Start it without waiting, so a test can do other work while it comes up."""
         self.root.mkdir(parents=True, exist_ok=True)
-        if not (self.root / "m.db").exists():
+        if self.backend is None and not (self.root / "m.db").exists():
             shutil.copyfile(migrated_store(), self.root / "m.db")
-        argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{self.root}/m.db",
+        store = self.backend or f"sqlite:///{self.root}/m.db"
+        argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
                 "--artifacts-destination", str(self.root / "art"), "--host", "127.0.0.1", "--port", str(self.port),
                 "--workers", "1"]
         # no background job runner (GenAI jobs): fewer processes on a 2-core machine, same tracking server

@@ -184,3 +184,20 @@ def test_bad_input_is_one_line_and_exit_2(stores, capsys, tmp_path, argv, said):
     if (tmp_path / "garbage.db").exists():
         with pytest.raises(sqlite3.DatabaseError):  # and a corrupt one is left as it was
             sqlite3.connect(tmp_path / "garbage.db").execute("select * from sqlite_master").fetchall()
+
+
+def test_rank_swaps_are_found_per_gpu_type():
+    """A sweep run on two GPU types holds each point twice, once per type: its variants are ordered per type
+    (the pairs keep each side's type as gpu_type_a and gpu_type_b), never mixed into one group."""
+    from tracking.compare.overview import ranking_changes
+
+    def pair(variant, gpu, a, b):
+        return {"variant": variant, "batch_size": 2, "gpu_type_a": gpu, "gpu_type_b": gpu, "status_a": "finished",
+                "status_b": "finished", "runtime_mean_s_a": a, "runtime_mean_s_b": b, "runtime_std_s_a": 0.001,
+                "runtime_std_s_b": 0.001, "runs_a": 8, "runs_b": 8, "measurement_a": "ok", "measurement_b": "ok"}
+
+    pairs = pd.DataFrame([pair("kv_cache", "L40S", 1.0, 1.0), pair("static_cache", "L40S", 0.9, 0.9),
+                          pair("kv_cache", "H100", 1.0, 1.0), pair("static_cache", "H100", 0.9, 1.1)])
+    changes, noise = ranking_changes(pairs, ["batch_size", "gpu_type"])
+    assert noise == 0 and len(changes) == 1
+    assert changes.iloc[0]["gpu_type"] == "H100" and changes.iloc[0]["second"] == "static_cache"

@@ -16,9 +16,13 @@ from sweep_helpers import child_runs, driver_command, driver_environment, joinin
 pytestmark = pytest.mark.slow  # a real driver and real trials, on the session's warm Ray
 
 
-def test_killed_driver_loses_nothing_finished(tmp_path, warm_ray):
-    """The killed driver joined the session's warm Ray as a cluster's driver; the rerun, in this process, uses it too."""
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_killed_driver_loses_nothing_finished(tmp_path, warm_ray, store, request):
+    """The killed driver joined the session's warm Ray as a cluster's driver; the rerun, in this process, uses it
+    too; on a SQLite file and on a PostgreSQL database (tests/postgres_helpers.py)."""
     overrides = ["grid.batch_size=[1,2]", "sweep.cpus_per_trial=2", "sweep.remeasure=0"]  # 4 trials, one at a time
+    if store == "postgresql":
+        overrides.append("tracking.uri=" + request.getfixturevalue("postgres").create_database("killed"))
     config = small_sweep(tmp_path, *overrides)
     uri = config["tracking"]["uri"]
     argv = driver_command(tmp_path, *overrides, *joining_warm_ray())  # the same sweep as a driver process

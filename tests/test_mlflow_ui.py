@@ -106,33 +106,25 @@ def test_the_reader_never_reads_the_derived_figures_back(store):
     assert "tokens_verdict" not in columns and not any(c.startswith(derived.REPORT_MARK) for c in columns)
 
 
-def test_figures_are_written_in_one_batch_per_run(store, tmp_path):
-    calls = []
-
-    class Counting:
-        def __init__(self, client):
-            self.client = client
-
-        def log_batch(self, run_id, metrics=(), params=(), tags=(), synchronous=None):
-            calls.append((run_id, len(metrics), len(tags)))
-            return self.client.log_batch(run_id, metrics=metrics, tags=tags, synchronous=synchronous)
-
-        def __getattr__(self, name):
-            return getattr(self.client, name)
-
+def test_figures_are_written_in_one_transaction_that_mlflow_reads_back(store, tmp_path):
+    """A database store's figures go into MLflow's tables in one transaction (thousands of runs in a second):
+    MLflow's own reader sees them as it sees a log_batch's, history included; a rebuild writes nothing."""
     runs = load_sweep(store.uri, "tokengen", "s")
     from tracking.report import comparison
 
     frame, _ = comparison.prepare(runs.trials, None, runs.client)
-    client = Counting(store.client)
     other = "0" * 32  # as if another sweep's report used these runs: a first build for it
-    written = derived.write_back(client, store.uri, store.experiment_id, "other", other, figures(frame, comparison.REPORT_MATCH))
-    assert written == len(calls) == 8 and len({c[0] for c in calls}) == 8  # one call per run, not per figure
+    wanted = figures(frame, comparison.REPORT_MATCH)
+    assert derived.write_back(store.client, store.uri, store.experiment_id, "other", other, wanted) == 8
     kv = store.ids[("kv_cache", 2, 8)]
-    assert [c[1:] for c in calls if c[0] == kv] == [(3, 4)]  # speedup, low, high; verdict, compared, baseline, mark
-    calls.clear()
-    assert derived.write_back(client, store.uri, store.experiment_id, "other", other, figures(frame, comparison.REPORT_MATCH)) == 0
-    assert calls == []  # nothing changed: nothing written
+    data = store.client.get_run(kv).data
+    metrics, tags = wanted[kv]
+    assert {n: data.metrics[n] for n in metrics} == metrics and set(metrics) == {"speedup", "speedup_low", "speedup_high"}
+    assert {n: data.tags[n] for n in tags} == tags and data.tags[derived.mark_of(other)] == "other"
+    history = [m.value for m in store.client.get_metric_history(kv, "speedup")]
+    assert history == [metrics["speedup"]] * 2  # the sweep's own report's, then this build's
+    assert derived.write_back(store.client, store.uri, store.experiment_id, "other", other,
+                              figures(frame, comparison.REPORT_MATCH)) == 0  # nothing changed: nothing written
 
 
 def test_the_sweep_run_describes_the_overview(store):

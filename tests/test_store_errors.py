@@ -82,5 +82,5 @@ def test_a_database_uri_is_named_without_its_password():
     be opened is named without it."""
     with pytest.raises(TrackingError) as refused:
         Recorder(f"postgresql://user:{SECRET}@127.0.0.1:9/mlflow", "tokengen")
-    assert str(refused.value).startswith("cannot write to tracking store postgresql://127.0.0.1:9/mlflow (")
+    assert str(refused.value).startswith("PostgreSQL at 127.0.0.1:9 is unreachable (")
     assert SECRET not in str(refused.value)

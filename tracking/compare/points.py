@@ -119,10 +119,11 @@ def match(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[
     for label, key in zip(b.index, keys_b):
         in_b.setdefault(key, label)
     rows, seen = [], set()
+    plain_a, plain_b = a.to_dict("index"), b.to_dict("index")  # a row Series per point costs seconds at thousands
     for label, key in zip(a.index, keys_a):
         if key in in_b and key not in seen:
             seen.add(key)
-            rows.append({**pair(a.loc[label], b.loc[in_b[key]], side_a, side_b, columns),
+            rows.append({**pair(plain_a[label], plain_b[in_b[key]], side_a, side_b, columns),
                          "_a": label, "_b": in_b[key]})
     pairs = pd.DataFrame(rows)
     only = [rows_of(a[[k not in in_b for k in keys_a]], "A"), rows_of(b[[k not in seen for k in keys_b]], "B")]

@@ -94,8 +94,9 @@ def runs_frame(frame: pd.DataFrame) -> pd.DataFrame:
     (0-based), runtime_s."""
     rows = frame[frame["in_sweep"].astype(bool) & (frame["status"] == FINISHED)]
     ids = ["trial_key", "attempt", "variant", *comparison.POINT, "measurement"]
+    present = [c for c in ids + ["runtime_s"] if c in rows]
     out = [{**{c: row.get(c) for c in ids}, "run": i, "runtime_s": seconds}
-           for _, row in rows.iterrows() if isinstance(row.get("runtime_s"), list)
+           for row in rows[present].to_dict("records") if isinstance(row.get("runtime_s"), list)
            for i, seconds in enumerate(row["runtime_s"])]
     return pd.DataFrame(out, columns=ids + ["run", "runtime_s"])
 

@@ -2,8 +2,8 @@
 
 A report (tracking/report/) derives figures no trial can measure alone: its speedup over the
 matching baseline and the interval around it, its runtime against transformers' generate(), its
-token verdict. `write_back` puts them on the run of every trial the report used (one `log_batch`
-per run: a few hundred runs over HTTP are a few hundred calls, not one per figure), and marks
+token verdict. `write_back` puts them on the run of every trial the report used (into a database's
+tables in one transaction; through a server, one `log_batch` per run, several at once), and marks
 those runs with the tag `in_report.<parent run id>`, which the sweep's view in the UI filters on:
 the trials the report used, reused ones from other sweeps included, and not the runs a retry
 replaced. A rebuilt report writes the figures that changed (a metric's latest value is what the UI
@@ -20,26 +20,11 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from tracking.store.connect import is_server
+from tracking.store.history import Tables, in_bulk
 from tracking.store.search import search
 
-DERIVED_METRICS = ("speedup", "speedup_low", "speedup_high", "vs_generate")
-DERIVED_TAGS = ("tokens_verdict", "baseline_run_id", "compared")
-"""`measurement` is shown beside them in the UI, but it is the trial's own tag (its record), never derived."""
-DERIVED = DERIVED_METRICS + DERIVED_TAGS
-"""Every name the report writes on a trial's run; the reader drops them."""
-REPORT_MARK = "in_report."
-"""Tag prefix: `in_report.<parent run id>` = the sweep's name, on each run that sweep's report used."""
-COLUMN_OF = {"tokens_verdict": "tokens"}
-"""A derived tag whose column in the report's frame has another name."""
-
-
-def is_derived(name: str) -> bool:
-    return name in DERIVED or name.startswith(REPORT_MARK)
-
-
-def mark_of(parent_id: str) -> str:
-    return REPORT_MARK + parent_id
+from tracking.store.runs import (COLUMN_OF, DERIVED, DERIVED_METRICS, DERIVED_TAGS,  # noqa: F401 - the report's
+                                 REPORT_MARK, is_derived, mark_of)  # names, declared beside the flattener that drops them
 
 
 def view_filter(parent_id: str, sweep: str) -> str:
@@ -54,43 +39,77 @@ def _same(wanted: dict, stored: dict) -> bool:
     return all(name in stored and equal(value, stored[name]) for name, value in wanted.items())
 
 
-def marked_runs(client, experiment_id: str, parent_id: str) -> dict[str, object]:
-    """The runs an earlier build of this sweep's report marked, by id."""
-    return {run.info.run_id: run for run in search(client, experiment_id, f"tags.`{mark_of(parent_id)}` LIKE '%'")}
+def marked_runs(client, uri: str, experiment_id: str, parent_id: str) -> dict[str, tuple[dict, dict]]:
+    """The runs an earlier build of this sweep's report marked: run id -> (its metrics, its tags)."""
+    if in_bulk(uri):
+        with Tables(uri) as tables:
+            tags = tables.tags(int(experiment_id), {mark_of(parent_id): None})
+            metrics = tables.metrics(int(experiment_id), {mark_of(parent_id): None})
+        return {run: (metrics.get(run, {}), tags[run]) for run in tags}
+    return {run.info.run_id: (run.data.metrics, run.data.tags)
+            for run in search(client, experiment_id, f"tags.`{mark_of(parent_id)}` LIKE '%'")}
 
 
 def write_back(client, uri: str, experiment_id: str, sweep: str, parent_id: str,
                figures: dict[str, tuple[dict[str, float], dict[str, str]]], threads: int = 8) -> int:
-    """The derived figures (run id -> its metrics and tags, tracking.report.figures) and the sweep's mark on the run of every trial the report used; returns
-    how many runs were written. One log_batch per run, several at once on a tracking server; a run
-    that already holds exactly these figures (a rebuild with nothing new) is not written again."""
-    from mlflow.entities import Metric, RunTag
-
+    """The derived figures (run id -> its metrics and tags, tracking.report.figures) and the sweep's mark on the run
+    of every trial the report used; returns how many runs were written. A run that already holds exactly these
+    figures (a rebuild with nothing new) is not written again."""
     mark = mark_of(parent_id)
-    before = marked_runs(client, experiment_id, parent_id)
-    now = int(time.time() * 1000)
+    before = marked_runs(client, uri, experiment_id, parent_id)
     batches, stale_tags, used = [], [], set()
     for run_id, (metrics, tags) in figures.items():
         used.add(run_id)
         tags[mark] = sweep
         old = before.get(run_id)
         if old is not None:  # a figure the last build wrote and this one cannot: cleared, never left stale
-            metrics.update({n: math.nan for n in DERIVED_METRICS if n in old.data.metrics and n not in metrics})
-            stale = [(run_id, n) for n in DERIVED_TAGS if n in old.data.tags and n not in tags]
+            old_metrics, old_tags = old
+            metrics.update({n: math.nan for n in DERIVED_METRICS if n in old_metrics and n not in metrics})
+            stale = [(run_id, n) for n in DERIVED_TAGS if n in old_tags and n not in tags]
             stale_tags += stale
-            if not stale and _same(metrics, old.data.metrics) and _same(tags, old.data.tags):
+            if not stale and _same(metrics, old_metrics) and _same(tags, old_tags):
                 continue  # a rebuild writes only what changed
-        batch_metrics = [Metric(name, value, now, 0) for name, value in metrics.items()]
-        batch_tags = [RunTag(name, value) for name, value in tags.items()]
-        batches.append((run_id, batch_metrics, batch_tags))
+        batches.append((run_id, metrics, tags))
     stale_tags += [(run_id, mark) for run_id in before if run_id not in used]
+    if in_bulk(uri):
+        _write_tables(uri, batches, stale_tags, int(time.time() * 1000))
+    else:
+        _write_client(client, batches, stale_tags, threads)
+    return len(batches)
+
+
+def _write_tables(uri: str, batches: list, stale_tags: list, now: int) -> None:
+    """Every run's figures in one transaction of a few statements, into the rows MLflow's own `log_batch` and
+    `delete_tag` write (a metric's history row, its latest value, a tag): thousands of runs in a second, where
+    one `log_batch` per run on a database takes minutes. MLflow stores a NaN as 0 marked is_nan."""
+    def value(v: float) -> tuple[float, bool]:
+        return (0.0, True) if math.isnan(v) else (float(v), False)
+
+    metrics = [(name, *value(v), now, run_id) for run_id, named, _ in batches for name, v in named.items()]
+    tags = [(name, text, run_id) for run_id, _, named in batches for name, text in named.items()]
+    with Tables(uri, write=True) as tables:
+        tables.write("INSERT INTO metrics (key, value, is_nan, timestamp, run_uuid, step) VALUES (?, ?, ?, ?, ?, 0) "
+                     "ON CONFLICT DO NOTHING", metrics)
+        tables.write("INSERT INTO latest_metrics (key, value, is_nan, timestamp, run_uuid, step) VALUES "
+                     "(?, ?, ?, ?, ?, 0) ON CONFLICT (key, run_uuid) DO UPDATE SET value = excluded.value, "
+                     "is_nan = excluded.is_nan, timestamp = excluded.timestamp, step = 0", metrics)
+        tables.write("INSERT INTO tags (key, value, run_uuid) VALUES (?, ?, ?) ON CONFLICT (key, run_uuid) DO UPDATE "
+                     "SET value = excluded.value", tags)
+        tables.write("DELETE FROM tags WHERE run_uuid = ? AND key = ?", stale_tags)
+        tables.commit()
+
+
+def _write_client(client, batches: list, stale_tags: list, threads: int) -> None:
+    """One log_batch per run through a tracking server, several at once."""
+    from mlflow.entities import Metric, RunTag
+
+    now = int(time.time() * 1000)
 
     def send(batch) -> None:
         run_id, metrics, tags = batch
-        client.log_batch(run_id, metrics=metrics, tags=tags, synchronous=True)
+        client.log_batch(run_id, metrics=[Metric(n, v, now, 0) for n, v in metrics.items()],
+                         tags=[RunTag(n, v) for n, v in tags.items()], synchronous=True)
 
-    workers = threads if is_server(uri) else 1  # one SQLite file takes one writer at a time anyway
-    with ThreadPoolExecutor(workers) as pool:
+    with ThreadPoolExecutor(threads) as pool:
         list(pool.map(send, batches))
         list(pool.map(lambda item: client.delete_tag(*item), stale_tags))
-    return len(batches)

@@ -2,8 +2,10 @@
 
 A SQLite store is opened by sqlite3 in read-only mode (`mode=ro`): a missing file is an empty history
 and stays missing, nothing MLflow would do on opening (create tables, a default experiment, an
-artifact folder) happens, and MLflow itself is not imported (seconds on a busy host). Any other store
-(a tracking server, another database) is read through `MlflowClient.search_runs` alone.
+artifact folder) happens, and MLflow itself is not imported (seconds on a busy host). A PostgreSQL
+database is read the same way (`Tables`, through psycopg); a tracking server through
+`MlflowClient.search_runs` alone. The report, compare and resume's index read a database's runs
+through `Tables` too.
 
 Both give tracking/store/runs.py's flat rows (tags, then metrics, then params, typed; the spec's defaults
 filled in): one row per finished child run of the experiment, whichever sweep ran it. Resume skips
@@ -23,7 +25,8 @@ import pandas as pd
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
 from tokengen.measure.interference import OK
-from tracking.store.connect import TrackingError, check_reachable, check_uri
+from tracking.store.connect import (CONNECT_TIMEOUT_S, TrackingError, check_reachable, check_uri, engine_uri,
+                                    is_postgres, libpq_uri)
 from tracking.store.runs import PARENT_TAG, flat_row
 from tracking.store.search import search
 
@@ -63,46 +66,125 @@ def sqlite_path(uri: str) -> str | None:
     return uri.split(":///", 1)[1].split("?", 1)[0]
 
 
-def _read_sqlite(path: str, experiment: str) -> pd.DataFrame:
-    quoted = urllib.parse.quote(os.path.abspath(path))
-    connection = sqlite3.connect(f"file:{quoted}?mode=ro", uri=True)
-    try:
-        columns = {row[1] for row in connection.execute("PRAGMA table_info(experiments)")}
-        if not columns:  # a SQLite file MLflow never opened: no runs in it
-            return pd.DataFrame()
-        where, args = "name = ? AND lifecycle_stage = 'active'", [experiment]
+class Tables:
+    """MLflow's own tables, read only and in bulk: four queries for a sweep of thousands of runs, where
+    MLflow's search builds an object per run, tag, param and metric page by page. A SQLite file
+    (sqlite3, `mode=ro`) or a PostgreSQL database (psycopg, a read-only session); the columns read are
+    those MLflow 3 has kept since its first database schema."""
+
+    def __init__(self, uri: str, write: bool = False):
+        """Read only, unless `write` (tracking/store/derived.py's figures, in one transaction: `commit`)."""
+        path = sqlite_path(uri)
+        if path is not None:
+            quoted = urllib.parse.quote(os.path.abspath(path))
+            self.connection = sqlite3.connect(f"file:{quoted}" + ("" if write else "?mode=ro"), uri=True, timeout=30)
+            self.mark = "?"
+        else:
+            import psycopg
+
+            self.connection = psycopg.connect(libpq_uri(uri), connect_timeout=CONNECT_TIMEOUT_S, autocommit=not write)
+            self.connection.read_only, self.mark = not write, "%s"
+        self.sqlite = path is not None
+
+    def write(self, sql: str, rows: list[tuple]) -> None:
+        if rows:
+            if self.sqlite:
+                self.connection.executemany(sql, rows)
+            else:
+                self.connection.cursor().executemany(sql.replace("?", self.mark), rows)
+
+    def commit(self) -> None:
+        self.connection.commit()
+
+    def __enter__(self) -> "Tables":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.connection.close()
+
+    def rows(self, sql: str, args=()) -> list[tuple]:
+        return self.connection.execute(sql.replace("?", self.mark), tuple(args)).fetchall()
+
+    def columns(self, table: str) -> set[str]:
+        if self.sqlite:
+            return {row[1] for row in self.rows(f"PRAGMA table_info({table})")}
+        return {row[0] for row in self.rows("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                                            "AND table_schema = current_schema()", [table])}
+
+    def experiment_id(self, name: str):
+        """The active experiment's id, or None (a store MLflow never opened has no experiments table)."""
+        columns = self.columns("experiments")
+        if not columns:
+            return None
+        where, args = "name = ? AND lifecycle_stage = 'active'", [name]
         if "workspace" in columns:
             where += " AND workspace = ?"
             args.append(os.environ.get("MLFLOW_WORKSPACE", "default"))
-        found = connection.execute(f"SELECT experiment_id FROM experiments WHERE {where}", args).fetchone()
-        if found is None:
-            return pd.DataFrame()
-        chosen = ("SELECT r.run_uuid FROM runs r WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active' "
-                  "AND EXISTS (SELECT 1 FROM tags s WHERE s.run_uuid = r.run_uuid AND s.key = 'status' "
-                  "AND s.value = ?) "
-                  f"AND EXISTS (SELECT 1 FROM tags p WHERE p.run_uuid = r.run_uuid AND p.key = '{PARENT_TAG}')")
-        args = (found[0], FINISHED)
-        runs = {run: (status, start, uri) for run, status, start, uri in connection.execute(
+        found = self.rows(f"SELECT experiment_id FROM experiments WHERE {where}", args)
+        return found[0][0] if found else None
+
+    def _chosen(self, experiment_id, tags: dict) -> tuple[str, list]:
+        """The active runs of the experiment with every tag given (a value, or None: present and not empty)."""
+        sql, args = "SELECT r.run_uuid FROM runs r WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active'", \
+            [experiment_id]
+        for key, value in tags.items():
+            sql += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND t.key = ? AND "
+            sql += "t.value = ?)" if value is not None else "t.value <> '')"
+            args += [key] if value is None else [key, value]
+        return sql, args
+
+    def tags(self, experiment_id, tags: dict) -> dict[str, dict]:
+        """Run id -> its tags, for the runs with every tag given: what an index of the store needs."""
+        chosen, args = self._chosen(experiment_id, tags)
+        found: dict[str, dict] = {}
+        for run, key, value in self.rows(f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({chosen})", args):
+            found.setdefault(run, {})[key] = value
+        return found
+
+    def metrics(self, experiment_id, tags: dict) -> dict[str, dict]:
+        """Run id -> its latest metrics (NaN where MLflow marks one), for the runs with every tag given."""
+        chosen, args = self._chosen(experiment_id, tags)
+        found: dict[str, dict] = {}
+        for run, key, value, is_nan in self.rows(
+                f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({chosen})", args):
+            found.setdefault(run, {})[key] = float("nan") if is_nan else value
+        return found
+
+    def runs(self, experiment_id, tags: dict) -> pd.DataFrame:
+        """The runs with every tag given, as flat rows (tracking/store/runs.py), oldest first."""
+        chosen, args = self._chosen(experiment_id, tags)
+        runs = {run: (status, start, uri) for run, status, start, uri in self.rows(
             f"SELECT run_uuid, status, start_time, artifact_uri FROM runs WHERE run_uuid IN ({chosen}) "
             "ORDER BY start_time", args)}
         parts: dict[str, dict] = {name: {run: {} for run in runs} for name in ("tags", "metrics", "params")}
-        for table, part in (("tags", "tags"), ("params", "params")):
-            for run, key, value in connection.execute(
-                    f"SELECT run_uuid, key, value FROM {table} WHERE run_uuid IN ({chosen})", args):
-                parts[part][run][key] = value
-        for run, key, value, is_nan in connection.execute(
+        for table in ("tags", "params"):
+            for run, key, value in self.rows(f"SELECT run_uuid, key, value FROM {table} WHERE run_uuid IN ({chosen})",
+                                             args):
+                parts[table][run][key] = value
+        for run, key, value, is_nan in self.rows(
                 f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({chosen})", args):
             parts["metrics"][run][key] = float("nan") if is_nan else value
-    finally:
-        connection.close()
-    return pd.DataFrame([flat_row(run, *info, parts["tags"][run], parts["metrics"][run], parts["params"][run])
-                         for run, info in runs.items()])
+        return pd.DataFrame([flat_row(run, *info, parts["tags"][run], parts["metrics"][run], parts["params"][run])
+                             for run, info in runs.items()])
+
+
+def in_bulk(uri: str) -> bool:
+    """Whether the store's tables can be read directly (a SQLite file or a PostgreSQL database)."""
+    return sqlite_path(uri) is not None or is_postgres(uri)
+
+
+def _read_tables(uri: str, experiment: str) -> pd.DataFrame:
+    with Tables(uri) as tables:
+        found = tables.experiment_id(experiment)
+        if found is None:
+            return pd.DataFrame()
+        return tables.runs(found, {"status": FINISHED, PARENT_TAG: None})
 
 
 def _read_mlflow(uri: str, experiment: str) -> pd.DataFrame:
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri)
+    client = MlflowClient(tracking_uri=engine_uri(uri))
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return pd.DataFrame()
@@ -118,14 +200,14 @@ def load_history(uri: str, experiment: str) -> History:
         if not Path(path).is_file():
             return History(pd.DataFrame(), f"{uri} (no such file: an empty history, the file left uncreated)", True)
         try:
-            frame = _read_sqlite(path, experiment)
+            frame = _read_tables(uri, experiment)
         except sqlite3.Error as exc:
             raise StoreReadError(f"cannot read tracking store {uri} ({exc}): fix tracking.uri") from None
         return History(frame, f"{uri}, read only")
     try:
         check_uri(uri)
         check_reachable(uri)
-        frame = _read_mlflow(uri, experiment)
+        frame = _read_tables(uri, experiment) if is_postgres(uri) else _read_mlflow(uri, experiment)
     except TrackingError as exc:
         raise StoreReadError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI

@@ -25,7 +25,8 @@ from tokengen.contract.names import FINISHED, PLAN_ESTIMATE_FILE, PLAN_FILE, RES
 from tokengen.contract.record import first_line
 from tracking.measurement import attempt_of, best, latest_series
 from tracking.store.connect import TrackingError, check_credentials, check_reachable, open_client
-from tracking.store.runs import frame_of
+from tracking.store.history import Tables, in_bulk
+from tracking.store.runs import PARENT_TAG, frame_of
 from tracking.store.search import search
 
 
@@ -113,14 +114,28 @@ def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None)
     if parent is None:
         raise ReportError(f"no sweep in {uri} experiment '{experiment}': run python -m sweeps.run +grid=smoke first")
     name = parent.data.tags["sweep_parent"]
-    runs = [r for r in search(client, experiment_id, f"tags.sweep = '{name}'") if "mlflow.parentRunId" in r.data.tags]
-    measured = {r.data.tags.get("trial_key") for r in runs if attempt_of(r.data.tags.get("attempt")) == 1}
-    runs += reused_runs(client, experiment_id, parent, measured)
-    trials = best_per_trial(frame_of(runs))
+    trials = best_per_trial(sweep_frame(uri, client, experiment_id, parent, name))
     if not trials.empty and (trials["sweep"] != name).any():  # the key's best attempt is another sweep's
         trials["reused_from"] = [s if s != name else None for s in trials["sweep"]]
     config = parent_artifact(client, parent, SWEEP_CONFIG_FILE) or {}
     return SweepRuns(uri, experiment, experiment_id, name, parent.info.run_id, trials, client, config=config)
+
+
+def sweep_frame(uri: str, client: MlflowClient, experiment_id: str, parent, name: str) -> pd.DataFrame:
+    """Every child run of the sweep, and the runs of other sweeps it reused, flat: a database's tables read in
+    bulk (tracking/store/history.py: Tables), a server's runs searched page by page."""
+    if not in_bulk(uri):
+        runs = [r for r in search(client, experiment_id, f"tags.sweep = '{name}'") if PARENT_TAG in r.data.tags]
+        measured = {r.data.tags.get("trial_key") for r in runs if attempt_of(r.data.tags.get("attempt")) == 1}
+        return frame_of(runs + reused_runs(client, experiment_id, parent, measured))
+    with Tables(uri) as tables:
+        frame = tables.runs(int(experiment_id), {"sweep": name, PARENT_TAG: None})
+        first = frame[frame["attempt"] == 1] if not frame.empty else frame
+        wanted = reused_keys(client, parent, set(first.get("trial_key", [])))
+        if not wanted:
+            return frame
+        done = tables.runs(int(experiment_id), {"status": FINISHED, PARENT_TAG: None})
+    return pd.concat([frame, done[done["trial_key"].isin(wanted)]], ignore_index=True)
 
 
 def parent_artifact(client: MlflowClient, parent, name: str):
@@ -130,13 +145,18 @@ def parent_artifact(client: MlflowClient, parent, name: str):
                      lambda path: json.loads(Path(path).read_text()))
 
 
+def reused_keys(client: MlflowClient, parent, measured: set[str]) -> set[str]:
+    """The keys of the sweep's plan that it reused from earlier runs and never measured itself."""
+    plan = parent_artifact(client, parent, PLAN_FILE)
+    return set((plan or {}).get("reused", [])) - measured
+
+
 def reused_runs(client: MlflowClient, experiment_id: str, parent, measured: set[str]) -> list:
     """The finished runs of other sweeps for the keys of the sweep's plan that it reused from earlier runs
     (resume skips a key finished anywhere in the experiment) and never measured itself (`measured`: keys
     with a first attempt of its own), so its report covers its whole plan and a reused key it remeasured
     is judged over all its attempts; `reused_from` names the sweep whose attempt speaks for each."""
-    plan = parent_artifact(client, parent, PLAN_FILE)
-    wanted = set((plan or {}).get("reused", [])) - measured
+    wanted = reused_keys(client, parent, measured)
     if not wanted:
         return []
     return [r for r in search(client, experiment_id, f"tags.status = '{FINISHED}'")
@@ -146,9 +166,15 @@ def reused_runs(client: MlflowClient, experiment_id: str, parent, measured: set[
 def add_outside_baselines(runs: SweepRuns) -> None:
     """Baselines recorded by other sweeps: resume skips a trial finished anywhere in the experiment,
     so a sweep can lack its own baseline while the experiment has it."""
-    found = search(runs.client, runs.experiment_id, f"tags.variant = 'baseline' and tags.status = '{FINISHED}'")
     mine = set(runs.trials["run_id"]) if not runs.trials.empty else set()
-    others = [r for r in found if r.info.run_id not in mine and "mlflow.parentRunId" in r.data.tags]
+    if in_bulk(runs.uri):
+        with Tables(runs.uri) as tables:
+            found = tables.runs(int(runs.experiment_id), {"variant": "baseline", "status": FINISHED, PARENT_TAG: None})
+        others = found[~found["run_id"].isin(mine)] if not found.empty else found
+        runs.outside_baselines = best_per_trial(others.reset_index(drop=True))
+        return
+    found = search(runs.client, runs.experiment_id, f"tags.variant = 'baseline' and tags.status = '{FINISHED}'")
+    others = [r for r in found if r.info.run_id not in mine and PARENT_TAG in r.data.tags]
     runs.outside_baselines = best_per_trial(frame_of(others))
 
 

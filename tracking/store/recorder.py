@@ -17,12 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric, Param, RunTag
 
 from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_LOG
 from tokengen.contract.record import first_line
 from tracking.run_names import run_name
 from tracking.store.artifact_root import artifact_location
+from tracking.store.history import Tables, in_bulk
 from tracking.store.search import search
 from tracking.store.runs import MAX_PARAM_CHARS, PARENT_TAG, metric_value, metrics_of, params_of, tags_of
 from tracking.store.connect import (CREDENTIALS, TrackingError, _fail_fast_http, _one_opener, check_reachable,
@@ -94,19 +95,27 @@ class Recorder:
         """Keys of trials that already have a finished child run anywhere in the experiment."""
         return set(self.index().finished)
 
+    def _tags(self, wanted: dict) -> dict[str, dict]:
+        """Run id -> tags of the experiment's runs with the wanted tags (a value, or None: present, not empty):
+        a database's tables in four queries (tracking/store/history.py), a server searched page by page."""
+        if in_bulk(self.uri):
+            with Tables(self.uri) as tables:
+                return tables.tags(int(self.experiment_id), wanted)
+        where = " and ".join(f"tags.{k} = '{v}'" if v is not None else f"tags.{k} != ''" for k, v in wanted.items())
+        return {run.info.run_id: run.data.tags for run in search(self.client, self.experiment_id, where)}
+
     @failing_fast
     def index(self) -> "StoreIndex":
         """What the experiment already holds: each finished key's fingerprints, every attempt recorded whole,
         and the runs of attempts whose recording was cut short (a full disk, a store gone mid-write)."""
         index = StoreIndex()
-        for run in search(self.client, self.experiment_id, "tags.trial_key != ''"):
-            tags = run.data.tags
+        for run_id, tags in self._tags({"trial_key": None}).items():
             attempt = tags.get("attempt_id")
             if attempt and not tags.get("status"):  # the status tag comes last: a write cut short lacks it
-                index.half_written.setdefault(attempt, []).append(run.info.run_id)
+                index.half_written.setdefault(attempt, []).append(run_id)
                 continue
             if attempt:
-                index.attempts[attempt] = run.info.run_id
+                index.attempts[attempt] = run_id
             if tags.get("status") == FINISHED and tags.get("trial_key"):
                 index.finished.setdefault(tags["trial_key"], {})[tags.get("env_fingerprint")] = tags.get("env_facts")
         return index
@@ -195,21 +204,21 @@ class Recorder:
         run_id = run.info.run_id
         if attempt:
             self._cut[attempt] = [run_id]  # until its status tag is set
-        metrics = metrics_of(record, int(time.time() * 1000))
-        self.client.log_batch(run_id, metrics=metrics, params=params_of(record), synchronous=True)
-        log = record.get("log", "")
         result = {k: v for k, v in record.items() if k not in TRANSPORT}
         self.client.log_text(run_id, json.dumps(result, indent=2), RESULT_FILE)
-        if log:
-            self.client.log_text(run_id, log, TRIAL_LOG)
+        if record.get("log"):
+            self.client.log_text(run_id, record["log"], TRIAL_LOG)
         if record.get("files"):
             with tempfile.TemporaryDirectory() as tmp:
                 for name, blob in record["files"].items():
                     Path(tmp, name).write_bytes(blob)
                     self.client.log_artifact(run_id, str(Path(tmp, name)))
-        self.client.set_tag(run_id, "status", status)
-        self._cut.pop(attempt, None)
+        # the files, the run's end, then metrics, params and the status tag in one transaction, last: a run with
+        # its status holds everything and has ended; one without it was cut short
         self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
+        self.client.log_batch(run_id, metrics=metrics_of(record, int(time.time() * 1000)), params=params_of(record),
+                              tags=[RunTag("status", status)], synchronous=True)
+        self._cut.pop(attempt, None)
         return run_id
 
     @failing_fast

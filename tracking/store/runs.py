@@ -19,9 +19,29 @@ from tokengen.contract.names import FAILED
 from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, typed, with_role
 from tokengen.contract.spec import LABELS, TrialSpec
 from tracking.measurement import attempt_of
-from tracking.store.derived import is_derived
 
 PARENT_TAG = "mlflow.parentRunId"
+
+# The report's figures on a trial's run (tracking/store/derived.py writes them): never read back as data.
+DERIVED_METRICS = ("speedup", "speedup_low", "speedup_high", "vs_generate")
+DERIVED_TAGS = ("tokens_verdict", "baseline_run_id", "compared")
+"""`measurement` is shown beside them in the UI, but it is the trial's own tag (its record), never derived."""
+DERIVED = DERIVED_METRICS + DERIVED_TAGS
+"""Every name the report writes on a trial's run; the reader drops them."""
+REPORT_MARK = "in_report."
+"""Tag prefix: `in_report.<parent run id>` = the sweep's name, on each run that sweep's report used."""
+COLUMN_OF = {"tokens_verdict": "tokens"}
+"""A derived tag whose column in the report's frame has another name."""
+
+
+def is_derived(name: str) -> bool:
+    return name in DERIVED or name.startswith(REPORT_MARK)
+
+
+def mark_of(parent_id: str) -> str:
+    return REPORT_MARK + parent_id
+
+
 PARAMS, METRICS, SERIES_FIELDS = with_role(PARAM), with_role(METRIC), with_role(SERIES)
 TAGS = with_role(TAG) + LABELS  # the label is a param and, for filtering, a tag
 MAX_PARAM_CHARS = 6000
@@ -36,13 +56,29 @@ def series_of(text) -> list | None:
     return values if isinstance(values, list) else None
 
 
+_TYPED: dict[tuple[str, str], object] = {}
+_TYPED_MAX = 100_000
+
+
+def typed_text(key: str, text: str):
+    """typed(key, text) for a tag's or param's text, remembered: a sweep's thousands of runs repeat a few
+    values per field (gpt2, float32, ok), and typing each again costs seconds. Only immutable results."""
+    found = _TYPED.get((key, text), _TYPED)
+    if found is not _TYPED:
+        return found
+    value = typed(key, text)
+    if (value is None or isinstance(value, (str, int, float))) and len(_TYPED) < _TYPED_MAX:
+        _TYPED[(key, text)] = value
+    return value
+
+
 def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, metrics: dict, params: dict) -> dict:
     """One run as a flat record, from its parts (a search's run or rows of MLflow's own tables)."""
     row = {"run_id": run_id, "run_name": tags.get("mlflow.runName"), "run_status": status, "start_time": start_time,
            "artifact_uri": artifact_uri, "parent_run_id": tags.get(PARENT_TAG)}
-    row.update({k: typed(k, v) for k, v in tags.items() if not k.startswith("mlflow.") and not is_derived(k)})
+    row.update({k: typed_text(k, v) for k, v in tags.items() if not k.startswith("mlflow.") and not is_derived(k)})
     row.update({k: typed(k, v) for k, v in metrics.items() if not is_derived(k)})
-    row.update({k: typed(k, v) for k, v in params.items()})
+    row.update({k: typed_text(k, v) for k, v in params.items()})
     for name in SERIES_FIELDS:
         row[name] = series_of(tags.get(name))
     row["attempt"] = attempt_of(row.get("attempt"))

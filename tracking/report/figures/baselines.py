@@ -23,10 +23,27 @@ def key_part(value) -> str:
     return str(value)
 
 
+def _parts(values: list) -> list[str]:
+    """key_part of each value, computed once per distinct value (a sweep's columns repeat a few values
+    thousands of times); keyed by type too, so True and 1 stay apart."""
+    seen: dict = {}
+    out = []
+    for value in values:
+        try:
+            part = seen[(type(value), value)]
+        except KeyError:
+            part = seen[(type(value), value)] = key_part(value)
+        except TypeError:  # unhashable: as it is
+            part = key_part(value)
+        out.append(part)
+    return out
+
+
 def match_keys(frame: pd.DataFrame, columns: list[str]) -> list[str]:
     present = [c for c in columns if c in frame]
-    rows = frame[present].itertuples(index=False) if present else ([] for _ in range(len(frame)))
-    return ["|".join(key_part(v) for v in row) for row in rows]
+    if not present:
+        return [""] * len(frame)
+    return ["|".join(row) for row in zip(*(_parts(frame[c].tolist()) for c in present))]
 
 
 def partners(frame: pd.DataFrame, candidates: pd.DataFrame, columns: list[str]) -> pd.Series:
@@ -59,13 +76,15 @@ def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[st
         frame["status"] = FINISHED
     base = baseline_of(frame, baseline, match)
     columns = {name: [] for name in ("speedup", "speedup_low", "speedup_high", "significant", "compared")}
+    wanted = [c for c in ("status", "runtime_mean_s", "runtime_std_s", "runs", "runs_done", "steps") if c in frame]
+    rows = frame[wanted].to_dict("index")  # plain dicts: a row Series per trial costs seconds at thousands of trials
     for label, b in base.items():
-        row = frame.loc[label]
+        row = rows[label]
         if b is None or row["status"] != FINISHED or not _positive(row["runtime_mean_s"]):
             for name, value in zip(columns, (math.nan, math.nan, math.nan, None, None)):
                 columns[name].append(value)
             continue
-        other = frame.loc[b]
+        other = rows[b]
         per_step = as_float(other["steps"]) / as_float(row["steps"])
         per_step = per_step if per_step > 0 and per_step != 1 else 1.0  # NaN steps: compare runs
         low, high = ratio_interval(*_stats(other), *_stats(row))
