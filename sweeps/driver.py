@@ -38,7 +38,7 @@ from sweeps.pricing.price import Refused, price_for_run
 from sweeps.pricing.priced import Priced, summary_line
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import SpecError
-from tracking.store.connect import TrackingError, check_uri, sqlite_sharing_problem
+from tracking.store.connect import TrackingError, check_credentials, check_uri, redacted, sqlite_sharing_problem
 from tracking.store.history import StoreReadError
 from tracking.store.recorder import Recorder
 
@@ -54,6 +54,11 @@ def run_sweep(config) -> int:
     """The sweep: price it, check everything before Ray, run what is not finished (then the remeasure
     rounds), record every result, publish the report; returns the exit status."""
     config = as_dict(config)
+    try:
+        check_credentials(config["tracking"]["uri"])  # before any file or line could carry the password
+    except TrackingError as exc:
+        _say(f"error: {exc}")
+        return BAD_INPUT
     if config["sweep"].get("dry_run"):
         from sweeps.dry_run import dry_run
 
@@ -158,7 +163,7 @@ def finish(config: dict, outbox: Outbox, records: list[dict], again: Remeasured,
              f"in {os.path.relpath(outbox.journal.path)} and are recorded without running their trials again")
         return UNRECORDED
     if outbox.unrecorded:
-        _say(f"error: {outbox.unrecorded} result(s) not yet recorded in {config['tracking']['uri']} "
+        _say(f"error: {outbox.unrecorded} result(s) not yet recorded in {redacted(config['tracking']['uri'])} "
              f"({outbox.last_error}); they wait in {outbox.journal.path}, and rerunning the same command records "
              "them without running their trials again")
         return UNRECORDED

@@ -18,6 +18,7 @@ from sweeps.pricing.memory import free_memory, memory_refusal
 from sweeps.pricing.price import price_sweep
 from sweeps.pricing.tables import write_plan
 from tokengen.contract.spec import SpecError
+from tracking.store.connect import redacted
 from tracking.store.history import StoreReadError
 
 
@@ -43,5 +44,5 @@ def dry_run(config: dict) -> int:
             _say(f"memory: a real run would be refused: {refusal}")
     _say(f"dry run: plan in {md} and {csv} ({len(priced.table)} trial(s), planned in {priced.seconds:.2f} s, "
          f"{time.perf_counter() - started:.2f} s with the files); nothing ran, nothing was written to "
-         f"{config['tracking']['uri']}")
+         f"{redacted(config['tracking']['uri'])}")
     return 0

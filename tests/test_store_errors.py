@@ -77,10 +77,12 @@ def test_a_port_in_use_is_one_line_before_any_server_starts(store, tmp_path, cap
     assert not (tmp_path / ".sweeps").exists()  # the server's log: it never started
 
 
-def test_a_database_uri_is_named_without_its_password():
-    """A database URI may carry its password (MLflow's SQLAlchemy store takes it there): a store that cannot
-    be opened is named without it."""
+def test_a_database_uri_is_named_without_its_credentials():
+    """A database URI's password is refused (tests/test_credentials.py); a store that cannot be opened is
+    named without the user its URI may carry, and never with a password."""
+    with pytest.raises(TrackingError) as refused:
+        Recorder("postgresql://user@127.0.0.1:9/mlflow", "tokengen")
+    assert str(refused.value).startswith("cannot write to tracking store postgresql://127.0.0.1:9/mlflow (")
     with pytest.raises(TrackingError) as refused:
         Recorder(f"postgresql://user:{SECRET}@127.0.0.1:9/mlflow", "tokengen")
-    assert str(refused.value).startswith("cannot write to tracking store postgresql://127.0.0.1:9/mlflow (")
-    assert SECRET not in str(refused.value)
+    assert str(refused.value).startswith("tracking.uri carries a password") and SECRET not in str(refused.value)

@@ -5,8 +5,8 @@ parse in 5 to 15 lines and exits 1, which this project's exit codes keep for "a 
 writes every override, a URI's password included, into its run folder (`.hydra/config.yaml`,
 `hydra.yaml`, `overrides.yaml`) before the sweep's own checks run. So `refuse_bad_command_line`
 composes the config once itself, as `hydra.main` will (same directory, same overrides), and turns
-each failure into one line that names the key and the fix; a server URI carrying credentials is
-refused here too, before anything is written or printed. A command line that composes goes on to
+each failure into one line that names the key and the fix; a URI carrying a password (or a server URI
+carrying a user) is refused here too, before anything is written or printed. A command line that composes goes on to
 `hydra.main` untouched, and Hydra's own modes (`--help`, `--multirun`, `--config-dir`, ...) are left
 to Hydra.
 """
@@ -22,7 +22,7 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 CONFIG_NAME = "config"
 GROUPS = ("trial", "sweep", "ray", "tracking", "grid")  # conf/config.yaml's top-level keys
 AXIS_KEYS = ("exclude", "blocks")  # a grid's keys that are not trial fields (sweeps/planning/grid.py)
-URI_WITH_USER = re.compile(r"\b(https?)://[^/\s@]*@", re.IGNORECASE)
+URI_WITH_USER = re.compile(r"\b([a-z][a-z0-9+.-]*)://[^/\s@]*@", re.IGNORECASE)  # any scheme: postgresql too
 TYPE_WORDS = {"Integer": ("a whole number", 1), "Float": ("a number", 0.5), "bool": ("true or false", "true")}
 
 
@@ -71,18 +71,18 @@ def compose(overrides: list[str]) -> dict:
 
 
 def _credentials_problem(override: str) -> str | None:
-    """A server URI with a user or password in an override: refused, named without them."""
+    """A URI with a password (or a server URI with a user) in an override: refused, named without them."""
     key, _, value = override.partition("=")
     if not URI_WITH_USER.search(value):
         return None
-    from tracking.store.connect import TrackingError, check_credentials, redacted
+    from tracking.store.connect import TrackingError, check_credentials
 
     key = key.lstrip("+~")
     try:
-        check_credentials(value, f"{key}=")
+        check_credentials(value[URI_WITH_USER.search(value).start():], f"{key}=")
     except TrackingError as exc:
         return str(exc)
-    return f"{key} carries credentials: use {key}={redacted(value)}"
+    return None  # a database user without a password: its driver finds the password itself
 
 
 def explain(exc: BaseException) -> str:

@@ -28,6 +28,7 @@ from tokengen.contract.spec import TrialSpec
 from tracking.report import comparison, tables
 from tracking.report.figures.baselines import key_part
 from tracking.report.figures.derived import figures
+from tracking.store.connect import redacted
 from tracking.store.view import attach_files, set_note
 from tracking.store.derived import DERIVED_METRICS, write_back
 from tracking.report.markdown import to_markdown
@@ -185,7 +186,7 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     built = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     header = [
         f"# Sweep `{runs.sweep}`", "", first, "",
-        f"Store `{runs.uri}`, experiment `{runs.experiment}`, parent run `{runs.parent_id}`: {done} finished, "
+        f"Store `{redacted(runs.uri)}`, experiment `{runs.experiment}`, parent run `{runs.parent_id}`: {done} finished, "
         f"{len(mine) - done} failed trial(s)" + (f", {reused} of them reused by key from earlier sweeps (column "
                                                   "`reused_from` of `results.csv`)" if reused else "")
         + f". Built from MLflow {built}; every trial of the sweep's plan is in `results.csv`.", "",
