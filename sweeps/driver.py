@@ -40,6 +40,7 @@ from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import SpecError
 from tracking.store.connect import TrackingError, check_credentials, check_uri, redacted, sqlite_sharing_problem
 from tracking.store.history import StoreReadError
+from tracking.store.lock.sweep_lock import SweepLock
 from tracking.store.recorder import Recorder
 
 FAILED_TRIALS, BAD_INPUT, UNRECORDED = 1, 2, 3  # exit statuses; an interrupt exits 128 + its signal
@@ -69,9 +70,18 @@ def run_sweep(config) -> int:
         waiting = journaled_results(config["tracking"]["experiment"], config["sweep"]["name"])
         priced = price_for_run(config, _say, waiting)  # the store read only: a refused sweep leaves no trace
         plan, outbox = prepare(config, priced.plan if priced else None)
+        lock = SweepLock(outbox.recorder.client, config["tracking"]["experiment"], config["sweep"]["name"]).acquire()
     except REFUSED_INPUT as exc:
         _say(f"error: {exc}")
         return BAD_INPUT
+    try:
+        return run_locked(config, plan, outbox, priced, started, log)
+    finally:
+        lock.release()
+
+
+def run_locked(config: dict, plan: GridPlan, outbox: Outbox, priced: Priced | None, started: float, log) -> int:
+    """The sweep once this driver holds its lock: run, remeasure, record, report; the exit status."""
     caveat = sqlite_sharing_problem(config["tracking"]["uri"])
     for line in plan.describe() + ([caveat] if caveat else []):
         _say(line)
