@@ -72,7 +72,8 @@ def run_sweep(config) -> int:
         plan, outbox = prepare(config, priced.plan if priced else None)
         lock = SweepLock(outbox.recorder.client, config["tracking"]["experiment"], config["sweep"]["name"]).acquire()
     except REFUSED_INPUT as exc:
-        _say(f"error: {exc}")
+        details = f" (details: {os.path.relpath(log)})" if isinstance(exc, TrackingError) and log.exists() else ""
+        _say(f"error: {exc}{details}")
         return BAD_INPUT
     try:
         return run_locked(config, plan, outbox, priced, started, log)

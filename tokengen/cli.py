@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from tokengen.writable import unwritable
 from tokengen.contract.spec import CHOICES, FIELD_TYPES, SpecError, TrialSpec, parse_field
 
 _DEFAULTS = TrialSpec()
@@ -67,9 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = resolve(**args)
         check_runnable(spec)
-        for path in (json_path, tokens_path):
+        for flag, path in (("--json", json_path), ("--tokens", tokens_path)):
             if path and path != "-" and not Path(path).resolve().parent.is_dir():
                 raise SpecError(f"cannot write {path}: its directory does not exist")
+            why = path and path != "-" and unwritable(path)
+            if why:
+                raise SpecError(f"cannot write {flag} {path}: {why}: give another path")
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -83,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     from tokengen.measure.trial import run_trial
     from tokengen.terminal_table import render
 
-    record = run_trial(spec, tokens_path, profile_dir)
+    try:
+        record = run_trial(spec, tokens_path, profile_dir)
+    except SpecError as exc:  # what only building the model finds (a .bin torch refuses)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(render(record), file=sys.stderr if json_path == "-" else sys.stdout)
     if json_path == "-":
         print(json.dumps(record))

@@ -8,6 +8,8 @@ tokengen.contract.models.
 from __future__ import annotations
 
 import functools
+import pickle
+import warnings
 from typing import Callable
 
 import torch
@@ -105,8 +107,14 @@ def build_model(model: str, dtype: str, device: str, seed: int) -> torch.nn.Modu
         torch.manual_seed(seed)
         net = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     else:
-        net = AutoModelForCausalLM.from_pretrained(model, local_files_only=True, trust_remote_code=False,
-                                                   dtype=torch.float32)
+        try:
+            with warnings.catch_warnings():  # torch's note on a pickle's protocol, before it refuses the file
+                warnings.filterwarnings("ignore", message="Detected pickle protocol")
+                net = AutoModelForCausalLM.from_pretrained(model, local_files_only=True, trust_remote_code=False,
+                                                           dtype=torch.float32)
+        except pickle.UnpicklingError as exc:  # torch's weights-only loader refused a pickled .bin
+            raise SpecError(f"model path {model!r}: torch refused its pickled .bin weights ({str(exc).split('.')[0]}): "
+                            "a .bin may carry code; save the model as model.safetensors with save_pretrained()") from None
     return net.to(device=device, dtype=DTYPES[dtype]).eval()
 
 

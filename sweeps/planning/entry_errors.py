@@ -46,14 +46,30 @@ def command_line_problem(argv: list[str]) -> str | None:
         problem = _credentials_problem(override)
         if problem:
             return problem
-    if args.multirun or args.config_path or args.config_name or args.config_dir or args.experimental_rerun:
+    if args.multirun or args.config_path or args.config_name or args.experimental_rerun:
         return None  # sweep overrides and other config sources compose differently: left to Hydra
+    extra = [f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]"] if args.config_dir else []
     try:
-        config = compose(args.overrides)
+        config = compose(args.overrides + extra)  # --config-dir: its grids found as Hydra finds them
     except Exception as exc:  # noqa: BLE001 - whatever Hydra or OmegaConf refuses is said in one line
         return explain(exc)
     uri = (config.get("tracking") or {}).get("uri")
-    return _credentials_problem(f"tracking.uri={uri}") if isinstance(uri, str) else None
+    problem = _credentials_problem(f"tracking.uri={uri}") if isinstance(uri, str) else None
+    return problem or (None if args.cfg else _run_dir_problem(args.overrides))
+
+
+def _run_dir_problem(overrides: list[str]) -> str | None:
+    """Hydra writes its run folder (hydra.run.dir, under the working directory by default) before the sweep
+    starts: one that cannot be written is said here, not as Hydra's traceback."""
+    from tokengen.writable import unwritable
+
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
+    run_dir = given[-1] if given else "outputs"
+    why = unwritable(run_dir.split("${", 1)[0] or ".", folder=True)
+    if why:
+        fix = "give a writable hydra.run.dir=DIR" if given else "run the sweep from a writable directory"
+        return f"cannot write Hydra's run folder {run_dir}: {why}: {fix}"
+    return None
 
 
 def compose(overrides: list[str]) -> dict:
@@ -87,9 +103,14 @@ def _credentials_problem(override: str) -> str | None:
 
 def explain(exc: BaseException) -> str:
     """One line that names the key and the fix, for each error Hydra's composition raises."""
+    import yaml
     from hydra.errors import MissingConfigException, OverrideParseException
 
     cause = exc.__cause__ or exc
+    if isinstance(cause, yaml.MarkedYAMLError) and cause.problem_mark is not None:
+        mark = cause.problem_mark
+        return (f"{mark.name} is not valid YAML (line {mark.line + 1}, column {mark.column + 1}: {cause.problem}): "
+                "fix the file")
     if isinstance(exc, OverrideParseException):
         return _unparsable(exc.override, str(exc))
     if isinstance(exc, MissingConfigException) and "/" in (exc.missing_cfg_file or ""):
