@@ -131,3 +131,12 @@ def test_a_store_write_that_fails_is_one_line_naming_the_log(read_only, tmp_path
                            "OperationalError) attempt to write a readonly database): make it writable"), line
     assert line.endswith("(details: .sweeps/logs/tokengen/t.log)")
     assert "attempt to write a readonly database" in (tmp_path / ".sweeps/logs/tokengen/t.log").read_text()
+
+
+def test_the_single_trial_cli_asks_the_sweeps_memory_guard(capsys):
+    """`python -m tokengen --batch-size 100000`: without the guard, minutes of work and a traceback."""
+    assert cli_main(["--model", "tiny", "--batch-size", "100000", "--prompt-len", "1", "--runs", "1"]) == 2
+    line = err_line(capsys)
+    assert line.startswith("error: trial ") and " GB of host memory (weights " in line, line
+    assert " over --memory-guard 0.9 of the " in line
+    assert line.endswith("free: lower --batch-size, or pass --memory-guard 0 to run it anyway"), line
