@@ -18,7 +18,7 @@ def test_a_report_of_a_running_sweep_says_trials_remain(tmp_path):
     report = build_report(store.uri, "tokengen", "s", tmp_path / "reports", write=False)
     line = "sweep 's' is still running: 1 of its 3 planned trial(s) have no result yet; rebuild the report when it ends"
     assert report.warnings == [f"report: {line}"]
-    assert (report.directory / "report.md").read_text().startswith(f"**{line}**")
+    assert (report.directory / "report.md").read_text().endswith(f"\n**{line}**\n")
     store.recorder.end_sweep(0)
     report = build_report(store.uri, "tokengen", "s", tmp_path / "reports", write=False)
     assert report.warnings == [] and "still running" not in (report.directory / "report.md").read_text()

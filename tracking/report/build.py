@@ -269,7 +269,7 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
         text += "\n" + planned
     remaining = still_running(runs)
     if remaining:
-        text = f"**{remaining}**\n\n" + text
+        text += f"\n**{remaining}**\n"
     (directory / "report.md").write_text(text)
     results_frame(frame).to_csv(directory / "results.csv", index=False)
     runs_frame(frame).to_csv(directory / "runs.csv", index=False)
