@@ -70,7 +70,8 @@ def run_sweep(config) -> int:
         waiting = journaled_results(config["tracking"]["experiment"], config["sweep"]["name"])
         priced = price_for_run(config, _say, waiting)  # the store read only: a refused sweep leaves no trace
         plan, outbox = prepare(config, priced.plan if priced else None)
-        lock = SweepLock(outbox.recorder.client, config["tracking"]["experiment"], config["sweep"]["name"]).acquire()
+        lock = SweepLock(outbox.recorder.client, config["tracking"]["experiment"], config["sweep"]["name"],
+                         answers=outbox.recorder.answers).acquire()
     except REFUSED_INPUT as exc:
         details = f" (details: {os.path.relpath(log)})" if isinstance(exc, TrackingError) and log.exists() else ""
         _say(f"error: {exc}{details}")

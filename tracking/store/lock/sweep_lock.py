@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 
-from tracking.store.connect import TrackingError
+from tracking.store.connect import TrackingError, _fail_fast_http
 from tracking.store.search import search
 
 HEARTBEAT_S = 10.0  # how often a holder renews its claim
@@ -34,8 +34,11 @@ class SweepLocked(TrackingError):
 
 
 class SweepLock:
-    def __init__(self, client, experiment: str, sweep: str, stale_s: float = STALE_S, beat_s: float = HEARTBEAT_S):
-        self.client, self.experiment, self.sweep = client, experiment, sweep
+    def __init__(self, client, experiment: str, sweep: str, stale_s: float = STALE_S, beat_s: float = HEARTBEAT_S,
+                 answers=lambda: True):
+        """`answers`: whether the store takes a write now (Recorder.answers, a server's health probe): a store
+        that stopped answering is not asked at all, so its client's retries never stall or clutter the end."""
+        self.client, self.experiment, self.sweep, self.answers = client, experiment, sweep, answers
         self.stale_s, self.beat_s = stale_s, beat_s
         self.run_id: str | None = None
         self._stop = threading.Event()
@@ -78,18 +81,23 @@ class SweepLock:
                 f"{self.stale_s:.0f} s")
 
     def _withdraw(self) -> None:
-        if self.run_id is None:
+        if self.run_id is None or not self.answers():
+            self.run_id = None
             return
         try:
-            self.client.delete_run(self.run_id)
+            with _fail_fast_http():  # a dead server: given up in about a second, not minutes of back-off
+                self.client.delete_run(self.run_id)
         except Exception:  # noqa: BLE001 - a store gone: the claim goes stale by its heartbeat
             pass
         self.run_id = None
 
     def _beat(self) -> None:
         while not self._stop.wait(self.beat_s):
+            if not self.answers():
+                continue
             try:
-                self.client.set_tag(self.run_id, BEAT, f"{time.time():.3f}")
+                with _fail_fast_http():
+                    self.client.set_tag(self.run_id, BEAT, f"{time.time():.3f}")
             except Exception:  # noqa: BLE001 - a store that stopped answering: the journal keeps the results
                 pass
 
