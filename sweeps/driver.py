@@ -38,8 +38,9 @@ from sweeps.pricing.price import Refused, price_for_run
 from sweeps.pricing.priced import Priced, summary_line
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import SpecError
-from tracking.store.connect import TrackingError, check_uri, sqlite_sharing_problem
+from tracking.store.connect import TrackingError, check_credentials, check_uri, redacted, sqlite_sharing_problem
 from tracking.store.history import StoreReadError
+from tracking.store.lock.sweep_lock import SweepLock
 from tracking.store.recorder import Recorder
 
 FAILED_TRIALS, BAD_INPUT, UNRECORDED = 1, 2, 3  # exit statuses; an interrupt exits 128 + its signal
@@ -54,6 +55,11 @@ def run_sweep(config) -> int:
     """The sweep: price it, check everything before Ray, run what is not finished (then the remeasure
     rounds), record every result, publish the report; returns the exit status."""
     config = as_dict(config)
+    try:
+        check_credentials(config["tracking"]["uri"])  # before any file or line could carry the password
+    except TrackingError as exc:
+        _say(f"error: {exc}")
+        return BAD_INPUT
     if config["sweep"].get("dry_run"):
         from sweeps.dry_run import dry_run
 
@@ -64,9 +70,20 @@ def run_sweep(config) -> int:
         waiting = journaled_results(config["tracking"]["experiment"], config["sweep"]["name"])
         priced = price_for_run(config, _say, waiting)  # the store read only: a refused sweep leaves no trace
         plan, outbox = prepare(config, priced.plan if priced else None)
+        lock = SweepLock(outbox.recorder.client, config["tracking"]["experiment"], config["sweep"]["name"],
+                         answers=outbox.recorder.answers).acquire()
     except REFUSED_INPUT as exc:
-        _say(f"error: {exc}")
+        details = f" (details: {os.path.relpath(log)})" if isinstance(exc, TrackingError) and log.exists() else ""
+        _say(f"error: {exc}{details}")
         return BAD_INPUT
+    try:
+        return run_locked(config, plan, outbox, priced, started, log)
+    finally:
+        lock.release()
+
+
+def run_locked(config: dict, plan: GridPlan, outbox: Outbox, priced: Priced | None, started: float, log) -> int:
+    """The sweep once this driver holds its lock: run, remeasure, record, report; the exit status."""
     caveat = sqlite_sharing_problem(config["tracking"]["uri"])
     for line in plan.describe() + ([caveat] if caveat else []):
         _say(line)
@@ -158,7 +175,7 @@ def finish(config: dict, outbox: Outbox, records: list[dict], again: Remeasured,
              f"in {os.path.relpath(outbox.journal.path)} and are recorded without running their trials again")
         return UNRECORDED
     if outbox.unrecorded:
-        _say(f"error: {outbox.unrecorded} result(s) not yet recorded in {config['tracking']['uri']} "
+        _say(f"error: {outbox.unrecorded} result(s) not yet recorded in {redacted(config['tracking']['uri'])} "
              f"({outbox.last_error}); they wait in {outbox.journal.path}, and rerunning the same command records "
              "them without running their trials again")
         return UNRECORDED

@@ -5,7 +5,8 @@ driver's journal), runs no trial, starts no Ray, writes nothing to the store (tr
 reads it read-only; a missing SQLite file stays missing). Prints, per variant and in total, the trials
 to run and those reused, the estimated device-seconds, the device-hours and cost per accelerator type
 and the wall on the workers; writes reports/<sweep>/plan.csv (one row per planned trial, in submission
-order) and plan.md (what it printed). Reuse is by key only: "reused (unverified)".
+order) and plan.md (what it printed). Reuse is by key only: "reused (unverified)". A trial the memory guard
+would refuse on this machine's own devices is marked in plan.md and the dry run exits 2.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sweeps.pricing.memory import free_memory, memory_refusal
 from sweeps.pricing.price import price_sweep
 from sweeps.pricing.tables import write_plan
 from tokengen.contract.spec import SpecError
+from tracking.store.connect import redacted
 from tracking.store.history import StoreReadError
 
 
@@ -37,11 +39,25 @@ def dry_run(config: dict) -> int:
         _say(line)
     csv, md, text = write_plan(priced, config)
     print(text, end="")
-    if not config["ray"]["address"]:
-        refusal = memory_refusal(priced.plan.trials, free_memory(), config["sweep"].get("memory_guard"))
-        if refusal:
-            _say(f"memory: a real run would be refused: {refusal}")
+    refused = [] if config["ray"]["address"] else refused_here(priced.plan.trials, config["sweep"].get("memory_guard"))
+    if refused:
+        mark = (f"memory: a real run would refuse {len(refused)} trial(s) on this machine: "
+                + ", ".join(t.key for t in refused[:8]) + (" ..." if len(refused) > 8 else ""))
+        with open(md, "a") as plan:
+            plan.write(f"\n{mark}\n")
+        _say(mark)
     _say(f"dry run: plan in {md} and {csv} ({len(priced.table)} trial(s), planned in {priced.seconds:.2f} s, "
          f"{time.perf_counter() - started:.2f} s with the files); nothing ran, nothing was written to "
-         f"{config['tracking']['uri']}")
+         f"{redacted(config['tracking']['uri'])}")
+    if refused:
+        _say(f"error: {memory_refusal(refused, free_memory(), config['sweep'].get('memory_guard'))}")
+        return 2
     return 0
+
+
+def refused_here(trials, guard: float | None) -> list:
+    """The trials the memory guard would refuse on this machine's own devices (a local Ray's): a CUDA trial
+    only where this machine has a GPU, so pricing a GPU grid on a laptop is still a plan, not an error."""
+    free = free_memory()
+    own = [t for t in trials if t.spec.device != "cuda" or free.gpus]
+    return [t for t in own if memory_refusal([t], free, guard)]

@@ -1,5 +1,6 @@
 """A tracking server behind MLflow's basic-auth app, for real (`mlflow server --app-name basic-auth`,
-the `mlflow[auth]` extra): the sweep records through it with MLFLOW_TRACKING_USERNAME/PASSWORD, and
+the `mlflow[auth]` extra): the sweep records through it with MLFLOW_TRACKING_USERNAME/PASSWORD (and no
+file it, its report, a comparison or the UI hint writes carries the password), and
 missing or wrong credentials stop the sweep in one line before Ray starts or any trial runs."""
 
 from __future__ import annotations
@@ -34,9 +35,39 @@ def test_a_sweep_records_through_an_authenticated_server(server, tmp_path, monke
     assert status == 0, err[-3000:]
     runs = child_runs(server.url)
     assert len(runs) == 1 and {r.data.tags["status"] for r in runs} == {"finished"}
+    printed = [err] + readers_through(server.url, tmp_path)
+    # the password was planted in the environment: no file the sweep, the report, the comparison or the UI
+    # hint wrote (journal, logs, report, plan, comparison) and no line they printed carries it
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) > 5 and [p for p in written if ADMIN_PASSWORD.encode() in p.read_bytes()] == []
+    assert not [text for text in printed if ADMIN_PASSWORD in text]
     monkeypatch.delenv(PASSWORD)
     with pytest.raises(Exception, match="401"):  # the runs are not readable without credentials
         child_runs(server.url)
+
+
+def readers_through(url: str, cwd) -> list[str]:
+    """The report, the comparison (the sweep against itself) and the UI hint, run in `cwd`: what they printed."""
+    import contextlib
+    import io
+    import os
+
+    from tracking import ui
+    from tracking.compare.__main__ import main as compare_main
+    from tracking.report.__main__ import main as report_main
+
+    printed, previous = [], os.getcwd()
+    os.chdir(cwd)
+    try:
+        for command in (lambda: report_main(["--uri", url]), lambda: compare_main(["t", "t", "--uri", url]),
+                        lambda: ui.main(["--uri", url, "--print-only"])):
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                assert command() == 0, err.getvalue()[-2000:]
+            printed += [out.getvalue(), err.getvalue()]
+    finally:
+        os.chdir(previous)
+    return printed
 
 
 @pytest.mark.parametrize(

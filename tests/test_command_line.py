@@ -89,3 +89,14 @@ def test_the_driver_refuses_credentials_in_the_uri_before_hydra_writes_a_file(tm
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert [p for p in written if SECRET.encode() in p.read_bytes()] == []
     assert list(tmp_path.iterdir()) == []  # refused before Hydra's outputs/.../.hydra/{config,hydra,overrides}.yaml
+
+
+def test_multirun_runs_every_job_and_names_those_that_did_not_finish(tmp_path):
+    """Two jobs the memory guard refuses (exit 2 each, before Ray): exiting in the first would leave the
+    second unrun and unsaid."""
+    proc = driver(tmp_path, "-m", *small_overrides(tmp_path), "grid.batch_size=[100000],[200000]", "trial.prompt_len=1")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    refused = [line for line in proc.stderr.splitlines() if line.startswith("error: trial ")]
+    assert len(refused) == 2, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("multirun: 2 of 2 job(s) did not finish: [") and "grid.batch_size=[200000]" in last, last

@@ -38,7 +38,7 @@ def test_the_journal_gives_back_what_waits_with_its_files(tmp_path, capsys):
     fourth = {"key": "k4", "status": "finished", "files": {}, "log": ""}
     fourth = journal.append(fourth)  # never glued to the cut line
     assert Journal.open("tokengen", "s", root=tmp_path).unrecorded() == [first, fourth]
-    assert "skipped 1 cut line(s)" in capsys.readouterr().err
+    assert "set aside 1 damaged line(s)" in capsys.readouterr().err
     assert (journal.files_dir / "k1" / TOKENS_FILE).read_bytes() == b"\x00\x01tokens"
     assert first["attempt_id"] != fourth["attempt_id"]
 

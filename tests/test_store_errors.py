@@ -77,10 +77,23 @@ def test_a_port_in_use_is_one_line_before_any_server_starts(store, tmp_path, cap
     assert not (tmp_path / ".sweeps").exists()  # the server's log: it never started
 
 
-def test_a_database_uri_is_named_without_its_password():
-    """A database URI may carry its password (MLflow's SQLAlchemy store takes it there): a store that cannot
-    be opened is named without it."""
+def test_port_0_picks_a_free_port_for_the_server_and_the_url(store, tmp_path, capsys, monkeypatch):
+    """--port 0 handed to the server as it is would leave the UI waiting for a port it never learns."""
+    monkeypatch.chdir(tmp_path)
+    assert ui.main(["--uri", f"sqlite:///{store}", "--port", "0", "--print-only"]) == 0
+    out, err = capsys.readouterr()
+    port = int(out.strip().split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
+    assert port > 0 and f"--port {port}" in err, err
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))  # free, as found
+
+
+def test_a_database_uri_is_named_without_its_credentials():
+    """A database URI's password is refused (tests/test_credentials.py); a store that cannot be opened is
+    named without the user its URI may carry, and never with a password."""
+    with pytest.raises(TrackingError) as refused:
+        Recorder("postgresql://user@127.0.0.1:9/mlflow", "tokengen")
+    assert str(refused.value).startswith("PostgreSQL at 127.0.0.1:9 is unreachable (") and "user@" not in str(refused.value)
     with pytest.raises(TrackingError) as refused:
         Recorder(f"postgresql://user:{SECRET}@127.0.0.1:9/mlflow", "tokengen")
-    assert str(refused.value).startswith("PostgreSQL at 127.0.0.1:9 is unreachable (")
-    assert SECRET not in str(refused.value)
+    assert str(refused.value).startswith("tracking.uri carries a password") and SECRET not in str(refused.value)

@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from tokengen.writable import unwritable
 from tokengen.contract.spec import CHOICES, FIELD_TYPES, SpecError, TrialSpec, parse_field
 
 _DEFAULTS = TrialSpec()
@@ -45,15 +46,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="PATH", help="write the result record as JSON ('-' for stdout)")
     parser.add_argument("--tokens", metavar="PATH", help="save the generated tokens as an int64 .npy array")
     parser.add_argument("--profile-dir", metavar="DIR", default=".", help="where a profiled run writes its trace")
+    parser.add_argument("--memory-guard", type=float, default=0.9, metavar="FRACTION",
+                        help="refuse a trial estimated past this fraction of the free memory, as a sweep's "
+                             "sweep.memory_guard does (0: off; default: %(default)s)")
     parser.add_argument("--list", action="store_true", help="list variants and models, then exit")
     return parser
+
+
+def memory_refusal(spec: TrialSpec, guard: float) -> str | None:
+    """The sweep's own estimate and guard (sweeps/pricing/memory.py, torch-free), asked by this entry point
+    before a model is built: a trial that would not fit is one line, not minutes of work and a traceback."""
+    from types import SimpleNamespace
+
+    from sweeps.pricing.memory import free_memory
+    from sweeps.pricing.memory import memory_refusal as refusal
+
+    return refusal([SimpleNamespace(spec=spec, key=spec.key())], free_memory(), guard or None,
+                   setting="--memory-guard ", fix="lower --batch-size, or pass --memory-guard 0 to run it anyway")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     json_path, tokens_path, listing = args.pop("json"), args.pop("tokens"), args.pop("list")
-    profile_dir = args.pop("profile_dir")
+    profile_dir, guard = args.pop("profile_dir"), args.pop("memory_guard")
     if listing:
         from tokengen.contract.models import PRESET_FACTS
         from tokengen.contract.variants import VARIANTS
@@ -67,9 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = resolve(**args)
         check_runnable(spec)
-        for path in (json_path, tokens_path):
+        refusal = memory_refusal(spec, guard)
+        if refusal:
+            raise SpecError(refusal)
+        for flag, path in (("--json", json_path), ("--tokens", tokens_path)):
             if path and path != "-" and not Path(path).resolve().parent.is_dir():
                 raise SpecError(f"cannot write {path}: its directory does not exist")
+            why = path and path != "-" and unwritable(path)
+            if why:
+                raise SpecError(f"cannot write {flag} {path}: {why}: give another path")
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -83,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     from tokengen.measure.trial import run_trial
     from tokengen.terminal_table import render
 
-    record = run_trial(spec, tokens_path, profile_dir)
+    try:
+        record = run_trial(spec, tokens_path, profile_dir)
+    except SpecError as exc:  # what only building the model finds (a .bin torch refuses)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(render(record), file=sys.stderr if json_path == "-" else sys.stdout)
     if json_path == "-":
         print(json.dumps(record))

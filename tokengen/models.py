@@ -1,13 +1,15 @@
 """Building a trial's model: seeded random weights for a preset, or a local checkpoint, on its device.
 
 Nothing here reaches a hub: presets are built from a config, and a local directory is loaded with
-`local_files_only=True`. What the planner needs of a model without torch is in
+`local_files_only=True` and `trust_remote_code=False` (a checkpoint's own code never runs). What the planner needs of a model without torch is in
 tokengen.contract.models.
 """
 
 from __future__ import annotations
 
 import functools
+import pickle
+import warnings
 from typing import Callable
 
 import torch
@@ -47,7 +49,7 @@ def load_config(model: str) -> PretrainedConfig:
     from transformers import AutoConfig
 
     try:
-        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 - any unreadable config is the user's fix
         raise SpecError(f"model path {model!r} has an unreadable config.json ({exc.__class__.__name__})") from None
     if not is_causal_lm(config):
@@ -105,7 +107,14 @@ def build_model(model: str, dtype: str, device: str, seed: int) -> torch.nn.Modu
         torch.manual_seed(seed)
         net = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     else:
-        net = AutoModelForCausalLM.from_pretrained(model, local_files_only=True, dtype=torch.float32)
+        try:
+            with warnings.catch_warnings():  # torch's note on a pickle's protocol, before it refuses the file
+                warnings.filterwarnings("ignore", message="Detected pickle protocol")
+                net = AutoModelForCausalLM.from_pretrained(model, local_files_only=True, trust_remote_code=False,
+                                                           dtype=torch.float32)
+        except pickle.UnpicklingError as exc:  # torch's weights-only loader refused a pickled .bin
+            raise SpecError(f"model path {model!r}: torch refused its pickled .bin weights ({str(exc).split('.')[0]}): "
+                            "a .bin may carry code; save the model as model.safetensors with save_pretrained()") from None
     return net.to(device=device, dtype=DTYPES[dtype]).eval()
 
 

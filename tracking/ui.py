@@ -158,9 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uri", default="sqlite:///mlflow.db", help="tracking store or server (default: %(default)s)")
     parser.add_argument("--experiment", default="tokengen", help="default: %(default)s")
     parser.add_argument("--sweep", help="sweep name (default: the latest sweep in the experiment)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the UI's port on 127.0.0.1 (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help="the UI's port on 127.0.0.1, 0 for any free one (default: %(default)s)")
     parser.add_argument("--print-only", action="store_true", help="print the URL and the server command, start nothing")
     args = parser.parse_args(argv)
+    if args.port == 0:  # any free port, as a socket takes it: the server and the URL get the one found
+        args.port = _free_port("127.0.0.1")
     try:
         client, experiment_id = open_experiment(args.uri, args.experiment)
         if args.sweep and "'" in args.sweep:

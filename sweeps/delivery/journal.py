@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweeps.delivery.journal_lines import read_lines, set_aside
 from sweeps.execution.space import OutOfSpace, full_line, out_of_space, reason_of, record_bytes
 from tokengen.contract.names import TRANSPORT, TRIAL_LOG
 from tokengen.contract.names import path_component
@@ -54,7 +55,27 @@ class Journal:
         except OSError as exc:
             raise JournalError(f"cannot write the sweep's journal under {root} ({exc.strerror or exc}): "
                                "run the sweep from a writable directory") from None
-        return cls(path)
+        journal = cls(path)
+        journal.check_writable()
+        journal.heal()
+        return journal
+
+    def check_writable(self) -> None:
+        """The journal file and its trials' folder can take a result: a path that is a folder, a file that
+        is read-only, or a file where the folder goes is one line now, not a result lost after its trial."""
+        for where, kind in ((self.path, "file"), (self.files_dir, "folder")):
+            if where.exists() and (where.is_dir() != (kind == "folder") or not os.access(where, os.W_OK)):
+                what = "read-only" if where.is_dir() == (kind == "folder") else f"not a {kind}"
+                raise JournalError(f"the sweep's journal {kind} {where} is {what}: move it away or make it writable "
+                                   "(another sweep.name starts a journal of its own)")
+
+    def heal(self) -> None:
+        """Damaged lines (a driver cut mid-write, bytes that are not a result) set aside beside the journal,
+        said once; their trials run again."""
+        moved = set_aside(self.path)
+        if moved:
+            print(f"journal: set aside {moved[1]} damaged line(s) of {self.path} in {moved[0]} (never a result: "
+                  "their trials run again)", file=sys.stderr, flush=True)
 
     @staticmethod
     def path_for(experiment: str, sweep: str, root: Path | None = None) -> Path:
@@ -135,23 +156,14 @@ class Journal:
                 waiting.pop(entry.get("attempt_id") or entry["recorded"], None)
         return [self._record(entry) for entry in waiting.values()]
 
-    def _entries(self):
-        if not self.path.is_file():
-            return
-        cut = 0
-        for line in self.path.read_text().splitlines():
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                cut += 1
-        if cut:
-            print(f"journal: skipped {cut} cut line(s) in {self.path} (a driver stopped mid-write): "
-                  "their trials run again", file=sys.stderr)
+    def _entries(self) -> list[dict]:
+        """The whole lines: a damaged one is never a result (Journal.open sets them aside)."""
+        return read_lines(self.path)[0] if self.path.is_file() else []
 
     def _record(self, entry: dict) -> dict:
         result = entry["result"]
         folder = self.files_dir / result_id(result)
-        files = {name: (folder / name).read_bytes() for name in entry["files"] if (folder / name).is_file()}
+        files = {name: (folder / name).read_bytes() for name in entry.get("files", []) if (folder / name).is_file()}
         log = (folder / TRIAL_LOG).read_text(errors="replace") if (folder / TRIAL_LOG).is_file() else ""
         return {**result, "files": files, "log": log}
 
@@ -161,5 +173,5 @@ def journaled_results(experiment: str, sweep: str) -> list[dict]:
     path = Journal.path_for(experiment, sweep)
     try:
         return Journal(path).unrecorded() if path.is_file() else []
-    except (OSError, KeyError, TypeError):
+    except OSError:
         return []

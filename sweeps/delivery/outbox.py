@@ -22,15 +22,22 @@ class Outbox:
         self.down_since: float | None = None
         self.last_error = ""  # why the store did not take the oldest waiting result: said in the sweep's last line
         self.full: str | None = None  # the store's disk is full: the line that says where, and what it needs
+        self.outside = 0  # journaled results for keys outside the plan: left in the journal, never recorded
 
-    def take_over(self, recorded: dict[str, str], half_written: dict[str, list] | None = None) -> list[dict]:
+    def take_over(self, recorded: dict[str, str], half_written: dict[str, list] | None = None,
+                  planned: set[str] | None = None) -> list[dict]:
         """Results an earlier run journaled but MLflow lacks: queued to be sent before anything else.
         An attempt MLflow already holds whole (`recorded`: attempt id -> run id) made it there before the
         driver could note it: noted now with its run, never recorded twice. One whose run was cut short
         (`half_written`: no status tag, metrics missing) counts as not recorded: that run is deleted as
-        the attempt is recorded again, whole."""
+        the attempt is recorded again, whole. A result for a key outside the plan (`planned`) is never
+        recorded by this sweep: it stays in the journal, counted in `outside`."""
         earlier = []
+        self.outside = 0
         for record in self.journal.unrecorded():
+            if planned is not None and record["key"] not in planned:
+                self.outside += 1
+                continue
             attempt = record.get("attempt_id")
             if attempt in recorded:
                 self.journal.mark_recorded(record, recorded[attempt])

@@ -3,7 +3,8 @@
 `.sweeps/logs/<experiment>/<sweep>.log` under the directory the sweep runs from (beside its journal,
 sweeps/delivery/journal.py) takes what the `ray` logger says on the driver (starting a local Ray, the token
 authentication notice, the code packages it ships) and MLflow's database set-up (`mlflow.store.db.utils`,
-alembic's migrations). Errors still reach the terminal as well. Workers' output is not forwarded to
+alembic's migrations). Ray's errors still reach the terminal as well; the store's (a write SQLAlchemy
+refused, its traceback) only the file, after which the driver says it in one line that names the file. Workers' output is not forwarded to
 the driver at all (`log_to_driver=False` in sweeps/execution/schedule.py): each trial's log is an artifact of
 its run. RAY_AUTH_MODE is left alone: setting it would silence Ray's notice but change how the
 driver authenticates to a cluster it joins.
@@ -20,6 +21,8 @@ from tokengen.contract.names import path_component
 LOG_ROOT = Path(".sweeps") / "logs"
 ROUTINE = ("ray", "mlflow.store.db.utils", "alembic")
 """Loggers whose INFO and WARNING lines are routine on a sweep's terminal."""
+STORE_LOGGERS = ("mlflow.store.db.utils", "alembic")
+"""Their errors too go to the file only: a failed store write is the driver's own one line, naming the file."""
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -86,7 +89,8 @@ def quiet_terminal(experiment: str, sweep: str, root: Path | None = None) -> Pat
             if _ours(handler):  # an earlier sweep of this process
                 handler.close()
         logger.addHandler(to_file)
-        logger.addHandler(to_terminal)
+        if name not in STORE_LOGGERS:
+            logger.addHandler(to_terminal)
         logger.propagate = False
         if name != "ray":  # MLflow sets these to WARNING on import; the file takes their INFO lines
             logger.setLevel(logging.INFO)

@@ -5,8 +5,8 @@ parse in 5 to 15 lines and exits 1, which this project's exit codes keep for "a 
 writes every override, a URI's password included, into its run folder (`.hydra/config.yaml`,
 `hydra.yaml`, `overrides.yaml`) before the sweep's own checks run. So `refuse_bad_command_line`
 composes the config once itself, as `hydra.main` will (same directory, same overrides), and turns
-each failure into one line that names the key and the fix; a server URI carrying credentials is
-refused here too, before anything is written or printed. A command line that composes goes on to
+each failure into one line that names the key and the fix; a URI carrying a password (or a server URI
+carrying a user) is refused here too, before anything is written or printed. A command line that composes goes on to
 `hydra.main` untouched, and Hydra's own modes (`--help`, `--multirun`, `--config-dir`, ...) are left
 to Hydra.
 """
@@ -22,7 +22,7 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 CONFIG_NAME = "config"
 GROUPS = ("trial", "sweep", "ray", "tracking", "grid")  # conf/config.yaml's top-level keys
 AXIS_KEYS = ("exclude", "blocks")  # a grid's keys that are not trial fields (sweeps/planning/grid.py)
-URI_WITH_USER = re.compile(r"\b(https?)://[^/\s@]*@", re.IGNORECASE)
+URI_WITH_USER = re.compile(r"\b([a-z][a-z0-9+.-]*)://[^/\s@]*@", re.IGNORECASE)  # any scheme: postgresql too
 TYPE_WORDS = {"Integer": ("a whole number", 1), "Float": ("a number", 0.5), "bool": ("true or false", "true")}
 
 
@@ -46,14 +46,30 @@ def command_line_problem(argv: list[str]) -> str | None:
         problem = _credentials_problem(override)
         if problem:
             return problem
-    if args.multirun or args.config_path or args.config_name or args.config_dir or args.experimental_rerun:
+    if args.multirun or args.config_path or args.config_name or args.experimental_rerun:
         return None  # sweep overrides and other config sources compose differently: left to Hydra
+    extra = [f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]"] if args.config_dir else []
     try:
-        config = compose(args.overrides)
+        config = compose(args.overrides + extra)  # --config-dir: its grids found as Hydra finds them
     except Exception as exc:  # noqa: BLE001 - whatever Hydra or OmegaConf refuses is said in one line
         return explain(exc)
     uri = (config.get("tracking") or {}).get("uri")
-    return _credentials_problem(f"tracking.uri={uri}") if isinstance(uri, str) else None
+    problem = _credentials_problem(f"tracking.uri={uri}") if isinstance(uri, str) else None
+    return problem or (None if args.cfg else _run_dir_problem(args.overrides))
+
+
+def _run_dir_problem(overrides: list[str]) -> str | None:
+    """Hydra writes its run folder (hydra.run.dir, under the working directory by default) before the sweep
+    starts: one that cannot be written is said here, not as Hydra's traceback."""
+    from tokengen.writable import unwritable
+
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
+    run_dir = given[-1] if given else "outputs"
+    why = unwritable(run_dir.split("${", 1)[0] or ".", folder=True)
+    if why:
+        fix = "give a writable hydra.run.dir=DIR" if given else "run the sweep from a writable directory"
+        return f"cannot write Hydra's run folder {run_dir}: {why}: {fix}"
+    return None
 
 
 def compose(overrides: list[str]) -> dict:
@@ -71,25 +87,30 @@ def compose(overrides: list[str]) -> dict:
 
 
 def _credentials_problem(override: str) -> str | None:
-    """A server URI with a user or password in an override: refused, named without them."""
+    """A URI with a password (or a server URI with a user) in an override: refused, named without them."""
     key, _, value = override.partition("=")
     if not URI_WITH_USER.search(value):
         return None
-    from tracking.store.connect import TrackingError, check_credentials, redacted
+    from tracking.store.connect import TrackingError, check_credentials
 
     key = key.lstrip("+~")
     try:
-        check_credentials(value, f"{key}=")
+        check_credentials(value[URI_WITH_USER.search(value).start():], f"{key}=")
     except TrackingError as exc:
         return str(exc)
-    return f"{key} carries credentials: use {key}={redacted(value)}"
+    return None  # a database user without a password: its driver finds the password itself
 
 
 def explain(exc: BaseException) -> str:
     """One line that names the key and the fix, for each error Hydra's composition raises."""
+    import yaml
     from hydra.errors import MissingConfigException, OverrideParseException
 
     cause = exc.__cause__ or exc
+    if isinstance(cause, yaml.MarkedYAMLError) and cause.problem_mark is not None:
+        mark = cause.problem_mark
+        return (f"{mark.name} is not valid YAML (line {mark.line + 1}, column {mark.column + 1}: {cause.problem}): "
+                "fix the file")
     if isinstance(exc, OverrideParseException):
         return _unparsable(exc.override, str(exc))
     if isinstance(exc, MissingConfigException) and "/" in (exc.missing_cfg_file or ""):

@@ -101,10 +101,19 @@ def _axes(raw: dict, where: str) -> dict[str, list]:
     return axes
 
 
+def _mappings(grid: dict, key: str, what: str, example: str) -> list[dict]:
+    """grid.blocks or grid.exclude: a list of mappings, else one line naming the shape (`+grid.exclude=5`)."""
+    value = grid.get(key) or []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, dict) for item in value):
+        raise SpecError(f"grid.{key}={value!r} is not a list of {what}: write it as grid.{key}='{example}' "
+                        "(quoted in a shell)")
+    return list(value)
+
+
 def _block_axes(grid: dict) -> list[dict[str, list]]:
     """Each block's axes, the top-level ones applied to (and overriding) every block."""
     top = _axes(grid, "grid")
-    blocks = grid.get("blocks") or [{}]
+    blocks = _mappings(grid, "blocks", "sub-grids (each a mapping of axes to values)", "[{batch_size: [1,2]}]") or [{}]
     return [{**_axes(dict(block), f"grid.blocks[{index}]"), **top} for index, block in enumerate(blocks)]
 
 
@@ -142,7 +151,8 @@ def _excluded(point: dict, spec: TrialSpec, rules: list[dict]) -> dict | None:
 def expand(trial: dict, grid: dict | None, accelerator_types: list[str] | None = None) -> GridPlan:
     """All runnable trials of the grid, de-duplicated by key; SpecError for a config error."""
     grid = dict(grid or {})
-    rules = [dict(r) for r in grid.get("exclude") or []]
+    rules = [dict(r) for r in _mappings(grid, "exclude", "rules (each a mapping of trial fields to values)",
+                                         "[{cache: none, batch_size: 1}]")]
     for rule in rules:
         unknown = set(rule) - TRIAL_FIELDS
         if unknown:

@@ -30,7 +30,10 @@ def trials_to_run(plan: GridPlan, outbox, resume: bool, expected: dict[str, set]
     Results an earlier run journaled but did not record are queued to be recorded first, whatever
     `resume` says."""
     index = outbox.recorder.index()
-    earlier = outbox.take_over(index.attempts, index.half_written)
+    earlier = outbox.take_over(index.attempts, index.half_written, {t.key for t in plan.trials})
+    if outbox.outside:
+        _say(f"journal: {outbox.outside} result(s) in {outbox.journal.path} are for keys outside this sweep's plan: "
+             "left there, not recorded (rerun the grid that planned them to record them)")
     if earlier:
         _say(f"journal: {len(earlier)} result(s) of an earlier run are not yet recorded: recording them first, "
              "without running their trials again")

@@ -145,9 +145,14 @@ def _gpus_free() -> list[float]:
     return [float(line) * 2**20 for line in out.stdout.split() if out.returncode == 0 and line.strip().isdigit()]
 
 
-def memory_refusal(trials, free: FreeMemory, guard: float | None) -> str | None:
+SWEEP_FIX = "narrow the grid, or set sweep.memory_guard=null to run it anyway"
+
+
+def memory_refusal(trials, free: FreeMemory, guard: float | None, setting: str = "sweep.memory_guard=",
+                   fix: str = SWEEP_FIX) -> str | None:
     """One line for the first trial whose estimate passes `guard` (a fraction) of its device's free memory,
-    with the figure and its parts; None where every trial fits, or the guard is off (None)."""
+    with the figure and its parts; None where every trial fits, or the guard is off (None). `setting` and
+    `fix` name the guard as the caller's user sets it (the sweep's, or `python -m tokengen --memory-guard`)."""
     if not guard:
         return None
     for trial in trials:
@@ -162,8 +167,8 @@ def memory_refusal(trials, free: FreeMemory, guard: float | None) -> str | None:
                 spec = trial.spec
                 return (f"trial {trial.key} ({spec.variant}, {spec.model}, batch_size={spec.batch_size}, "
                         f"prompt_len={spec.prompt_len}, max_seqlen={spec.max_seqlen}) would take about "
-                        f"{gb(needed)} of {device} memory ({found.parts()}), over sweep.memory_guard={guard:g} of "
-                        f"the {gb(room)} free: narrow the grid, or set sweep.memory_guard=null to run it anyway")
+                        f"{gb(needed)} of {device} memory ({found.parts()}), over {setting}{guard:g} of "
+                        f"the {gb(room)} free: {fix}")
     return None
 
 

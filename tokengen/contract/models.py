@@ -95,7 +95,21 @@ def checkpoint_dir(model: str) -> Path:
     path = Path(model)
     if not (path / "config.json").is_file():
         raise SpecError(f"model path {model!r} has no config.json: give a directory saved with save_pretrained()")
+    if needs_own_code(path / "config.json"):
+        raise SpecError(f"model path {model!r} needs its own Python code (auto_map in config.json), which is never "
+                        "run here: save the model as one of transformers' own architectures (e.g. GPT2LMHeadModel)")
     return path
+
+
+def needs_own_code(config_file: Path) -> bool:
+    """A checkpoint whose config names classes of its own (`auto_map`) runs the folder's Python when loaded
+    with trust_remote_code: refused before anything is built, so no prompt on stdin can let it run."""
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, ValueError):
+        return False  # unreadable: model_facts names that
+    parts = [config, config.get("text_config")] if isinstance(config, dict) else []
+    return any(isinstance(part, dict) and "auto_map" in part for part in parts)
 
 
 def model_facts(model: str) -> ModelFacts:

@@ -27,6 +27,7 @@ from tracking.compare.plot import ratio_plot
 from tracking.compare.points import compare
 from tracking.compare.render import csv_frame, render
 from tracking.compare.sides import DEFAULT_EXPERIMENT, Side, differences, first_line, load_side
+from tokengen.writable import unwritable
 from tracking.store.reading import ReportError
 
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -114,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-record", action="store_true", help="write nothing to the store, only the files")
     args = parser.parse_args(argv)
     uri_a, uri_b = args.uri_a or args.uri, args.uri_b or args.uri
+    why = unwritable(args.out, folder=True)
+    if why:
+        print(f"error: cannot write --out {args.out}: {why}: give another folder", file=sys.stderr)
+        return 2
     try:
         result = build_comparison(args.a, args.b, uri_a, uri_b, args.experiment, args.out, write=not args.no_record)
     except ReportError as exc:

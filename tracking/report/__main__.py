@@ -7,6 +7,7 @@ import sys
 
 from tracking.report.build import __doc__ as ABOUT
 from tracking.report.build import attach, build_report
+from tokengen.writable import unwritable
 from tracking.store.reading import ReportError
 
 
@@ -20,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="write nothing to the store: no report files on the sweep's run, no figures on the "
                              "trials' runs, no view")
     args = parser.parse_args(argv)
+    why = unwritable(args.out, folder=True)
+    if why:
+        print(f"error: cannot write --out {args.out}: {why}: give another folder", file=sys.stderr)
+        return 2
     try:
         report = build_report(args.uri, args.experiment, args.sweep, args.out, write=not args.no_attach)
         if not args.no_attach:

@@ -22,18 +22,20 @@ from pathlib import Path
 import pandas as pd
 
 from tokengen.contract.declarations import LAGGED, REFERENCE, in_family, plain
-from tokengen.contract.names import FINISHED, path_component
+from tokengen.contract.names import FINISHED, PLAN_FILE, path_component
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import TrialSpec
 from tracking.report import comparison, tables
 from tracking.report.figures.baselines import key_part
 from tracking.report.figures.derived import figures
+from tracking.store.connect import redacted
 from tracking.store.view import attach_files, set_note
 from tracking.store.derived import DERIVED_METRICS, write_back
 from tracking.report.markdown import to_markdown
 from tracking.report.plan_report import plan_against_actual
 from tracking.measurement import MARK, OK, judged, summary_line
-from tracking.store.reading import ReportError, add_outside_baselines, fill_error_messages, fill_runtimes, load_sweep
+from tracking.store.reading import (ReportError, add_outside_baselines, fill_error_messages, fill_runtimes,
+                                    load_sweep, parent_artifact)
 from tracking.report.compile_table import compile_table
 from tracking.report.knob_tables import knob_tables
 from tracking.report.serving_table import serving_table
@@ -195,7 +197,7 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     built = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     header = [
         f"# Sweep `{runs.sweep}`", "", first, "",
-        f"Store `{runs.uri}`, experiment `{runs.experiment}`, parent run `{runs.parent_id}`: {done} finished, "
+        f"Store `{redacted(runs.uri)}`, experiment `{runs.experiment}`, parent run `{runs.parent_id}`: {done} finished, "
         f"{len(mine) - done} failed trial(s)" + (f", {reused} of them reused by key from earlier sweeps (column "
                                                   "`reused_from` of `results.csv`)" if reused else "")
         + f". Built from MLflow {built}; every trial of the sweep's plan is in `results.csv`.", "",
@@ -243,6 +245,17 @@ def publish(runs, frame: pd.DataFrame) -> str:
     return publish_view(runs.client, runs.experiment_id, runs.sweep, runs.parent_id)
 
 
+def still_running(runs) -> str | None:
+    """A report built while its sweep runs covers what has finished so far: how many planned trials remain."""
+    parent = runs.client.get_run(runs.parent_id)
+    if parent.info.status != "RUNNING":
+        return None
+    planned = set((parent_artifact(runs.client, parent, PLAN_FILE) or {}).get("planned", []))
+    done = set(runs.trials["trial_key"]) if "trial_key" in runs.trials else set()
+    return (f"sweep '{runs.sweep}' is still running: {len(planned - done)} of its {len(planned)} planned trial(s) "
+            "have no result yet; rebuild the report when it ends")
+
+
 def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = None,
                  out: str | Path = "reports", write: bool = True) -> Report:
     """Load the sweep from MLflow, compare, and write report.md, results.csv and the plots; `write`:
@@ -267,6 +280,9 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
     planned, plan_files = plan_against_actual(runs, directory)  # the estimate the sweep recorded, beside what it took
     if planned:
         text += "\n" + planned
+    remaining = still_running(runs)
+    if remaining:
+        text += f"\n**{remaining}**\n"
     (directory / "report.md").write_text(text)
     results_frame(frame).to_csv(directory / "results.csv", index=False)
     runs_frame(frame).to_csv(directory / "runs.csv", index=False)
@@ -274,7 +290,7 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
     failed = int((mine["status"] != FINISHED).sum())
     files = [directory / "report.md", directory / "results.csv", directory / "runs.csv", *plots.values(), *plan_files]
     report = Report(runs.sweep, runs.parent_id, directory, main, len(mine), failed, downloads, files,
-                    experiment_id=runs.experiment_id)
+                    experiment_id=runs.experiment_id, warnings=[f"report: {remaining}"] if remaining else [])
     if write:
         try:
             report.view_key = publish(runs, frame)

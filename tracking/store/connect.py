@@ -109,14 +109,32 @@ def redacted(uri: str) -> str:
     return parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[1]).geturl()
 
 
+# Where each kind of store takes its password instead of the URI (its driver reads it there).
+PASSWORD_PLACES = {
+    "postgresql": "PGPASSWORD or ~/.pgpass (libpq reads both)",
+    "mysql": "MYSQL_PWD or an option file (~/.my.cnf, [client] password=...)",
+    "mssql": "a DSN of your ODBC driver or a trusted connection",
+}
+
+
 def check_credentials(uri: str, option: str = "tracking.uri=") -> None:
-    """Refuse a server's URI that carries a user or a password (`option` is how the user gave it:
-    `tracking.uri=` or `--uri `), naming it without them: a password on a command line ends up in files
-    and printed lines, and MLflow's client takes it from the environment anyway."""
+    """Refuse a URI that carries a password (any scheme), or a server's URI that carries a user (`option`
+    is how the user gave it: `tracking.uri=` or `--uri `), naming it without them and where the password
+    goes instead: a password on a command line ends up in Hydra's files, artifacts, reports and printed
+    lines, and every store's client reads it from the environment or a file anyway."""
     parsed = urllib.parse.urlsplit(uri)
-    if parsed.scheme in SERVER_SCHEMES and "@" in parsed.netloc:
-        raise TrackingError(f"{option.rstrip('= ')} carries credentials: use {option}{redacted(uri)} and put them in "
+    scheme = parsed.scheme.split("+", 1)[0].lower()
+    key = option.rstrip("= ")
+    if scheme in SERVER_SCHEMES and "@" in parsed.netloc:
+        raise TrackingError(f"{key} carries credentials: use {option}{redacted(uri)} and put them in "
                             f"{CREDENTIALS[0]} and {CREDENTIALS[1]}, which stay with the driver")
+    if "@" in parsed.netloc and ":" in parsed.netloc.rsplit("@", 1)[0]:
+        user = parsed.netloc.rsplit("@", 1)[0].split(":", 1)[0]
+        place = PASSWORD_PLACES.get(scheme, "the environment variable or file its database driver reads")
+        kept = parsed._replace(netloc=f"{user}@{parsed.netloc.rsplit('@', 1)[1]}" if user else
+                               parsed.netloc.rsplit("@", 1)[1]).geturl()
+        raise TrackingError(f"{key} carries a password: use {option}{kept} and put the password in {place}, "
+                            "which stays out of every file and printed line")
 
 
 def check_uri(uri: str) -> None:

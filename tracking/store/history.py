@@ -2,7 +2,8 @@
 
 A SQLite store is opened by sqlite3 in read-only mode (`mode=ro`): a missing file is an empty history
 and stays missing, nothing MLflow would do on opening (create tables, a default experiment, an
-artifact folder) happens, and MLflow itself is not imported (seconds on a busy host). A PostgreSQL
+artifact folder) happens, and MLflow itself is not imported (seconds on a busy host); the one write is
+SQLite's own recovery of a rollback journal a killed writer left (_read_after_rollback). A PostgreSQL
 database is read the same way (`Tables`, through psycopg); a tracking server through
 `MlflowClient.search_runs` alone. The report, compare and resume's index read a database's runs
 through `Tables` too.
@@ -193,6 +194,25 @@ def _read_mlflow(uri: str, experiment: str) -> pd.DataFrame:
                                   r.data.metrics, r.data.params) for r in runs])
 
 
+def _read_after_rollback(uri: str, path: str, experiment: str) -> pd.DataFrame:
+    """A writer killed mid-transaction leaves a hot rollback journal (`<file>-journal`) that a read-only
+    connection may not roll back ("attempt to write a readonly database"): one connection that may write
+    rolls it back, as SQLite does for any writer, and the store is read only again; where even that fails,
+    the line names the journal and who can recover it."""
+    try:
+        connection = sqlite3.connect(os.path.abspath(path), timeout=20)
+        try:
+            connection.execute("PRAGMA schema_version").fetchone()  # any read by a writer rolls the journal back
+        finally:
+            connection.close()
+        return _read_tables(uri, experiment)
+    except sqlite3.Error as exc:
+        raise StoreReadError(f"tracking store {uri} has a rollback journal {path}-journal left by a writer that was "
+                             f"killed, and it cannot be rolled back here ({exc}): open the store once as a user who "
+                             f"may write {os.path.dirname(os.path.abspath(path))}, e.g. sqlite3 {path} "
+                             "'PRAGMA integrity_check'") from None
+
+
 def load_history(uri: str, experiment: str) -> History:
     """Every finished child run of the experiment, read only; StoreReadError if the store cannot be read."""
     path = sqlite_path(uri)
@@ -202,7 +222,9 @@ def load_history(uri: str, experiment: str) -> History:
         try:
             frame = _read_tables(uri, experiment)
         except sqlite3.Error as exc:
-            raise StoreReadError(f"cannot read tracking store {uri} ({exc}): fix tracking.uri") from None
+            if not Path(path + "-journal").is_file():
+                raise StoreReadError(f"cannot read tracking store {uri} ({exc}): fix tracking.uri") from None
+            frame = _read_after_rollback(uri, path, experiment)
         return History(frame, f"{uri}, read only")
     try:
         check_uri(uri)
