@@ -10,7 +10,6 @@ import base64
 import contextlib
 import fcntl
 import functools
-import getpass
 import hashlib
 import os
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from tokengen.contract.record import first_line
 from tracking.store.artifact_root import relocate
+from tracking.store.postgres import engine_uri, is_postgres, postgres_problem
 
 
 class TrackingError(RuntimeError):
@@ -39,66 +39,6 @@ FAIL_FAST_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_B
 
 def is_server(uri: str) -> bool:
     return urllib.parse.urlparse(uri).scheme in SERVER_SCHEMES
-
-
-POSTGRES_SCHEMES = ("postgresql", "postgres")
-POSTGRES_DRIVER = "postgresql+psycopg"  # psycopg 3, the `postgres` extra (SQLAlchemy 2.0 would pick psycopg2)
-CONNECT_TIMEOUT_S = 5
-PASSWORD_FIX = "set PGPASSWORD or a ~/.pgpass line (host:port:database:user:password)"
-
-
-def is_postgres(uri: str) -> bool:
-    return urllib.parse.urlsplit(uri).scheme.split("+", 1)[0] in POSTGRES_SCHEMES
-
-
-def engine_uri(uri: str) -> str:
-    """The URI MLflow's SQLAlchemy engine is given: PostgreSQL through psycopg 3 with a connect timeout
-    (a host that drops packets fails a write in seconds, and the journal keeps the result); others as given."""
-    if not is_postgres(uri):
-        return uri
-    parsed = urllib.parse.urlsplit(uri)
-    query = urllib.parse.parse_qsl(parsed.query)
-    if not any(name == "connect_timeout" for name, _ in query):
-        query.append(("connect_timeout", str(CONNECT_TIMEOUT_S)))
-    return parsed._replace(scheme=POSTGRES_DRIVER, query=urllib.parse.urlencode(query)).geturl()
-
-
-def libpq_uri(uri: str) -> str:
-    """The URI as libpq (psycopg.connect) reads it: no SQLAlchemy driver in its scheme."""
-    return urllib.parse.urlsplit(uri)._replace(scheme="postgresql").geturl()
-
-
-def postgres_problem(uri: str, timeout_s: float = CONNECT_TIMEOUT_S) -> str | None:
-    """One plain connection, before MLflow's engine (which retries a refused one for minutes): why the
-    database cannot be used, in one line that names the fix, or None. The password comes from libpq's
-    environment (PGPASSWORD) or ~/.pgpass, as for psql."""
-    try:
-        import psycopg
-    except ImportError:
-        return f"{redacted(uri)} needs PostgreSQL's driver: pip install -c constraints.txt -e '.[postgres]'"
-    parsed = urllib.parse.urlsplit(uri)
-    host, port = parsed.hostname or "localhost", parsed.port or 5432
-    where = f"PostgreSQL at {host}:{port}"
-    user = parsed.username or os.environ.get("PGUSER") or getpass.getuser()
-    database = parsed.path.lstrip("/") or user
-    try:
-        psycopg.connect(libpq_uri(uri), connect_timeout=max(1, int(timeout_s))).close()
-        return None
-    except psycopg.Error as exc:
-        message = str(exc)
-    text = " ".join(message.split())
-    reason = message.rsplit(" failed: ", 1)[-1].splitlines()[0].removeprefix("FATAL:").strip()
-    if "password authentication failed" in text:
-        return f"{where} refused user {user!r} (password authentication failed): {PASSWORD_FIX}"
-    if "no password supplied" in text:
-        return f"{where} wants a password for user {user!r}: {PASSWORD_FIX}"
-    if "does not exist" in text and f'database "{database}"' in text:
-        return f"{where} has no database {database!r}: create it (createdb -h {host} -p {port} -U {user} {database})"
-    if "does not exist" in text and "role" in text:
-        return f"{where} has no user {user!r}: create it (createuser) or fix tracking.uri"
-    if "pg_hba.conf" in text:
-        return f"{where} refused the connection ({reason}): allow this host in its pg_hba.conf or fix tracking.uri"
-    return f"{where} is unreachable ({reason}): start it or fix tracking.uri"
 
 
 def redacted(uri: str) -> str:

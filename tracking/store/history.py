@@ -26,8 +26,8 @@ import pandas as pd
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
 from tokengen.measure.interference import OK
-from tracking.store.connect import (CONNECT_TIMEOUT_S, TrackingError, check_reachable, check_uri, engine_uri,
-                                    is_postgres, libpq_uri)
+from tracking.store.connect import TrackingError, check_reachable, check_uri
+from tracking.store.postgres import CONNECT_TIMEOUT_S, engine_uri, is_postgres, libpq_uri
 from tracking.store.runs import PARENT_TAG, flat_row
 from tracking.store.search import search
 
