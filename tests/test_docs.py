@@ -164,3 +164,26 @@ def test_the_checks_can_fail():
     assert _slug("Profiling: the idle gap, as numbers") == "profiling-the-idle-gap-as-numbers"
     assert _slug("`python -m tracking.report`") == "python--m-trackingreport"
     assert HISTORY.findall("No GPU was lent to these sessions (issue 12).")
+
+
+FIGURE = re.compile(r"(?<![\w.+-])\d[\d,]*(?:\.\d+)?(?:x|%)|(?<![\w.+-])\d[\d,]*\.\d+(?![\w.])")
+"""A measured figure: a decimal, a ratio (`8.35x`) or a share (`88.4%`); whole numbers (counts, codes) are not."""
+
+
+def readme_figures(text: str) -> list[str]:
+    """The figures the README's prose and tables state, code blocks and version strings left out."""
+    prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    prose = re.sub(r"\b(?:Python|torch|transformers|version)\s+[\d.]+\S*|\d+\.\d+\.\d+\S*", "", prose)
+    return sorted(set(FIGURE.findall(prose)))
+
+
+def test_the_readme_is_short_and_states_no_figure_results_md_does_not():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 90
+    results = (ROOT / "docs" / "results.md").read_text()
+    assert [f for f in readme_figures(text) if f not in results] == []
+
+
+def test_the_figure_check_can_fail():
+    assert readme_figures("Python 3.11, torch 2.11.0+cu130: 8.35x in 0.1557 s, 88.4% busy, 16 trials\n```\n1.5x\n```") == [
+        "0.1557", "8.35x", "88.4%"]
