@@ -35,18 +35,37 @@ from pathlib import Path
 from tokengen.contract.declarations import EAGER, declared, load
 from tokengen.contract.names import FAILED, FINISHED
 from tokengen.contract.record import first_line
+from tokengen.contract.rules import problem, resolve
+from tokengen.contract.spec import TrialSpec
 from tokengen.measure.interference import GPU_LAUNCHER_ENV
 from tokengen.measure.profiler.run import resolve_mode
-from tokengen.contract.spec import TrialSpec
-from tokengen.contract.rules import problem, resolve
 
 ROWS = [
-    "static_compiled", "static_compiled_pipelined", "static_compiled_deferred", "static_compiled_nocheck",
-    "static_cudagraph", "static_cudagraph_pipelined", "static_cudagraph_deferred", "static_cudagraph_nocheck",
-    "static_cache", "kv_cache", "kv_cache_expandable", "baseline",
+    "static_compiled",
+    "static_compiled_pipelined",
+    "static_compiled_deferred",
+    "static_compiled_nocheck",
+    "static_cudagraph",
+    "static_cudagraph_pipelined",
+    "static_cudagraph_deferred",
+    "static_cudagraph_nocheck",
+    "static_cache",
+    "kv_cache",
+    "kv_cache_expandable",
+    "baseline",
 ]
-WORKLOAD_FLAGS = ("model", "device", "dtype", "batch_size", "max_seqlen", "prompt_len", "stop", "sampling", "seed",
-                  "matmul_precision")
+WORKLOAD_FLAGS = (
+    "model",
+    "device",
+    "dtype",
+    "batch_size",
+    "max_seqlen",
+    "prompt_len",
+    "stop",
+    "sampling",
+    "seed",
+    "matmul_precision",
+)
 MEASUREMENT_FLAGS = ("runs", "warmup", "profile", "profile_steps")
 
 
@@ -80,13 +99,27 @@ children: list[subprocess.Popen] = []
 def run_in_child(spec: TrialSpec, workdir: Path, profile_dir: Path, timeout: int) -> dict:
     """`python -m tokengen` with every field of the spec, so the child runs exactly this row."""
     out = workdir / f"{spec.variant}-{spec.key()}.json"
-    fields = [arg for name, value in spec.to_dict().items() if name != "variant"
-              for arg in (f"--{name.replace('_', '-')}", str(value))]
-    cmd = [sys.executable, "-m", "tokengen", *fields, "--json", str(out), "--profile-dir", str(profile_dir / spec.variant)]
+    fields = [
+        arg
+        for name, value in spec.to_dict().items()
+        if name != "variant"
+        for arg in (f"--{name.replace('_', '-')}", str(value))
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tokengen",
+        *fields,
+        "--json",
+        str(out),
+        "--profile-dir",
+        str(profile_dir / spec.variant),
+    ]
     # its own process group, so a row limit ends nsys and the trial under it, not only their parent
     env = {**os.environ, GPU_LAUNCHER_ENV: str(os.getpid())}  # this process holds the GPU, idle, while the row runs
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env
+    )
     children.append(proc)
     try:
         _, stderr = proc.communicate(timeout=timeout)
@@ -99,7 +132,6 @@ def run_in_child(spec: TrialSpec, workdir: Path, profile_dir: Path, timeout: int
     if proc.returncode != 0:
         return failed(spec, "ChildFailed", (stderr.strip().splitlines() or ["?"])[-1])
     return json.loads(out.read_text())
-
 
 
 def _end_children_and_exit(signum, frame):
@@ -216,12 +248,20 @@ def _gb(value) -> str:
 
 def _allocator(record: dict) -> str:
     live = str(record.get("allocator_live") or "")
-    return "expandable" if "expandable_segments=True" in live else "default" if "expandable_segments=False" in live else "n/a"
+    return (
+        "expandable"
+        if "expandable_segments=True" in live
+        else "default"
+        if "expandable_segments=False" in live
+        else "n/a"
+    )
 
 
 def _same_tokens(record: dict, base: dict | None) -> str:
     """docs/design.md's promise: every row with a stop check returns the baseline's tokens."""
-    if base is None or declared("stop_check", record["stop_check"]).overrun is None:  # the baseline's tokens, then padding
+    if (
+        base is None or declared("stop_check", record["stop_check"]).overrun is None
+    ):  # the baseline's tokens, then padding
         return "n/a"
     return "yes" if record["tokens_sha256"] == base["tokens_sha256"] else "NO"
 
@@ -247,8 +287,10 @@ def markdown(records: list[dict], title: str) -> str:
     base = next((r for r in records if r["variant"] == "baseline" and r.get("status") == FINISHED), None)
     profiled = any(r.get("profile_window") for r in records)
     energy = any(r.get("energy_j_per_token") is not None for r in records)
-    header = ("| variant | mean (s) | std | min | max | tokens/s | speedup | alloc peak (GB) | reserved peak (GB) "
-              "| fragmentation | allocator (live) | first run (s) | steps | same tokens | measured |")
+    header = (
+        "| variant | mean (s) | std | min | max | tokens/s | speedup | alloc peak (GB) | reserved peak (GB) "
+        "| fragmentation | allocator (live) | first run (s) | steps | same tokens | measured |"
+    )
     header += " GPU idle (us/step) | GPU busy | host sync (us/step) |" if profiled else ""
     header += " J/token |" if energy else ""
     lines = [title, "", header, "|" + "---|" * (header.count("|") - 1)]
@@ -256,16 +298,24 @@ def markdown(records: list[dict], title: str) -> str:
         if r.get("status") != FINISHED:
             lines.append(f"| {r['variant']} | {r.get('status')}: {r.get('error_type')}: {r.get('error_message')} |")
             continue
-        frag = "n/a" if r["mem_fragmentation_pct"] is None else f"{_gb(r['mem_fragmentation_bytes'])} ({r['mem_fragmentation_pct']:.1f}%)"
+        frag = (
+            "n/a"
+            if r["mem_fragmentation_pct"] is None
+            else f"{_gb(r['mem_fragmentation_bytes'])} ({r['mem_fragmentation_pct']:.1f}%)"
+        )
         speedup = f"{base['runtime_mean_s'] / r['runtime_mean_s']:.2f}x" if base else "n/a"
         same = _same_tokens(r, base)
-        line = (f"| {_label(r)} | {r['runtime_mean_s']:.4f} | {r['runtime_std_s']:.4f} | {r['runtime_min_s']:.4f} "
-                f"| {r['runtime_max_s']:.4f} | {r['tokens_per_s']:.0f} | {speedup} | {_gb(r['mem_allocated_peak_bytes'])} "
-                f"| {_gb(r['mem_reserved_peak_bytes'])} | {frag} | {_allocator(r)} | {r['first_run_s']:.2f} | {r['steps']} | {same} "
-                f"| {_measured(r)} |")
+        line = (
+            f"| {_label(r)} | {r['runtime_mean_s']:.4f} | {r['runtime_std_s']:.4f} | {r['runtime_min_s']:.4f} "
+            f"| {r['runtime_max_s']:.4f} | {r['tokens_per_s']:.0f} | {speedup} | {_gb(r['mem_allocated_peak_bytes'])} "
+            f"| {_gb(r['mem_reserved_peak_bytes'])} | {frag} | {_allocator(r)} | {r['first_run_s']:.2f} | {r['steps']} | {same} "
+            f"| {_measured(r)} |"
+        )
         if profiled:
-            line += (f" {_optional(r.get('gpu_idle_us_per_step'), '.1f')} | {_optional(r.get('gpu_busy_pct'), '.1f', '%')} "
-                     f"| {_optional(r.get('host_sync_us_per_step'), '.1f')} |")
+            line += (
+                f" {_optional(r.get('gpu_idle_us_per_step'), '.1f')} | {_optional(r.get('gpu_busy_pct'), '.1f', '%')} "
+                f"| {_optional(r.get('host_sync_us_per_step'), '.1f')} |"
+            )
         if energy:
             line += f" {_optional(r.get('energy_j_per_token'), '.4f')} |"
         lines.append(line)
@@ -274,9 +324,11 @@ def markdown(records: list[dict], title: str) -> str:
 
 def title(records: list[dict], args) -> str:
     first = next((r for r in records if r.get("status") == FINISHED), {})
-    return (f"{args.model} {args.dtype}, batch {args.batch_size}, max_seqlen {args.max_seqlen}, stop={args.stop}, "
-            f"on {first.get('env_gpu_name') or args.device} (torch {first.get('env_torch')}, "
-            f"transformers {first.get('env_transformers')})")
+    return (
+        f"{args.model} {args.dtype}, batch {args.batch_size}, max_seqlen {args.max_seqlen}, stop={args.stop}, "
+        f"on {first.get('env_gpu_name') or args.device} (torch {first.get('env_torch')}, "
+        f"transformers {first.get('env_transformers')})"
+    )
 
 
 def write_atomically(path: str | None, text: str) -> None:
@@ -300,20 +352,34 @@ def parse_args(argv=None):
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-seqlen", type=int, default=100)
-    parser.add_argument("--prompt-len", type=int, default=None, help="default: the trial's (1, BOS only, as the article)")
+    parser.add_argument(
+        "--prompt-len", type=int, default=None, help="default: the trial's (1, BOS only, as the article)"
+    )
     parser.add_argument("--stop", default="never")
     parser.add_argument("--sampling", default=None, help="default: the trial's (greedy)")
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--matmul-precision", choices=("highest", "high"), default=None,
-                        help="high = TF32, as the article runs float32 (default: the trial's, highest)")
+    parser.add_argument(
+        "--matmul-precision",
+        choices=("highest", "high"),
+        default=None,
+        help="high = TF32, as the article runs float32 (default: the trial's, highest)",
+    )
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--profile", choices=("off", "torch", "nsys", "auto"), default="off",
-                        help="auto: nsys where it is on the PATH, else torch.profiler")
+    parser.add_argument(
+        "--profile",
+        choices=("off", "torch", "nsys", "auto"),
+        default="off",
+        help="auto: nsys where it is on the PATH, else torch.profiler",
+    )
     parser.add_argument("--profile-steps", default=None)
     parser.add_argument("--profile-dir", help="where profiled rows leave their traces (default: a temporary directory)")
-    parser.add_argument("--isolation", choices=("shared", "process"), default="shared",
-                        help="shared: rows in this process where they can; process: every row in its own")
+    parser.add_argument(
+        "--isolation",
+        choices=("shared", "process"),
+        default="shared",
+        help="shared: rows in this process where they can; process: every row in its own",
+    )
     parser.add_argument("--timeout", type=int, default=600, help="seconds per row")
     parser.add_argument("--variants", nargs="*", default=ROWS)
     parser.add_argument("--json", help="the records so far, rewritten after every row")
@@ -340,7 +406,11 @@ def main(argv=None) -> int:
                 record = run_in_process(spec, profile_dir, args.timeout)
             records.append(record)
             write_rows(records, args)
-            print(f"done {variant}: {record['status']} in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+            print(
+                f"done {variant}: {record['status']} in {time.perf_counter() - started:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     print(markdown(records, title(records, args)))
     return exit_status(records)
 

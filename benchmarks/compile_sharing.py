@@ -33,11 +33,24 @@ ROOT = Path(__file__).resolve().parents[1]
 def run(mode: str, folder: Path, args) -> float:
     """One sweep of the grid with sweep.inductor_cache=`mode`; its wall in seconds."""
     checks = [c for c in names("stop_check") if not declared("stop_check", c).cuda_only]
-    command = [sys.executable, "-m", "sweeps.run", "+grid=smoke", f"sweep.name={mode}", f"sweep.inductor_cache={mode}",
-               "grid.variant=[static_compiled,hf_generate_compiled]", f"+grid.stop_check=[{','.join(checks)}]",
-               f"+grid.model=[{args.models}]", f"grid.batch_size=[{args.batch_sizes}]", f"grid.max_seqlen=[{args.steps}]",
-               f"trial.runs={args.runs}", "sweep.remeasure=0", "sweep.trial_timeout_s=1200",
-               f"tracking.uri=sqlite:///{folder}/mlflow.db", f"sweep.workdir={folder}/work"]
+    command = [
+        sys.executable,
+        "-m",
+        "sweeps.run",
+        "+grid=smoke",
+        f"sweep.name={mode}",
+        f"sweep.inductor_cache={mode}",
+        "grid.variant=[static_compiled,hf_generate_compiled]",
+        f"+grid.stop_check=[{','.join(checks)}]",
+        f"+grid.model=[{args.models}]",
+        f"grid.batch_size=[{args.batch_sizes}]",
+        f"grid.max_seqlen=[{args.steps}]",
+        f"trial.runs={args.runs}",
+        "sweep.remeasure=0",
+        "sweep.trial_timeout_s=1200",
+        f"tracking.uri=sqlite:///{folder}/mlflow.db",
+        f"sweep.workdir={folder}/work",
+    ]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
     if done.returncode != 0:
@@ -64,18 +77,30 @@ def main() -> None:
     warm = shared[shared["compile_cache"] == WARM]
     ratios = {key: float(row["first_run_s"]) / float(cold.at[key, "first_run_s"]) for key, row in warm.iterrows()}
     equal = bool((shared["tokens_sha256"] == cold.loc[shared.index, "tokens_sha256"]).all())
-    print(f"cold sweep {walls[COLD]:.1f} s, shared {walls['shared']:.1f} s ({walls['shared'] / walls[COLD]:.2f}x); "
-          f"{len(shared)} trials, {int((shared['compile_cache'] == COLD).sum())} compiled cold, {len(warm)} warm; "
-          f"tokens {'equal' if equal else 'DIFFER'} in both")
+    print(
+        f"cold sweep {walls[COLD]:.1f} s, shared {walls['shared']:.1f} s ({walls['shared'] / walls[COLD]:.2f}x); "
+        f"{len(shared)} trials, {int((shared['compile_cache'] == COLD).sum())} compiled cold, {len(warm)} warm; "
+        f"tokens {'equal' if equal else 'DIFFER'} in both"
+    )
     for key, ratio in sorted(ratios.items(), key=lambda kv: kv[1]):
         row = warm.loc[key]
-        print(f"  {row['variant']:<28} {row['model']:<5} batch {int(row['batch_size'])}: warm first run "
-              f"{float(row['first_run_s']):.1f} s against {float(cold.at[key, 'first_run_s']):.1f} s cold ({ratio:.2f}x), "
-              f"graphs from {row['compile_shared_from']}")
-    print(json.dumps({"cold_s": walls[COLD], "shared_s": walls["shared"],
-                      "shared_over_cold": walls["shared"] / walls[COLD],
-                      "warm_over_cold_max": max(ratios.values(), default=None), "warm_trials": len(ratios),
-                      "tokens_equal": equal}))
+        print(
+            f"  {row['variant']:<28} {row['model']:<5} batch {int(row['batch_size'])}: warm first run "
+            f"{float(row['first_run_s']):.1f} s against {float(cold.at[key, 'first_run_s']):.1f} s cold ({ratio:.2f}x), "
+            f"graphs from {row['compile_shared_from']}"
+        )
+    print(
+        json.dumps(
+            {
+                "cold_s": walls[COLD],
+                "shared_s": walls["shared"],
+                "shared_over_cold": walls["shared"] / walls[COLD],
+                "warm_over_cold_max": max(ratios.values(), default=None),
+                "warm_trials": len(ratios),
+                "tokens_equal": equal,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -37,11 +37,18 @@ TARGET = ("+grid=smoke", "grid.max_seqlen=[8,48,96]", "sweep.resume=false")
 def sweep(tmp: Path, name: str, *overrides: str, extra: bool = True) -> tuple[str, float]:
     """One `python -m sweeps.run` in tmp (with the command line's overrides where `extra`); what it printed
     (stdout, then stderr) and its wall seconds."""
-    command = [sys.executable, "-m", "sweeps.run", *overrides, f"sweep.name={name}", f"sweep.workdir={tmp}/work",
-               f"tracking.uri=sqlite:///{tmp}/mlflow.db", *(sys.argv[1:] if extra else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "sweeps.run",
+        *overrides,
+        f"sweep.name={name}",
+        f"sweep.workdir={tmp}/work",
+        f"tracking.uri=sqlite:///{tmp}/mlflow.db",
+        *(sys.argv[1:] if extra else []),
+    ]
     started = time.perf_counter()
-    proc = subprocess.run(command, cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                          text=True)
+    proc = subprocess.run(command, cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"{name} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return proc.stdout + proc.stderr, time.perf_counter() - started
@@ -73,17 +80,25 @@ def main() -> None:
         fitted = estimated_s(tmp, "fitted")
         sweep(tmp, "real", *TARGET)
         real, inside = trial_walls(tmp, "real")
-        full_out, full_wall = sweep(tmp, "full", "+grid=full", "sweep.accelerator_types=[L40S]", "sweep.dry_run=true",
-                                     extra=False)  # the overrides are the smoke target's
+        full_out, full_wall = sweep(
+            tmp, "full", "+grid=full", "sweep.accelerator_types=[L40S]", "sweep.dry_run=true", extra=False
+        )  # the overrides are the smoke target's
     hours = re.search(r"\*\*Total\*\*: .*", full_out)
     summary = {
-        "real_held_s": real, "real_trial_wall_s": inside, "fitted_estimate_s": fitted, "fitted_over_real": fitted / real,
-        "cold_estimate_s": cold, "cold_over_real": cold / real,
-        "full_l40s_line": hours.group(0) if hours else None, "full_dry_run_wall_s": full_wall,
+        "real_held_s": real,
+        "real_trial_wall_s": inside,
+        "fitted_estimate_s": fitted,
+        "fitted_over_real": fitted / real,
+        "cold_estimate_s": cold,
+        "cold_over_real": cold / real,
+        "full_l40s_line": hours.group(0) if hours else None,
+        "full_dry_run_wall_s": full_wall,
     }
-    print(f"real run: its trials held their worker {real:.1f} s ({inside:.1f} s on their own clocks); with one "
-          f"smoke sweep in the store the dry run said {fitted:.1f} s ({fitted / real:.2f}x), on an empty store "
-          f"{cold:.1f} s ({cold / real:.2f}x)")
+    print(
+        f"real run: its trials held their worker {real:.1f} s ({inside:.1f} s on their own clocks); with one "
+        f"smoke sweep in the store the dry run said {fitted:.1f} s ({fitted / real:.2f}x), on an empty store "
+        f"{cold:.1f} s ({cold / real:.2f}x)"
+    )
     print(f"+grid=full on L40S, planned in {full_wall:.1f} s (the whole command): {summary['full_l40s_line']}")
     print(json.dumps(summary))
 

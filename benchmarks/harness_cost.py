@@ -33,8 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        command = [sys.executable, "-m", "sweeps.run", "+grid=harness", f"sweep.workdir={tmp}/work",
-                   f"tracking.uri=sqlite:///{tmp}/mlflow.db", *sys.argv[1:]]
+        command = [
+            sys.executable,
+            "-m",
+            "sweeps.run",
+            "+grid=harness",
+            f"sweep.workdir={tmp}/work",
+            f"tracking.uri=sqlite:///{tmp}/mlflow.db",
+            *sys.argv[1:],
+        ]
         proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True)
         found = re.search(r"(\d+) finished, (\d+) failed(?:; (\d+) remeasured[^,]*)?, in ([\d.]+) s", proc.stderr)
         if proc.returncode != 0 or not found:
@@ -47,13 +54,25 @@ def main() -> None:
     wall = float(found[4])
     inside = sum(r.data.metrics["trial_wall_s"] for r in runs)
     verdicts = Counter(r.data.tags.get("measurement") for r in runs if r.data.tags.get("attempt", "1") == "1")
-    result = {"trials": len(runs), "sweep_wall_s": wall, "trial_wall_s_sum": inside,
-              "harness_s_per_trial": (wall - inside) / len(runs), "target_s": 1.5,
-              "first_attempts": dict(verdicts), "remeasured": int(found[3] or 0), "load_1min": os.getloadavg()[0]}
-    print(f"{len(runs)} trials in {wall:.1f} s of sweep wall, {inside:.1f} s inside the trials: "
-          f"harness {result['harness_s_per_trial']:.2f} s per trial (target <= 1.5 s)")
-    print("first attempts: " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items(), key=str))
-          + f"; {result['remeasured']} remeasured; 1-minute load at the end {result['load_1min']:.2f}")
+    result = {
+        "trials": len(runs),
+        "sweep_wall_s": wall,
+        "trial_wall_s_sum": inside,
+        "harness_s_per_trial": (wall - inside) / len(runs),
+        "target_s": 1.5,
+        "first_attempts": dict(verdicts),
+        "remeasured": int(found[3] or 0),
+        "load_1min": os.getloadavg()[0],
+    }
+    print(
+        f"{len(runs)} trials in {wall:.1f} s of sweep wall, {inside:.1f} s inside the trials: "
+        f"harness {result['harness_s_per_trial']:.2f} s per trial (target <= 1.5 s)"
+    )
+    print(
+        "first attempts: "
+        + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items(), key=str))
+        + f"; {result['remeasured']} remeasured; 1-minute load at the end {result['load_1min']:.2f}"
+    )
     print(json.dumps(result))
 
 

@@ -37,7 +37,11 @@ def quantized_values(device: str, dtype: str) -> list[str]:
     found = []
     for name in names("quant"):
         value = declared("quant", name)
-        if value.fidelity != EXACT and not (value.cuda_only and device != "cuda") and (not value.dtypes or dtype in value.dtypes):
+        if (
+            value.fidelity != EXACT
+            and not (value.cuda_only and device != "cuda")
+            and (not value.dtypes or dtype in value.dtypes)
+        ):
             found.append(name)
     return found
 
@@ -47,8 +51,16 @@ def step_times(generate, steps: int, device: str, runs: int) -> list[float]:
 
 
 def measure(args, value: str, batch: int) -> dict:
-    point = dict(model=args.model, device=args.device, dtype=args.dtype, cache="dynamic", batch_size=batch,
-                 prompt_len=args.prompt_len, max_seqlen=args.max_seqlen, stop="never")
+    point = dict(
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        cache="dynamic",
+        batch_size=batch,
+        prompt_len=args.prompt_len,
+        max_seqlen=args.max_seqlen,
+        stop="never",
+    )
     plain_spec, spec = resolve(None, **point), resolve(None, **point, quant=value)
     check_runnable(spec)
     plain_model = models.build_model(args.model, args.dtype, args.device, 0)
@@ -62,9 +74,16 @@ def measure(args, value: str, batch: int) -> dict:
             times[name] += step_times(generate, args.max_seqlen, args.device, 1)
     plain_s, quant_s = statistics.median(times["plain"]), statistics.median(times[value])
     agreement = fidelity.teacher_forced(plain_model, quant_model, generators["plain"]().tokens, args.prompt_len)
-    return {"quant": value, "batch_size": batch, "plain_step_ms": plain_s * 1e3, "quant_step_ms": quant_s * 1e3,
-            "ratio": quant_s / plain_s, "plain_weight_bytes": models.weight_bytes(plain_model),
-            "quant_weight_bytes": models.weight_bytes(quant_model), **agreement}
+    return {
+        "quant": value,
+        "batch_size": batch,
+        "plain_step_ms": plain_s * 1e3,
+        "quant_step_ms": quant_s * 1e3,
+        "ratio": quant_s / plain_s,
+        "plain_weight_bytes": models.weight_bytes(plain_model),
+        "quant_weight_bytes": models.weight_bytes(quant_model),
+        **agreement,
+    }
 
 
 def main() -> None:
@@ -80,15 +99,22 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    rows = [measure(args, value, int(batch)) for value in quantized_values(args.device, args.dtype)
-            for batch in args.batch_sizes.split(",")]
-    print(f"{args.model} {args.dtype} on {args.device}, {torch.get_num_threads()} threads, {args.max_seqlen} steps "
-          f"after a {args.prompt_len}-token prompt, median of {args.runs} runs each (plain = quant={plain('quant').name}):")
+    rows = [
+        measure(args, value, int(batch))
+        for value in quantized_values(args.device, args.dtype)
+        for batch in args.batch_sizes.split(",")
+    ]
+    print(
+        f"{args.model} {args.dtype} on {args.device}, {torch.get_num_threads()} threads, {args.max_seqlen} steps "
+        f"after a {args.prompt_len}-token prompt, median of {args.runs} runs each (plain = quant={plain('quant').name}):"
+    )
     for r in rows:
-        print(f"  {r['quant']:>5} batch {r['batch_size']:>2}: {r['quant_step_ms']:.2f} ms/step against "
-              f"{r['plain_step_ms']:.2f} ({r['ratio']:.2f}x the time), weights {r['quant_weight_bytes'] / 1e6:.0f} MB "
-              f"against {r['plain_weight_bytes'] / 1e6:.0f} MB, top-1 agreement {100 * r['top1_agreement']:.1f}% "
-              f"(reference margin {r['top1_margin_median']:.3g})")
+        print(
+            f"  {r['quant']:>5} batch {r['batch_size']:>2}: {r['quant_step_ms']:.2f} ms/step against "
+            f"{r['plain_step_ms']:.2f} ({r['ratio']:.2f}x the time), weights {r['quant_weight_bytes'] / 1e6:.0f} MB "
+            f"against {r['plain_weight_bytes'] / 1e6:.0f} MB, top-1 agreement {100 * r['top1_agreement']:.1f}% "
+            f"(reference margin {r['top1_margin_median']:.3g})"
+        )
     print(json.dumps({"model": args.model, "device": args.device, "dtype": args.dtype, "rows": rows}))
 
 

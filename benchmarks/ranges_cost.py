@@ -17,12 +17,11 @@ import json
 import statistics
 import timeit
 
-
+from tokengen.contract.rules import resolve
 from tokengen.decode.loop import Generator
+from tokengen.decode.ranges import NO_RANGES, NvtxRanges, TorchRanges
 from tokengen.measure.clocks import timed
 from tokengen.models import build_model
-from tokengen.decode.ranges import NO_RANGES, NvtxRanges, TorchRanges
-from tokengen.contract.rules import resolve
 
 
 def main() -> None:
@@ -40,23 +39,38 @@ def main() -> None:
     for _ in range(args.runs):
         off_s.append(timed(generate, args.device)[1])
         on_s.append(timed(lambda: generate(ranges=on), args.device)[1])
-    per_step_off_ns = min(timeit.repeat(
-        "with r.step(1):\n with r.forward(): pass\n with r.check(): pass", globals={"r": NO_RANGES}, number=100_000, repeat=5
-    )) / 100_000 * 1e9
+    per_step_off_ns = (
+        min(
+            timeit.repeat(
+                "with r.step(1):\n with r.forward(): pass\n with r.check(): pass",
+                globals={"r": NO_RANGES},
+                number=100_000,
+                repeat=5,
+            )
+        )
+        / 100_000
+        * 1e9
+    )
     result = {
-        "device": args.device, "steps": args.steps,
-        "off_median_s": statistics.median(off_s), "on_median_s": statistics.median(on_s),
+        "device": args.device,
+        "steps": args.steps,
+        "off_median_s": statistics.median(off_s),
+        "on_median_s": statistics.median(on_s),
         "on_over_off": statistics.median(on_s) / statistics.median(off_s),
         "off_noise_pct": 100 * statistics.stdev(off_s) / statistics.median(off_s),
         "off_ranges_ns_per_step": per_step_off_ns,
         "step_ms": 1e3 * statistics.median(off_s) / args.steps,
     }
     print(f"{args.variant}, tiny, batch 1, {args.steps} steps, {args.device}, median of {args.runs} interleaved runs")
-    print(f"  ranges off: {result['off_median_s'] * 1e3:.2f} ms   ranges on ({type(on).__name__}, no profiler): "
-          f"{result['on_median_s'] * 1e3:.2f} ms   on/off {result['on_over_off']:.3f}   run-to-run noise "
-          f"{result['off_noise_pct']:.1f}%")
-    print(f"  the off ranges themselves: {per_step_off_ns:.0f} ns per step, against a {result['step_ms']:.3f} ms step "
-          f"({100 * per_step_off_ns / (result['step_ms'] * 1e6):.4f}%)")
+    print(
+        f"  ranges off: {result['off_median_s'] * 1e3:.2f} ms   ranges on ({type(on).__name__}, no profiler): "
+        f"{result['on_median_s'] * 1e3:.2f} ms   on/off {result['on_over_off']:.3f}   run-to-run noise "
+        f"{result['off_noise_pct']:.1f}%"
+    )
+    print(
+        f"  the off ranges themselves: {per_step_off_ns:.0f} ns per step, against a {result['step_ms']:.3f} ms step "
+        f"({100 * per_step_off_ns / (result['step_ms'] * 1e6):.4f}%)"
+    )
     print(json.dumps(result))
 
 

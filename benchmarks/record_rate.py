@@ -48,16 +48,27 @@ TARGET_MS = 50
 def records(n: int) -> list[dict]:
     """n finished trials' records as a trial process returns them, each with its tokens.npy and a log."""
     rng = np.random.default_rng(0)
-    points = [(v, b, s, d, g, p) for p in PROMPTS for g in GPUS for d in DTYPES for s in LENGTHS for b in BATCHES
-              for v in VARIANTS]
+    points = [
+        (v, b, s, d, g, p)
+        for p in PROMPTS
+        for g in GPUS
+        for d in DTYPES
+        for s in LENGTHS
+        for b in BATCHES
+        for v in VARIANTS
+    ]
     out = []
     for i in range(n):
         variant, batch, length, dtype, gpu, prompt = points[i % len(points)]
         record, tokens = trial(variant, batch, length, dtype, gpu, rng, prompt)
         buffer = io.BytesIO()
         np.save(buffer, tokens)
-        record.update(key=hashlib.sha256(f"{i}".encode()).hexdigest()[:16], attempt=1, files={TOKENS_FILE: buffer.getvalue()},
-                      log=f"trial {variant} b{batch} p{prompt} n{length}: done\n")
+        record.update(
+            key=hashlib.sha256(f"{i}".encode()).hexdigest()[:16],
+            attempt=1,
+            files={TOKENS_FILE: buffer.getvalue()},
+            log=f"trial {variant} b{batch} p{prompt} n{length}: done\n",
+        )
         out.append(record)
     return out
 
@@ -84,8 +95,12 @@ def replay(uri: str, folder: Path, batch: list[dict]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5520)
-    parser.add_argument("--store", action="append", choices=("sqlite", "postgresql"),
-                        help="measure only this store (repeatable; default: both)")
+    parser.add_argument(
+        "--store",
+        action="append",
+        choices=("sqlite", "postgresql"),
+        help="measure only this store (repeatable; default: both)",
+    )
     args = parser.parse_args()
     stores = args.store or ["sqlite", "postgresql"]
     batch = records(args.runs)

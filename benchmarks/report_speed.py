@@ -30,9 +30,9 @@ import numpy as np
 
 from tokengen.contract.declarations import BOUND, EAGER, LAGGED, RECOMPUTE, REFERENCE, declared
 from tokengen.contract.names import FAILED, TOKENS_FILE
-from tokengen.contract.variants import VARIANTS
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import SPEC_FIELDS, TrialSpec
+from tokengen.contract.variants import VARIANTS
 from tracking.store.connect import open_client
 from tracking.store.recorder import Recorder
 
@@ -54,14 +54,14 @@ def tokens_for(batch: int, length: int, seed: int, prompt: int = 1) -> np.ndarra
     tokens = rng.integers(0, EOS, size=(batch, prompt + steps), dtype=np.int64)
     tokens[:, 0] = EOS
     for row, end in enumerate(ends):
-        tokens[row, prompt + end:] = EOS
+        tokens[row, prompt + end :] = EOS
     return tokens
 
 
 def variant_tokens(base: np.ndarray, knobs: dict, dtype: str, max_seqlen: int, rng, prompt: int = 1) -> np.ndarray:
     out = base.copy()
     if dtype != "float32" and declared("cache", knobs["cache"]).family != RECOMPUTE and rng.random() < 0.4:
-        out[rng.integers(0, len(out)), rng.integers(prompt, out.shape[1]):] = rng.integers(0, EOS)
+        out[rng.integers(0, len(out)), rng.integers(prompt, out.shape[1]) :] = rng.integers(0, EOS)
     if declared("stop_check", knobs["stop_check"]).overrun is None:  # no check: every step, padded
         out = np.concatenate([out, np.full((len(out), prompt + max_seqlen - out.shape[1]), EOS)], axis=1)
     return out
@@ -81,8 +81,19 @@ def runtime_for(knobs: dict, batch: int, steps: int, gpu: str, dtype: str) -> fl
 def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng, prompt: int = 1) -> tuple[dict, np.ndarray]:
     """A finished trial's record, as the sweep driver would receive it, and its tokens."""
     knobs = VARIANTS[variant]
-    spec = TrialSpec(variant=variant, model="gpt2", dtype=dtype, device="cuda", batch_size=batch, max_seqlen=length,
-                     **knobs, stop="uniform:50-400", warmup=1, runs=10, prompt_len=prompt)
+    spec = TrialSpec(
+        variant=variant,
+        model="gpt2",
+        dtype=dtype,
+        device="cuda",
+        batch_size=batch,
+        max_seqlen=length,
+        **knobs,
+        stop="uniform:50-400",
+        warmup=1,
+        runs=10,
+        prompt_len=prompt,
+    )
     base = tokens_for(batch, length, hash((batch, length, prompt)) % 2**32, prompt)
     tokens = variant_tokens(base, knobs, dtype, length, rng, prompt)
     steps = tokens.shape[1] - prompt
@@ -92,18 +103,43 @@ def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng, prom
     reserved = int(allocated * (1.05 if knobs["allocator"] != TrialSpec().allocator else rng.uniform(1.1, 1.6)))
     gpu_name, peak = GPUS[gpu]
     record = make_record(
-        spec, key="", accelerator_type=gpu, steps=steps, tokens_generated=batch * steps,
-        runtime_s=[mean * f for f in rng.uniform(0.98, 1.03, 10)], runtime_mean_s=mean, runtime_std_s=mean * 0.01,
-        runtime_min_s=mean * 0.98, runtime_max_s=mean * 1.03, runtime_median_s=mean, runtime_cv=0.01,
-        tokens_per_s=batch * steps / mean, step_latency_median_s=mean / steps, step_latency_p90_s=1.2 * mean / steps,
-        first_run_s=mean * (40 if declared("compile", knobs["compile"]).family != EAGER else 1.2), mem_allocated_peak_bytes=allocated,
-        mem_reserved_peak_bytes=reserved, mem_fragmentation_bytes=reserved - allocated,
-        mem_fragmentation_pct=100 * (reserved - allocated) / reserved, peak_rss_bytes=2_100_000_000,
-        weight_bytes=weight_bytes, weight_bandwidth_gbs=weight_bytes * steps / mean / 1e9,
-        weight_bandwidth_pct_of_peak=100 * weight_bytes * steps / mean / 1e9 / peak, deterministic=True,
-        trial_wall_s=10 * mean + 8, child_wall_s=10 * mean + 12, tokens_sha256=hashlib.sha256(tokens.tobytes()).hexdigest(),
-        env_host=f"node-{gpu.lower()}", env_python="3.11.7", env_torch="2.13.0+cu130", env_transformers="5.24.0",
-        env_cuda="13.0", env_driver="580.65", env_gpu_name=gpu_name, env_cpu="x86_64", env_cpu_count=32,
+        spec,
+        key="",
+        accelerator_type=gpu,
+        steps=steps,
+        tokens_generated=batch * steps,
+        runtime_s=[mean * f for f in rng.uniform(0.98, 1.03, 10)],
+        runtime_mean_s=mean,
+        runtime_std_s=mean * 0.01,
+        runtime_min_s=mean * 0.98,
+        runtime_max_s=mean * 1.03,
+        runtime_median_s=mean,
+        runtime_cv=0.01,
+        tokens_per_s=batch * steps / mean,
+        step_latency_median_s=mean / steps,
+        step_latency_p90_s=1.2 * mean / steps,
+        first_run_s=mean * (40 if declared("compile", knobs["compile"]).family != EAGER else 1.2),
+        mem_allocated_peak_bytes=allocated,
+        mem_reserved_peak_bytes=reserved,
+        mem_fragmentation_bytes=reserved - allocated,
+        mem_fragmentation_pct=100 * (reserved - allocated) / reserved,
+        peak_rss_bytes=2_100_000_000,
+        weight_bytes=weight_bytes,
+        weight_bandwidth_gbs=weight_bytes * steps / mean / 1e9,
+        weight_bandwidth_pct_of_peak=100 * weight_bytes * steps / mean / 1e9 / peak,
+        deterministic=True,
+        trial_wall_s=10 * mean + 8,
+        child_wall_s=10 * mean + 12,
+        tokens_sha256=hashlib.sha256(tokens.tobytes()).hexdigest(),
+        env_host=f"node-{gpu.lower()}",
+        env_python="3.11.7",
+        env_torch="2.13.0+cu130",
+        env_transformers="5.24.0",
+        env_cuda="13.0",
+        env_driver="580.65",
+        env_gpu_name=gpu_name,
+        env_cpu="x86_64",
+        env_cpu_count=32,
         env_torch_threads=32,
     )
     return record, tokens
@@ -115,8 +151,15 @@ def build_store(uri: str, n_runs: int, root: Path) -> None:
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep(SWEEP, {"sweep": {"name": SWEEP}}, resume=False)
     rng = np.random.default_rng(0)
-    points = [(v, b, n, d, g, p) for p in PROMPTS for g in GPUS for d in DTYPES for n in LENGTHS for b in BATCHES
-              for v in VARIANTS]
+    points = [
+        (v, b, n, d, g, p)
+        for p in PROMPTS
+        for g in GPUS
+        for d in DTYPES
+        for n in LENGTHS
+        for b in BATCHES
+        for v in VARIANTS
+    ]
     for i in range(n_runs):
         variant, batch, length, dtype, gpu, prompt = points[i % len(points)]
         failed = i >= len(points) or (variant == "static_cudagraph_pipelined" and batch == 64 and length == 400)
@@ -125,9 +168,14 @@ def build_store(uri: str, n_runs: int, root: Path) -> None:
             record["model"] = "gpt2-xl"
         record["key"] = hashlib.sha256(f"{i}".encode()).hexdigest()[:16]
         if failed:
-            record = {**{k: record[k] for k in (*SPEC_FIELDS, "key", "accelerator_type", "env_host")},
-                      "status": FAILED, "error_type": "OutOfMemory", "trial_wall_s": 3.0, "child_wall_s": 5.0,
-                      "error_message": "CUDA out of memory. Tried to allocate 2.00 GiB"}
+            record = {
+                **{k: record[k] for k in (*SPEC_FIELDS, "key", "accelerator_type", "env_host")},
+                "status": FAILED,
+                "error_type": "OutOfMemory",
+                "trial_wall_s": 3.0,
+                "child_wall_s": 5.0,
+                "error_message": "CUDA out of memory. Tried to allocate 2.00 GiB",
+            }
         else:
             buffer = io.BytesIO()
             np.save(buffer, tokens)
@@ -147,10 +195,14 @@ def has_sweep(uri: str) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--keep", help="build the store (its SQLite file, artifacts and reports) in this directory "
-                        "and keep it")
-    parser.add_argument("--uri", help="the store to build and read (default: a SQLite file in the directory); "
-                        "a PostgreSQL database must start empty")
+    parser.add_argument(
+        "--keep", help="build the store (its SQLite file, artifacts and reports) in this directory and keep it"
+    )
+    parser.add_argument(
+        "--uri",
+        help="the store to build and read (default: a SQLite file in the directory); "
+        "a PostgreSQL database must start empty",
+    )
     args = parser.parse_args()
     from tracking.report.build import build_report
 
@@ -163,16 +215,30 @@ def main() -> None:
             print(f"store: {uri} holds sweep {SWEEP!r} already: timing its report as it is", file=sys.stderr)
         else:
             build_store(uri, args.runs, root)
-            print(f"store: {args.runs} child runs written in {time.perf_counter() - started:.1f} s ({uri})",
-                  file=sys.stderr)
+            print(
+                f"store: {args.runs} child runs written in {time.perf_counter() - started:.1f} s ({uri})",
+                file=sys.stderr,
+            )
         store_s = time.perf_counter() - started
         started = time.perf_counter()
         report = build_report(uri, "tokengen", None, root / "reports")
         report_s = time.perf_counter() - started
-    print(f"report for {report.trials} trials ({report.failed} failed, {report.downloads} token files compared) "
-          f"built in {report_s:.2f} s (target: under 10 s on 2 cores)")
-    print(json.dumps({"runs": args.runs, "store": uri.split(":", 1)[0], "store_s": round(store_s, 2), "report_s": round(report_s, 2),
-                      "downloads": report.downloads, "target_s": 10}))
+    print(
+        f"report for {report.trials} trials ({report.failed} failed, {report.downloads} token files compared) "
+        f"built in {report_s:.2f} s (target: under 10 s on 2 cores)"
+    )
+    print(
+        json.dumps(
+            {
+                "runs": args.runs,
+                "store": uri.split(":", 1)[0],
+                "store_s": round(store_s, 2),
+                "report_s": round(report_s, 2),
+                "downloads": report.downloads,
+                "target_s": 10,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

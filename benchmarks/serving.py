@@ -35,12 +35,11 @@ from pathlib import Path
 
 import torch
 
-from tokengen.engines import make_generator
-from tokengen.measure.clocks import timed
-from tokengen.models import eos_ids
-from tokengen.models import build_model
-from tokengen.engines.request_server import request_lengths, serving_figures
 from tokengen.contract.rules import check_runnable, resolve
+from tokengen.engines import make_generator
+from tokengen.engines.request_server import request_lengths, serving_figures
+from tokengen.measure.clocks import timed
+from tokengen.models import build_model, eos_ids
 
 VARIANTS = ("static_cache", "static_cache_continuous", "hf_generate_batch")
 
@@ -62,8 +61,19 @@ def main() -> None:
     logging.getLogger("ContinuousBatchingLogger").setLevel(logging.CRITICAL)  # its CPU warnings (no psutil)
 
     model = build_model(args.model, "float32", args.device, seed=0)
-    specs = {v: resolve(v, model=args.model, device=args.device, requests=args.requests, batch_size=args.slots,
-                        prompt_len=args.prompt_len, stop=args.stop, max_seqlen=args.max_seqlen) for v in VARIANTS}
+    specs = {
+        v: resolve(
+            v,
+            model=args.model,
+            device=args.device,
+            requests=args.requests,
+            batch_size=args.slots,
+            prompt_len=args.prompt_len,
+            stop=args.stop,
+            max_seqlen=args.max_seqlen,
+        )
+        for v in VARIANTS
+    }
     for spec in specs.values():
         check_runnable(spec)
     serve = {v: make_generator(model, spec) for v, spec in specs.items()}
@@ -94,21 +104,30 @@ def main() -> None:
     last_result = statistics.median(max(r.latencies_s) for r in results["hf_generate_batch"])
     continuous, static = rows["static_cache_continuous"], rows["static_cache"]
     summary = {
-        "workload": {k: getattr(specs["static_cache"], k) for k in ("model", "device", "requests", "batch_size",
-                                                                    "prompt_len", "stop", "max_seqlen")},
-        "threads": args.threads, "runs": args.runs, "useful_tokens": useful, "variants": rows,
+        "workload": {
+            k: getattr(specs["static_cache"], k)
+            for k in ("model", "device", "requests", "batch_size", "prompt_len", "stop", "max_seqlen")
+        },
+        "threads": args.threads,
+        "runs": args.runs,
+        "useful_tokens": useful,
+        "variants": rows,
         "peer_last_result_s": last_result,
         "continuous_over_static": continuous["useful_tokens_per_s"] / static["useful_tokens_per_s"],
         "continuous_over_peer": continuous["useful_tokens_per_s"] / rows["hf_generate_batch"]["useful_tokens_per_s"],
         "continuous_over_peer_last_result": last_result / continuous["runtime_median_s"],
     }
     for variant, row in rows.items():
-        print(f"{variant:26s} {row['useful_tokens_per_s']:8.1f} useful tok/s  median {row['runtime_median_s']:.3f} s  "
-              f"steps {row['steps']:4d}  occupancy {100 * row['slot_occupancy']:5.1f}%  "
-              f"latency p50 {row['request_latency_p50_s']:.3f} s  p90 {row['request_latency_p90_s']:.3f} s")
-    print(f"continuous / static: {summary['continuous_over_static']:.2f}x   continuous / peer: "
-          f"{summary['continuous_over_peer']:.2f}x (against the peer's last result: "
-          f"{summary['continuous_over_peer_last_result']:.2f}x)")
+        print(
+            f"{variant:26s} {row['useful_tokens_per_s']:8.1f} useful tok/s  median {row['runtime_median_s']:.3f} s  "
+            f"steps {row['steps']:4d}  occupancy {100 * row['slot_occupancy']:5.1f}%  "
+            f"latency p50 {row['request_latency_p50_s']:.3f} s  p90 {row['request_latency_p90_s']:.3f} s"
+        )
+    print(
+        f"continuous / static: {summary['continuous_over_static']:.2f}x   continuous / peer: "
+        f"{summary['continuous_over_peer']:.2f}x (against the peer's last result: "
+        f"{summary['continuous_over_peer_last_result']:.2f}x)"
+    )
     print(json.dumps(summary))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")

@@ -23,16 +23,23 @@ import statistics
 
 import torch
 
+from tokengen.contract.rules import check_runnable, resolve
 from tokengen.decode.loop import Generator
+from tokengen.engines.hf_generate import hf_generate
 from tokengen.measure.clocks import timed
 from tokengen.models import build_model
-from tokengen.engines.hf_generate import hf_generate
-from tokengen.contract.rules import check_runnable, resolve
 
 
 def compare(model, variant: str, prompt_len: int, args) -> dict:
-    spec = resolve(variant, model=args.model, device=args.device, batch_size=args.batch_size,
-                   max_seqlen=args.max_seqlen, prompt_len=prompt_len, stop="never")
+    spec = resolve(
+        variant,
+        model=args.model,
+        device=args.device,
+        batch_size=args.batch_size,
+        max_seqlen=args.max_seqlen,
+        prompt_len=prompt_len,
+        stop="never",
+    )
     check_runnable(spec)
     ours_fn = Generator(model, spec)
     ours, theirs = ours_fn(), hf_generate(model, spec)  # warmup, and the correctness check
@@ -67,12 +74,16 @@ def main() -> None:
     model = build_model(args.model, "float32", args.device, seed=0)
     prompt_lens = [int(p) for p in args.prompt_lens.split(",")]
     rows = [compare(model, variant, p, args) for p in prompt_lens for variant in ("kv_cache", "static_cache")]
-    print(f"{args.model}, batch {args.batch_size}, {args.max_seqlen} steps, {args.device}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.runs}")
+    print(
+        f"{args.model}, batch {args.batch_size}, {args.max_seqlen} steps, {args.device}, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.runs}"
+    )
     print(f"{'variant':<14}{'cache':<9}{'prompt':>7}{'ours (s)':>10}{'generate (s)':>14}{'ours/generate':>15}")
     for r in rows:
-        print(f"{r['variant']:<14}{r['cache']:<9}{r['prompt_len']:>7}{r['ours_median_s']:>10.4f}"
-              f"{r['generate_median_s']:>14.4f}{r['ratio']:>15.3f}")
+        print(
+            f"{r['variant']:<14}{r['cache']:<9}{r['prompt_len']:>7}{r['ours_median_s']:>10.4f}"
+            f"{r['generate_median_s']:>14.4f}{r['ratio']:>15.3f}"
+        )
     print(json.dumps(rows))
 
 

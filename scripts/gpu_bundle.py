@@ -28,8 +28,14 @@ ARCHIVE, MANIFEST = "gpu_bundle.tar.xz", "manifest.txt"
 LIMIT_MIB = 56
 SOURCE_ONLY = ("antlr4-python3-runtime",)  # no wheel on the registry: built here (pure Python)
 NEVER_LOADED = {"ray": ("ray/jars/", "ray/dashboard/client/build/")}
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux1_x86_64")
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+)
 
 
 def normalized(name: str) -> str:
@@ -64,13 +70,37 @@ def download(python: str, into: Path, built: Path) -> None:
     constraints = pins()
     wanted = [f"{name}=={constraints[name]}" if name in constraints else name for name in listed(NEEDS)]
     for name in SOURCE_ONLY:
-        pip("wheel", "-q", "--no-deps", "-w", str(built), next(w for w in wanted if normalized(w.split("==")[0]) == name))
+        pip(
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(built),
+            next(w for w in wanted if normalized(w.split("==")[0]) == name),
+        )
     cpython = "cp" + python.replace(".", "")
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
     pinned = into.parent / "pins.txt"  # the registry resolves the rest of the tree, held to the same pins
     pinned.write_text("".join(f"{n}=={v}\n" for n, v in constraints.items() if n != "torch"))
-    pip("download", "-q", "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
-        "--abi", cpython, *platforms, "--find-links", str(built), "-c", str(pinned), "-d", str(into), *wanted)
+    pip(
+        "download",
+        "-q",
+        "--only-binary=:all:",
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        "--abi",
+        cpython,
+        *platforms,
+        "--find-links",
+        str(built),
+        "-c",
+        str(pinned),
+        "-d",
+        str(into),
+        *wanted,
+    )
 
 
 def repack(wheel: Path, into: Path) -> int:
@@ -110,8 +140,13 @@ def build(python: str, out_dir: Path) -> Path:
         with tarfile.open(partial, "w:xz", preset=6) as tar:
             tar.add(stored, arcname="wheels")
         partial.replace(archive)  # a bundle stopped half-way is never taken for a whole one
-        manifest = [f"# wheels for CPython {python} on x86_64 Linux, built {archive.name}", "[carried]", *carried,
-                    "[provided by the image] (resolved here, left out)", *provided]
+        manifest = [
+            f"# wheels for CPython {python} on x86_64 Linux, built {archive.name}",
+            "[carried]",
+            *carried,
+            "[provided by the image] (resolved here, left out)",
+            *provided,
+        ]
         (out_dir / MANIFEST).write_text("\n".join(manifest) + "\n")
     return archive
 
@@ -128,8 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     mib = archive.stat().st_size / 2**20
     if mib > LIMIT_MIB:
         archive.unlink()
-        print(f"gpu_bundle: the archive is {mib:.1f} MiB, over the {LIMIT_MIB} MiB that may travel with a command: "
-              f"carry fewer packages (scripts/gpu_image/sweep_needs.txt)", file=sys.stderr)
+        print(
+            f"gpu_bundle: the archive is {mib:.1f} MiB, over the {LIMIT_MIB} MiB that may travel with a command: "
+            f"carry fewer packages (scripts/gpu_image/sweep_needs.txt)",
+            file=sys.stderr,
+        )
         return 1
     carried = sum(1 for line in (args.dir / MANIFEST).read_text().splitlines() if "bytes stored" in line)
     print(f"gpu_bundle: {archive} {mib:.1f} MiB, {carried} wheels (manifest: {args.dir / MANIFEST})")

@@ -1,8 +1,8 @@
 """scripts/gpu_sweep.sh's two checks, each ending in one line that says what is wrong (exit 2) or ok (exit 0).
 
-    gpu_probe.py [--cpu] --out versions.txt    before the sweep: the versions, and what cannot work
-    gpu_probe.py --check URI [--sweep gpu] --out check.txt   after it: every finished trial saw the device Ray assigned
-                                               it, and generate() peers are among them
+gpu_probe.py [--cpu] --out versions.txt    before the sweep: the versions, and what cannot work
+gpu_probe.py --check URI [--sweep gpu] --out check.txt   after it: every finished trial saw the device Ray assigned
+                                           it, and generate() peers are among them
 """
 
 from __future__ import annotations
@@ -12,8 +12,18 @@ import importlib
 import sys
 from pathlib import Path
 
-NEEDED = ("torch", "transformers", "ray", "mlflow", "hydra", "omegaconf", "sqlalchemy", "alembic", "pandas",
-          "matplotlib")
+NEEDED = (
+    "torch",
+    "transformers",
+    "ray",
+    "mlflow",
+    "hydra",
+    "omegaconf",
+    "sqlalchemy",
+    "alembic",
+    "pandas",
+    "matplotlib",
+)
 TRANSFORMERS_FLOOR = (5, 17)
 
 
@@ -25,8 +35,13 @@ def probe(cpu: bool) -> list[str]:
         try:
             module = importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - any import failure: the bundle or the image lacks it
-            raise SystemExit(lines + [f"cannot import {name} ({type(exc).__name__}: {exc}): rebuild the bundle "
-                                      "(scripts/gpu_bundle.sh) for this Python"])
+            raise SystemExit(
+                lines
+                + [
+                    f"cannot import {name} ({type(exc).__name__}: {exc}): rebuild the bundle "
+                    "(scripts/gpu_bundle.sh) for this Python"
+                ]
+            )
         lines.append(f"{name} {getattr(module, '__version__', '?')}")
     import torch
     import transformers
@@ -34,7 +49,9 @@ def probe(cpu: bool) -> list[str]:
     if tuple(int(p) for p in transformers.__version__.split(".")[:2]) < TRANSFORMERS_FLOOR:
         raise SystemExit(lines + [f"transformers {transformers.__version__} is older than 5.17.0, the oldest tested"])
     if torch.cuda.is_available():
-        lines.append(f"gpu {torch.cuda.get_device_name()} ({torch.cuda.device_count()} visible), cuda {torch.version.cuda}")
+        lines.append(
+            f"gpu {torch.cuda.get_device_name()} ({torch.cuda.device_count()} visible), cuda {torch.version.cuda}"
+        )
         from tokengen.measure.environment import cuda_driver_version
 
         lines.append(f"driver {cuda_driver_version()}")
@@ -59,11 +76,15 @@ def check(uri: str, sweep: str) -> list[str]:
     trials = runs.trials
     finished = trials[trials["status"] == FINISHED]
     lines = [f"{len(finished)} of {len(trials)} trial run(s) finished"]
-    wrong = finished[(finished["node_gpu_ids"].astype(str) == "") |
-                     (finished["env_visible_devices"].astype(str) != finished["node_gpu_ids"].astype(str))]
+    wrong = finished[
+        (finished["node_gpu_ids"].astype(str) == "")
+        | (finished["env_visible_devices"].astype(str) != finished["node_gpu_ids"].astype(str))
+    ]
     for _, row in wrong.iterrows():
-        lines.append(f"{row['variant']}: Ray assigned GPU {row['node_gpu_ids']!r}, the trial saw "
-                     f"CUDA_VISIBLE_DEVICES={row['env_visible_devices']!r}")
+        lines.append(
+            f"{row['variant']}: Ray assigned GPU {row['node_gpu_ids']!r}, the trial saw "
+            f"CUDA_VISIBLE_DEVICES={row['env_visible_devices']!r}"
+        )
     peers = sorted(set(finished.loc[finished["engine"] != "loop", "variant"]))  # transformers' own engines
     lines.append(f"generate() peers finished: {', '.join(peers) or 'none'}")
     if finished.empty or len(wrong) or not peers:

@@ -24,8 +24,7 @@ from sweeps.delivery.full_disk import stopped_full
 from sweeps.delivery.journal import Journal, JournalError, journaled_results
 from sweeps.delivery.outbox import Outbox
 from sweeps.delivery.sweep_run import close_sweep, mark_killed, open_sweep, print_summary, publish_report
-from sweeps.execution.execute import (Interrupted, check_local_devices, connect_ray, execute, interruptible,
-                                      stop_ray)
+from sweeps.execution.execute import Interrupted, check_local_devices, connect_ray, execute, interruptible, stop_ray
 from sweeps.execution.logs import quiet_terminal
 from sweeps.execution.remeasure import Remeasured, remeasure
 from sweeps.execution.schedule import ClusterError
@@ -70,8 +69,12 @@ def run_sweep(config) -> int:
         waiting = journaled_results(config["tracking"]["experiment"], config["sweep"]["name"])
         priced = price_for_run(config, _say, waiting)  # the store read only: a refused sweep leaves no trace
         plan, outbox = prepare(config, priced.plan if priced else None)
-        lock = SweepLock(outbox.recorder.client, config["tracking"]["experiment"], config["sweep"]["name"],
-                         answers=outbox.recorder.answers).acquire()
+        lock = SweepLock(
+            outbox.recorder.client,
+            config["tracking"]["experiment"],
+            config["sweep"]["name"],
+            answers=outbox.recorder.answers,
+        ).acquire()
     except REFUSED_INPUT as exc:
         details = f" (details: {os.path.relpath(log)})" if isinstance(exc, TrackingError) and log.exists() else ""
         _say(f"error: {exc}{details}")
@@ -137,8 +140,9 @@ def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbo
     return plan, Outbox(journal, Recorder(tracking["uri"], tracking["experiment"]))
 
 
-def choose_trials(plan: GridPlan, outbox: Outbox, config: dict,
-                  priced: Priced | None) -> tuple[list[PlannedTrial], Priced | None]:
+def choose_trials(
+    plan: GridPlan, outbox: Outbox, config: dict, priced: Priced | None
+) -> tuple[list[PlannedTrial], Priced | None]:
     """The trials to run (resume), longest first where the sweep is priced, with the estimate said
     before the first trial."""
     if config["ray"]["address"]:
@@ -171,13 +175,17 @@ def finish(config: dict, outbox: Outbox, records: list[dict], again: Remeasured,
     if log.exists():
         _say(f"log: Ray's and MLflow's own lines are in {os.path.relpath(log)}")
     if outbox.unrecorded and outbox.full:
-        _say(f"error: {outbox.full}: make room there and rerun the same command; {outbox.unrecorded} result(s) wait "
-             f"in {os.path.relpath(outbox.journal.path)} and are recorded without running their trials again")
+        _say(
+            f"error: {outbox.full}: make room there and rerun the same command; {outbox.unrecorded} result(s) wait "
+            f"in {os.path.relpath(outbox.journal.path)} and are recorded without running their trials again"
+        )
         return UNRECORDED
     if outbox.unrecorded:
-        _say(f"error: {outbox.unrecorded} result(s) not yet recorded in {redacted(config['tracking']['uri'])} "
-             f"({outbox.last_error}); they wait in {outbox.journal.path}, and rerunning the same command records "
-             "them without running their trials again")
+        _say(
+            f"error: {outbox.unrecorded} result(s) not yet recorded in {redacted(config['tracking']['uri'])} "
+            f"({outbox.last_error}); they wait in {outbox.journal.path}, and rerunning the same command records "
+            "them without running their trials again"
+        )
         return UNRECORDED
     return FAILED_TRIALS if failed else 0
 

@@ -31,7 +31,9 @@ def dry_run(config: dict) -> int:
     """The dry run's command: 0 with the plan printed and written, 2 for bad input (one line)."""
     started = time.perf_counter()
     try:
-        priced = price_sweep(config, waiting=journaled_results(config["tracking"]["experiment"], config["sweep"]["name"]))
+        priced = price_sweep(
+            config, waiting=journaled_results(config["tracking"]["experiment"], config["sweep"]["name"])
+        )
     except (SpecError, StoreReadError) as exc:
         _say(f"error: {exc}")
         return 2
@@ -41,14 +43,19 @@ def dry_run(config: dict) -> int:
     print(text, end="")
     refused = [] if config["ray"]["address"] else refused_here(priced.plan.trials, config["sweep"].get("memory_guard"))
     if refused:
-        mark = (f"memory: a real run would refuse {len(refused)} trial(s) on this machine: "
-                + ", ".join(t.key for t in refused[:8]) + (" ..." if len(refused) > 8 else ""))
+        mark = (
+            f"memory: a real run would refuse {len(refused)} trial(s) on this machine: "
+            + ", ".join(t.key for t in refused[:8])
+            + (" ..." if len(refused) > 8 else "")
+        )
         with open(md, "a") as plan:
             plan.write(f"\n{mark}\n")
         _say(mark)
-    _say(f"dry run: plan in {md} and {csv} ({len(priced.table)} trial(s), planned in {priced.seconds:.2f} s, "
-         f"{time.perf_counter() - started:.2f} s with the files); nothing ran, nothing was written to "
-         f"{redacted(config['tracking']['uri'])}")
+    _say(
+        f"dry run: plan in {md} and {csv} ({len(priced.table)} trial(s), planned in {priced.seconds:.2f} s, "
+        f"{time.perf_counter() - started:.2f} s with the files); nothing ran, nothing was written to "
+        f"{redacted(config['tracking']['uri'])}"
+    )
     if refused:
         _say(f"error: {memory_refusal(refused, free_memory(), config['sweep'].get('memory_guard'))}")
         return 2

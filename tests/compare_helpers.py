@@ -22,8 +22,15 @@ from tokengen.contract.spec import TrialSpec
 from tokengen.contract.variants import VARIANTS
 from tracking.store.recorder import Recorder
 
-FACTS = {"device": "cpu Test CPU", "torch": "2.13.0", "transformers": "5.24.0", "driver": None, "threads": 2,
-         "project": "0.1.0", "model_files": "preset"}
+FACTS = {
+    "device": "cpu Test CPU",
+    "torch": "2.13.0",
+    "transformers": "5.24.0",
+    "driver": None,
+    "threads": 2,
+    "project": "0.1.0",
+    "model_files": "preset",
+}
 RUNS = 8
 NOISE = 0.02  # each timed run's relative spread
 
@@ -46,32 +53,75 @@ class Store:
 
     def failed(self, variant: str, *, batch: int = 2) -> str:
         """A trial that failed (its record holds no figures), as a trial's OutOfMemory would be recorded."""
-        spec = TrialSpec(variant=variant, model="tiny", device="cpu", batch_size=batch, max_seqlen=6,
-                         **VARIANTS[variant], warmup=2, runs=RUNS)
+        spec = TrialSpec(
+            variant=variant,
+            model="tiny",
+            device="cpu",
+            batch_size=batch,
+            max_seqlen=6,
+            **VARIANTS[variant],
+            warmup=2,
+            runs=RUNS,
+        )
         record = make_record(spec, key=spec.key(), status="failed", error_type="OutOfMemory", error_message="no memory")
         return self.recorder.record_trial(record)
 
     def sweep(self, name: str, config: dict | None = None) -> str:
-        return self.recorder.start_sweep(name, {"sweep": {"name": name, "cpus_per_trial": None, **(config or {})}},
-                                         resume=False)
+        return self.recorder.start_sweep(
+            name, {"sweep": {"name": name, "cpus_per_trial": None, **(config or {})}}, resume=False
+        )
 
-    def trial(self, variant: str, runtime: float, *, seed: int, threads: int = 2, batch: int = 2,
-              model: str = "tiny", tokens: np.ndarray | None = None, measurement: str = "ok", runs: int = RUNS,
-              warmup: int = 1, torch: str = "2.13.0") -> str:
-        spec = TrialSpec(variant=variant, model=model, device="cpu", batch_size=batch, max_seqlen=6,
-                         **VARIANTS[variant], warmup=warmup, runs=runs)
+    def trial(
+        self,
+        variant: str,
+        runtime: float,
+        *,
+        seed: int,
+        threads: int = 2,
+        batch: int = 2,
+        model: str = "tiny",
+        tokens: np.ndarray | None = None,
+        measurement: str = "ok",
+        runs: int = RUNS,
+        warmup: int = 1,
+        torch: str = "2.13.0",
+    ) -> str:
+        spec = TrialSpec(
+            variant=variant,
+            model=model,
+            device="cpu",
+            batch_size=batch,
+            max_seqlen=6,
+            **VARIANTS[variant],
+            warmup=warmup,
+            runs=runs,
+        )
         samples = runtime * (1 + NOISE * np.random.default_rng(seed).standard_normal(runs))
         tokens = tokens_for(batch) if tokens is None else tokens
         steps = tokens.shape[1] - 1
         mean, std = float(samples.mean()), float(samples.std(ddof=1))
         facts = {**FACTS, "threads": threads, "torch": torch}
         record = make_record(
-            spec, key=spec.key(), status="finished", steps=steps, runtime_s=[float(s) for s in samples],
-            runtime_mean_s=mean, runtime_std_s=std, runtime_cv=std / mean, runs_done=runs,
-            tokens_per_s=batch * steps / mean, useful_tokens_per_s=batch * steps / mean, measurement=measurement,
+            spec,
+            key=spec.key(),
+            status="finished",
+            steps=steps,
+            runtime_s=[float(s) for s in samples],
+            runtime_mean_s=mean,
+            runtime_std_s=std,
+            runtime_cv=std / mean,
+            runs_done=runs,
+            tokens_per_s=batch * steps / mean,
+            useful_tokens_per_s=batch * steps / mean,
+            measurement=measurement,
             measurement_reasons="others used 1.8 of 2 cores" if measurement == "contended" else None,
-            tokens_sha256=hashlib.sha256(tokens.tobytes()).hexdigest(), env_facts=as_text(facts),
-            env_torch=torch, env_torch_threads=threads, env_host="node-a", env_cpu_count=2)
+            tokens_sha256=hashlib.sha256(tokens.tobytes()).hexdigest(),
+            env_facts=as_text(facts),
+            env_torch=torch,
+            env_torch_threads=threads,
+            env_host="node-a",
+            env_cpu_count=2,
+        )
         buffer = io.BytesIO()
         np.save(buffer, tokens)
         record["files"] = {TOKENS_FILE: buffer.getvalue()}

@@ -19,8 +19,9 @@ WARM = "warm_ray"
 def pytest_collection_modifyitems(config, items):
     """GPU tests skip without CUDA; the tests on the session's warm Ray run last, together, so one Ray
     serves them all (tests/sweep_helpers.py: warm_local_ray)."""
-    items[:] = [item for item in items if WARM not in item.fixturenames] + \
-               [item for item in items if WARM in item.fixturenames]
+    items[:] = [item for item in items if WARM not in item.fixturenames] + [
+        item for item in items if WARM in item.fixturenames
+    ]
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (scripts/gpu_check.sh runs these on a GPU)")

@@ -14,7 +14,7 @@ def _address(text: str) -> str:
     if len(ip) == 8:
         return socket.inet_ntop(socket.AF_INET, struct.pack("<I", int(ip, 16)))
     raw = bytes.fromhex(ip)
-    return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+    return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
 
 
 def listening(pids) -> dict[int, list[str]]:

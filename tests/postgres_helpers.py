@@ -75,27 +75,38 @@ class Postgres:
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o777)
         binary = postgres_bin()
-        run = lambda *argv: subprocess.run(_as_server_user([str(a) for a in argv]), check=True,  # noqa: E731
-                                           capture_output=True, text=True, cwd=self.root)
+
+        def run(*argv):
+            return subprocess.run(
+                _as_server_user([str(a) for a in argv]), check=True, capture_output=True, text=True, cwd=self.root
+            )
+
         if not self.data.exists():
             run(binary / "initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
             (self.data / "pg_hba.conf").write_text(HBA)
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off")
-        run(binary / "pg_ctl", "-D", self.data, "-o", options, "-l", self.root / "server.log", "-w", "-t", "60",
-            "start")
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off"
+        )
+        run(
+            binary / "pg_ctl", "-D", self.data, "-o", options, "-l", self.root / "server.log", "-w", "-t", "60", "start"
+        )
         return self
 
     def stop(self) -> None:
         if self.data.exists():
-            subprocess.run(_as_server_user([str(postgres_bin() / "pg_ctl"), "-D", str(self.data), "-m", "fast",
-                                            "-w", "stop"]), capture_output=True, cwd=self.root)
+            subprocess.run(
+                _as_server_user([str(postgres_bin() / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"]),
+                capture_output=True,
+                cwd=self.root,
+            )
 
     def execute(self, *statements: str, database: str = "postgres") -> None:
         import psycopg
 
-        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname=database,
-                             autocommit=True) as connection:
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user="postgres", dbname=database, autocommit=True
+        ) as connection:
             for statement in statements:
                 connection.execute(statement)
 

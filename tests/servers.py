@@ -50,8 +50,11 @@ def auth_environment(root: Path) -> dict[str, str]:
         f"admin_username = {ADMIN}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
     )
-    return {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
-            "MLFLOW_FLASK_SERVER_SECRET_KEY": "tokengen-test-csrf-secret"}
+    return {
+        "MLFLOW_AUTH_CONFIG_PATH": str(ini),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "tokengen-test-csrf-secret",
+    }
 
 
 _migrated: dict[str, Path] = {}
@@ -91,9 +94,22 @@ class MlflowServer:
         if self.backend is None and not (self.root / "m.db").exists():
             shutil.copyfile(migrated_store(), self.root / "m.db")
         store = self.backend or f"sqlite:///{self.root}/m.db"
-        argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
-                "--artifacts-destination", str(self.root / "art"), "--host", "127.0.0.1", "--port", str(self.port),
-                "--workers", "1"]
+        argv = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            store,
+            "--artifacts-destination",
+            str(self.root / "art"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+        ]
         # no background job runner (GenAI jobs): fewer processes on a 2-core machine, same tracking server
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         if self.auth:

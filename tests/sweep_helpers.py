@@ -22,17 +22,25 @@ def small_overrides(tmp_path: Path, name: str = "t") -> list[str]:
     remeasure round: a busy test machine must not change how many runs a test counts (tests/test_remeasure_sweep.py
     turns remeasuring on)."""
     return [
-        "+grid=smoke", f"sweep.name={name}", "grid.variant=[baseline,kv_cache]", "grid.batch_size=[2]",
-        "grid.max_seqlen=[6]", "trial.runs=2", "sweep.remeasure=0", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
-        f"sweep.workdir={tmp_path}/work", "ray.num_cpus=2",
+        "+grid=smoke",
+        f"sweep.name={name}",
+        "grid.variant=[baseline,kv_cache]",
+        "grid.batch_size=[2]",
+        "grid.max_seqlen=[6]",
+        "trial.runs=2",
+        "sweep.remeasure=0",
+        f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+        f"sweep.workdir={tmp_path}/work",
+        "ray.num_cpus=2",
     ]
 
 
 def small_sweep(tmp_path: Path, *overrides: str, name: str = "t") -> dict:
     """The composed config of `small_overrides` plus `overrides`, as run_sweep takes it."""
     with initialize_config_dir(config_dir=CONF, version_base=None):
-        return OmegaConf.to_container(compose("config", overrides=small_overrides(tmp_path, name) + list(overrides)),
-                                      resolve=True)
+        return OmegaConf.to_container(
+            compose("config", overrides=small_overrides(tmp_path, name) + list(overrides)), resolve=True
+        )
 
 
 def driver_command(tmp_path: Path, *overrides: str, name: str = "t") -> list[str]:

@@ -7,6 +7,7 @@ import os
 import shutil
 
 from test_record import full_record
+
 from tokengen.contract.names import TOKENS_FILE
 from tracking.store.artifact_root import FOLDER
 from tracking.store.reading import fetch_artifacts, load_sweep, open_experiment

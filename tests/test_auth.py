@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import pytest
 import ray
-
 from mlflow import MlflowClient
-
 from servers import ADMIN, ADMIN_PASSWORD, MlflowServer
 from sweep_helpers import child_runs, run_captured, small_sweep
+
 from sweeps.driver import run_sweep
 
 USER, PASSWORD = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"
@@ -31,7 +30,9 @@ def test_a_sweep_records_through_an_authenticated_server(server, tmp_path, monke
     monkeypatch.setenv(USER, ADMIN)
     monkeypatch.setenv(PASSWORD, ADMIN_PASSWORD)
     # one trial: the server checks the password on every request (a slow hash by design)
-    status, _, err = run_captured(small_sweep(tmp_path, f"tracking.uri={server.url}", "grid.variant=[kv_cache]"), tmp_path)
+    status, _, err = run_captured(
+        small_sweep(tmp_path, f"tracking.uri={server.url}", "grid.variant=[kv_cache]"), tmp_path
+    )
     assert status == 0, err[-3000:]
     runs = child_runs(server.url)
     assert len(runs) == 1 and {r.data.tags["status"] for r in runs} == {"finished"}
@@ -59,8 +60,11 @@ def readers_through(url: str, cwd) -> list[str]:
     printed, previous = [], os.getcwd()
     os.chdir(cwd)
     try:
-        for command in (lambda: report_main(["--uri", url]), lambda: compare_main(["t", "t", "--uri", url]),
-                        lambda: ui.main(["--uri", url, "--print-only"])):
+        for command in (
+            lambda: report_main(["--uri", url]),
+            lambda: compare_main(["t", "t", "--uri", url]),
+            lambda: ui.main(["--uri", url, "--print-only"]),
+        ):
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 assert command() == 0, err.getvalue()[-2000:]
@@ -73,16 +77,22 @@ def readers_through(url: str, cwd) -> list[str]:
 @pytest.mark.parametrize(
     "credentials, line",
     [
-        ({}, "error: tracking server {url} needs credentials: set MLFLOW_TRACKING_USERNAME and "
-             "MLFLOW_TRACKING_PASSWORD (a user of its basic-auth app)"),
-        ({USER: ADMIN, PASSWORD: "not-the-password"},
-         "error: tracking server {url} refused user 'admin' (401): check MLFLOW_TRACKING_USERNAME and "
-         "MLFLOW_TRACKING_PASSWORD"),
+        (
+            {},
+            "error: tracking server {url} needs credentials: set MLFLOW_TRACKING_USERNAME and "
+            "MLFLOW_TRACKING_PASSWORD (a user of its basic-auth app)",
+        ),
+        (
+            {USER: ADMIN, PASSWORD: "not-the-password"},
+            "error: tracking server {url} refused user 'admin' (401): check MLFLOW_TRACKING_USERNAME and "
+            "MLFLOW_TRACKING_PASSWORD",
+        ),
     ],
     ids=["missing", "wrong"],
 )
-def test_missing_or_wrong_credentials_stop_the_sweep_before_ray(server, tmp_path, monkeypatch, capsys, fresh_ray,
-                                                                credentials, line):
+def test_missing_or_wrong_credentials_stop_the_sweep_before_ray(
+    server, tmp_path, monkeypatch, capsys, fresh_ray, credentials, line
+):
     monkeypatch.delenv(USER, raising=False)
     monkeypatch.delenv(PASSWORD, raising=False)
     for name, value in credentials.items():
@@ -100,13 +110,15 @@ def test_a_user_who_may_only_read_is_refused_before_ray(server, tmp_path, monkey
 
     monkeypatch.setenv(USER, ADMIN)
     monkeypatch.setenv(PASSWORD, ADMIN_PASSWORD)
-    MlflowClient(tracking_uri=server.url).get_experiment_by_name("tokengen") or \
-        MlflowClient(tracking_uri=server.url).create_experiment("tokengen")
+    MlflowClient(tracking_uri=server.url).get_experiment_by_name("tokengen") or MlflowClient(
+        tracking_uri=server.url
+    ).create_experiment("tokengen")
     AuthServiceClient(server.url).create_user("reader", "reader-password-1")
     monkeypatch.setenv(USER, "reader")
     monkeypatch.setenv(PASSWORD, "reader-password-1")
     assert run_sweep(small_sweep(tmp_path, f"tracking.uri={server.url}")) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: user 'reader' may read experiment 'tokengen' at {server.url} but not write to it (HTTP 403): "
-        "ask its admin for EDIT permission"]
+        "ask its admin for EDIT permission"
+    ]
     assert not ray.is_initialized()

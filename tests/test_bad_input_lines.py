@@ -13,9 +13,9 @@ import subprocess
 import sys
 
 import pytest
-
 from disk_helpers import tmpfs
 from sweep_helpers import driver_environment, small_sweep
+
 from sweeps.driver import run_sweep
 from sweeps.planning.entry_errors import command_line_problem
 from tokengen.cli import main as cli_main
@@ -32,12 +32,22 @@ def err_line(capsys) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("override, line", [
-    ("+grid.exclude=5", "error: grid.exclude=5 is not a list of rules (each a mapping of trial fields to values): "
-                        "write it as grid.exclude='[{cache: none, batch_size: 1}]' (quoted in a shell)"),
-    ("+grid.blocks=foo", "error: grid.blocks='foo' is not a list of sub-grids (each a mapping of axes to values): "
-                         "write it as grid.blocks='[{batch_size: [1,2]}]' (quoted in a shell)"),
-], ids=["exclude", "blocks"])
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        (
+            "+grid.exclude=5",
+            "error: grid.exclude=5 is not a list of rules (each a mapping of trial fields to values): "
+            "write it as grid.exclude='[{cache: none, batch_size: 1}]' (quoted in a shell)",
+        ),
+        (
+            "+grid.blocks=foo",
+            "error: grid.blocks='foo' is not a list of sub-grids (each a mapping of axes to values): "
+            "write it as grid.blocks='[{batch_size: [1,2]}]' (quoted in a shell)",
+        ),
+    ],
+    ids=["exclude", "blocks"],
+)
 def test_a_malformed_grid_is_one_line(tmp_path, monkeypatch, capsys, override, line):
     monkeypatch.chdir(tmp_path)
     for dry in ("false", "true"):
@@ -49,8 +59,10 @@ def test_a_grid_file_that_is_not_yaml_is_one_line(tmp_path):
     (tmp_path / "grid").mkdir()
     (tmp_path / "grid" / "mine.yaml").write_text("variant: [baseline\nbatch_size: {\n")
     line = command_line_problem(["--config-dir", str(tmp_path), "+grid=mine"])
-    assert line == (f"{tmp_path}/grid/mine.yaml is not valid YAML (line 2, column 11: expected ',' or ']', but got "
-                    "':'): fix the file"), line
+    assert line == (
+        f"{tmp_path}/grid/mine.yaml is not valid YAML (line 2, column 11: expected ',' or ']', but got "
+        "':'): fix the file"
+    ), line
 
 
 def test_the_dry_run_marks_what_the_memory_guard_refuses_here_and_exits_2(tmp_path, monkeypatch, capsys):
@@ -58,15 +70,28 @@ def test_the_dry_run_marks_what_the_memory_guard_refuses_here_and_exits_2(tmp_pa
     assert run_sweep(small_sweep(tmp_path, *HUGE, "sweep.dry_run=true")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: trial ") and " GB of host memory " in err[-1], err
-    assert "memory: a real run would refuse 2 trial(s) on this machine: " in (tmp_path / "reports/t/plan.md").read_text()
+    assert (
+        "memory: a real run would refuse 2 trial(s) on this machine: " in (tmp_path / "reports/t/plan.md").read_text()
+    )
 
 
 def test_a_dry_run_for_devices_this_machine_lacks_still_prices(tmp_path, monkeypatch, capsys):
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has a GPU: its CUDA trials are its own")
     monkeypatch.chdir(tmp_path)
-    assert run_sweep(small_sweep(tmp_path, *HUGE[1:], "trial.device=cuda", "sweep.dry_run=true",
-                                 "grid.variant=[kv_cache]", "grid.batch_size=[4096]")) == 0, capsys.readouterr().err
+    assert (
+        run_sweep(
+            small_sweep(
+                tmp_path,
+                *HUGE[1:],
+                "trial.device=cuda",
+                "sweep.dry_run=true",
+                "grid.variant=[kv_cache]",
+                "grid.batch_size=[4096]",
+            )
+        )
+        == 0
+    ), capsys.readouterr().err
 
 
 def test_a_bin_torch_refuses_is_one_line_and_runs_none_of_it(tmp_path, capsys):
@@ -82,8 +107,25 @@ def test_a_bin_torch_refuses_is_one_line_and_runs_none_of_it(tmp_path, capsys):
             return (os.system, (f"touch {marker}",))
 
     (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"weight": Payload()}))
-    assert cli_main(["--model", str(folder), "--device", "cpu", "--runs", "1", "--warmup", "0", "--max-seqlen", "2",
-                     "--batch-size", "1"]) == 2
+    assert (
+        cli_main(
+            [
+                "--model",
+                str(folder),
+                "--device",
+                "cpu",
+                "--runs",
+                "1",
+                "--warmup",
+                "0",
+                "--max-seqlen",
+                "2",
+                "--batch-size",
+                "1",
+            ]
+        )
+        == 2
+    )
     assert err_line(capsys).startswith(f"error: model path {str(folder)!r}: torch refused its pickled .bin weights")
     assert not marker.exists()
 
@@ -93,9 +135,17 @@ def read_only(tmp_path):
     """A real read-only filesystem: a tmpfs remounted ro (root, as for the full-disk tests)."""
     with tmpfs(tmp_path / "ro", "8m") as disk:
         # a store on it, written while it could be, by a process that then ends (an open database keeps it busy)
-        subprocess.run([sys.executable, "-c", "import sys; from tracking.store.recorder import Recorder; "
-                        "Recorder(sys.argv[1], 'tokengen')", f"sqlite:///{disk}/mlflow.db"], env=driver_environment(),
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from tracking.store.recorder import Recorder; Recorder(sys.argv[1], 'tokengen')",
+                f"sqlite:///{disk}/mlflow.db",
+            ],
+            env=driver_environment(),
+            check=True,
+            capture_output=True,
+        )
         remounted = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True, text=True)
         if remounted.returncode:
             pytest.skip(f"cannot remount a tmpfs read-only here ({remounted.stderr.strip()})")
@@ -104,15 +154,20 @@ def read_only(tmp_path):
 
 def test_outputs_that_cannot_be_written_are_one_line(read_only, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(read_only)
-    assert command_line_problem(["+grid=smoke"]) == (f"cannot write Hydra's run folder outputs: {read_only} cannot be "
-                                                      "written (Read-only file system): run the sweep from a writable "
-                                                      "directory")
+    assert command_line_problem(["+grid=smoke"]) == (
+        f"cannot write Hydra's run folder outputs: {read_only} cannot be "
+        "written (Read-only file system): run the sweep from a writable "
+        "directory"
+    )
     monkeypatch.chdir(tmp_path)
     assert command_line_problem(["+grid=smoke", f"hydra.run.dir={read_only}/run"]).endswith(
-        "(Read-only file system): give a writable hydra.run.dir=DIR")
+        "(Read-only file system): give a writable hydra.run.dir=DIR"
+    )
     assert cli_main([*SMALL, "--json", f"{read_only}/r.json"]) == 2
-    assert err_line(capsys) == (f"error: cannot write --json {read_only}/r.json: {read_only} cannot be written "
-                                "(Read-only file system): give another path")
+    assert err_line(capsys) == (
+        f"error: cannot write --json {read_only}/r.json: {read_only} cannot be written "
+        "(Read-only file system): give another path"
+    )
     for main in (lambda out: report_main(["--out", out]), lambda out: compare_main(["a", "b", "--out", out])):
         assert main(f"{read_only}/reports") == 2
         assert err_line(capsys).endswith("cannot be written (Read-only file system): give another folder")
@@ -127,8 +182,10 @@ def test_a_store_write_that_fails_is_one_line_naming_the_log(read_only, tmp_path
     monkeypatch.chdir(tmp_path)
     assert run_sweep(small_sweep(tmp_path, f"tracking.uri=sqlite:///{read_only}/mlflow.db")) == 2
     line = err_line(capsys)  # without the log's routing: some 80 lines of SQLAlchemy's traceback first
-    assert line.startswith(f"error: cannot write to tracking store sqlite:///{read_only}/mlflow.db ((sqlite3."
-                           "OperationalError) attempt to write a readonly database): make it writable"), line
+    assert line.startswith(
+        f"error: cannot write to tracking store sqlite:///{read_only}/mlflow.db ((sqlite3."
+        "OperationalError) attempt to write a readonly database): make it writable"
+    ), line
     assert line.endswith("(details: .sweeps/logs/tokengen/t.log)")
     assert "attempt to write a readonly database" in (tmp_path / ".sweeps/logs/tokengen/t.log").read_text()
 

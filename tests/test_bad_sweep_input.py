@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import ray
-
 from sweep_helpers import small_sweep
+
 from sweeps.driver import run_sweep
 
 
@@ -39,16 +39,34 @@ def refused(config: dict, capsys) -> str:
         ("grid.batch_size=[]", "error: grid axis 'batch_size' has no values: give it at least one"),
         ("grid.batch_size=[1.5]", "error: grid axis 'batch_size': batch_size=1.5 is not a valid int (a whole number)"),
         ("grid.max_seqlen=[8.9]", "error: grid axis 'max_seqlen': max_seqlen=8.9 is not a valid int (a whole number)"),
-        ("grid.batch_size=[true]", "error: grid axis 'batch_size': batch_size=True is not a valid int (a whole number)"),
-        ("tracking.uri=ftp://x", "error: tracking.uri=ftp://x has scheme 'ftp', which MLflow cannot store runs in: "
-                                 "use sqlite:///PATH, http(s)://HOST:PORT"),
-        ("tracking.uri=file:///tmp/mlruns", "error: tracking.uri=file:///tmp/mlruns is MLflow's file store, which "
-                                            "MLflow 3 refuses without MLFLOW_ALLOW_FILE_STORE=true: use "
-                                            "tracking.uri=sqlite:///mlflow.db"),
+        (
+            "grid.batch_size=[true]",
+            "error: grid axis 'batch_size': batch_size=True is not a valid int (a whole number)",
+        ),
+        (
+            "tracking.uri=ftp://x",
+            "error: tracking.uri=ftp://x has scheme 'ftp', which MLflow cannot store runs in: "
+            "use sqlite:///PATH, http(s)://HOST:PORT",
+        ),
+        (
+            "tracking.uri=file:///tmp/mlruns",
+            "error: tracking.uri=file:///tmp/mlruns is MLflow's file store, which "
+            "MLflow 3 refuses without MLFLOW_ALLOW_FILE_STORE=true: use "
+            "tracking.uri=sqlite:///mlflow.db",
+        ),
         ("tracking.uri=./mlruns", "error: tracking.uri=./mlruns is MLflow's file store"),
     ],
-    ids=["unknown-axis", "wrong-type", "empty-axis", "float-batch", "float-seqlen", "bool-batch", "unknown-scheme",
-         "file-store", "bare-path"],
+    ids=[
+        "unknown-axis",
+        "wrong-type",
+        "empty-axis",
+        "float-batch",
+        "float-seqlen",
+        "bool-batch",
+        "unknown-scheme",
+        "file-store",
+        "bare-path",
+    ],
 )
 def test_bad_input_is_one_line_before_ray(tmp_path, capsys, override, line):
     line_seen = refused(small_sweep(tmp_path, override), capsys)
@@ -61,8 +79,10 @@ def test_a_grid_over_max_trials_is_refused_before_it_is_expanded(tmp_path, capsy
     config["grid"]["seed"] = list(range(50_001))  # 2 variants x 1 x 1 x 50,001 seeds = 100,002 points
     started = time.perf_counter()
     line = refused(config, capsys)
-    assert line == ("error: the grid has 100,002 points, more than sweep.max_trials=100000: narrow its axes, "
-                    "or raise sweep.max_trials to run them all")
+    assert line == (
+        "error: the grid has 100,002 points, more than sweep.max_trials=100000: narrow its axes, "
+        "or raise sweep.max_trials to run them all"
+    )
     assert time.perf_counter() - started < 5  # counted, not expanded (expanding resolves 100,002 specs)
     assert refused(small_sweep(tmp_path, "sweep.max_trials=1"), capsys).startswith("error: the grid has 2 points")
 
@@ -95,10 +115,23 @@ def test_an_unwritable_working_directory_is_refused_before_the_store_is_touched(
         ("sweep.retries=-1", "error: sweep.retries=-1: give 0 or more retries"),
         ("sweep.inductor_cache=bogus", "error: sweep.inductor_cache='bogus': use one of shared, cold"),
         ("sweep.prices=oops", "error: sweep.prices='oops': give USD per device-hour by type"),
-        ("tracking.uri=http://user:hunter2@127.0.0.1:9", "error: tracking.uri carries credentials: use "
-                                                          "tracking.uri=http://127.0.0.1:9 and put them in"),
+        (
+            "tracking.uri=http://user:hunter2@127.0.0.1:9",
+            "error: tracking.uri carries credentials: use tracking.uri=http://127.0.0.1:9 and put them in",
+        ),
     ],
-    ids=["dotdot", "dot", "long", "timeout-0", "timeout-negative", "cpus", "retries", "inductor", "prices", "uri-creds"],
+    ids=[
+        "dotdot",
+        "dot",
+        "long",
+        "timeout-0",
+        "timeout-negative",
+        "cpus",
+        "retries",
+        "inductor",
+        "prices",
+        "uri-creds",
+    ],
 )
 def test_every_sweep_setting_is_checked_in_one_line(tmp_path, capsys, override, line):
     seen = refused(small_sweep(tmp_path, override), capsys)
@@ -111,8 +144,10 @@ def test_every_sweep_setting_is_checked_in_one_line(tmp_path, capsys, override, 
 def test_cuda_trials_on_a_machine_without_a_gpu_are_refused_before_ray_and_leave_no_journal(tmp_path, capsys):
     started = time.perf_counter()
     line = refused(small_sweep(tmp_path, "trial.device=cuda"), capsys)
-    assert line == ("error: the grid has CUDA trials but this machine has no GPU for a local Ray: use "
-                    "trial.device=cpu, or ray.address=auto on a GPU cluster")
+    assert line == (
+        "error: the grid has CUDA trials but this machine has no GPU for a local Ray: use "
+        "trial.device=cpu, or ray.address=auto on a GPU cluster"
+    )
     assert time.perf_counter() - started < 10
     assert not list((tmp_path / ".sweeps").rglob("*.jsonl"))
 
@@ -121,12 +156,16 @@ def test_a_workdir_that_cannot_be_made_is_refused_before_ray(tmp_path, capsys):
     (tmp_path / "a-file").write_text("")
     workdir = f"{tmp_path}/a-file/work"
     line = refused(small_sweep(tmp_path, f"sweep.workdir={workdir}"), capsys)
-    assert line == (f"error: sweep.workdir={workdir} cannot be used: Not a directory: give a writable directory, "
-                    "e.g. sweep.workdir=/tmp/tokengen-sweeps")
+    assert line == (
+        f"error: sweep.workdir={workdir} cannot be used: Not a directory: give a writable directory, "
+        "e.g. sweep.workdir=/tmp/tokengen-sweeps"
+    )
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / ".sweeps").exists()
 
 
 def test_a_batch_beyond_the_vocabulary_that_cannot_have_distinct_prompts_is_refused(tmp_path, capsys):
     line = refused(small_sweep(tmp_path, "grid.batch_size=[50258]", "trial.prompt_len=2"), capsys)
-    assert line.endswith("batch_size=50258 with prompt_len=2 wants more distinct prompts than model 'tiny' has ids "
-                         "(50257): use prompt_len >= 3, prompt_len=1 (BOS only) or batch_size <= 50257"), line
+    assert line.endswith(
+        "batch_size=50258 with prompt_len=2 wants more distinct prompts than model 'tiny' has ids "
+        "(50257): use prompt_len >= 3, prompt_len=1 (BOS only) or batch_size <= 50257"
+    ), line

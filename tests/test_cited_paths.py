@@ -67,8 +67,12 @@ def missing_name(cited: str, root: Path) -> bool:
 
 def stale(root: Path) -> list[str]:
     files = [p for folder in FOLDERS for p in (root / folder).rglob("*.py")]
-    files += [*root.glob("*.md"), *(root / "docs").glob("*.md"), *(root / "conf").rglob("*.yaml"),
-              *(root / "scripts").rglob("*.sh")]
+    files += [
+        *root.glob("*.md"),
+        *(root / "docs").glob("*.md"),
+        *(root / "conf").rglob("*.yaml"),
+        *(root / "scripts").rglob("*.sh"),
+    ]
     found = []
     for path in sorted(files):
         text = prose_of(path)
@@ -84,6 +88,8 @@ def test_every_cited_path_and_module_exists():
 
 def test_the_rule_finds_a_made_up_path_and_module(tmp_path):
     (tmp_path / "tokengen").mkdir()
-    (tmp_path / "tokengen" / "loop.py").write_text('"""See tokengen/nowhere.py, tokengen.loop.run and '
-                                                   'tokengen.gone, and tokengen/<sweep>/x."""\ndef run():\n    pass\n')
+    (tmp_path / "tokengen" / "loop.py").write_text(
+        '"""See tokengen/nowhere.py, tokengen.loop.run and '
+        'tokengen.gone, and tokengen/<sweep>/x."""\ndef run():\n    pass\n'
+    )
     assert stale(tmp_path) == ["tokengen/loop.py: tokengen/nowhere.py", "tokengen/loop.py: tokengen.gone"]

@@ -11,11 +11,30 @@ import pytest
 from tokengen.cli import main
 
 RECORD_FIELDS = [
-    "runtime_mean_s", "runtime_std_s", "runtime_min_s", "runtime_max_s", "runtime_median_s", "steps",
-    "tokens_generated", "tokens_per_s", "step_latency_median_s", "step_latency_p90_s", "first_run_s",
-    "mem_allocated_peak_bytes", "mem_reserved_peak_bytes", "mem_fragmentation_bytes", "mem_fragmentation_pct",
-    "peak_rss_bytes", "weight_bandwidth_gbs", "tokens_sha256", "key", "status", "env_torch", "env_transformers",
-    "env_host", "env_gpu_name",
+    "runtime_mean_s",
+    "runtime_std_s",
+    "runtime_min_s",
+    "runtime_max_s",
+    "runtime_median_s",
+    "steps",
+    "tokens_generated",
+    "tokens_per_s",
+    "step_latency_median_s",
+    "step_latency_p90_s",
+    "first_run_s",
+    "mem_allocated_peak_bytes",
+    "mem_reserved_peak_bytes",
+    "mem_fragmentation_bytes",
+    "mem_fragmentation_pct",
+    "peak_rss_bytes",
+    "weight_bandwidth_gbs",
+    "tokens_sha256",
+    "key",
+    "status",
+    "env_torch",
+    "env_transformers",
+    "env_host",
+    "env_gpu_name",
 ]
 
 
@@ -28,8 +47,10 @@ RECORD_FIELDS = [
         (["--max-seqlen", "0"], "max_seqlen must be an integer >= 1"),
         (["--max-seqlen", "5000"], "beyond the model's 1024 positions"),
         (["--prompt-len", "0"], "prompt_len must be an integer >= 1 (got 0)"),
-        (["--prompt-len", "100", "--max-seqlen", "1000"],
-         "prompt_len + max_seqlen = 1100 is beyond the model's 1024 positions: use prompt_len + max_seqlen <= 1025"),
+        (
+            ["--prompt-len", "100", "--max-seqlen", "1000"],
+            "prompt_len + max_seqlen = 1100 is beyond the model's 1024 positions: use prompt_len + max_seqlen <= 1025",
+        ),
         (["--stop-check", "pipelined"], "stop_check=pipelined needs a CUDA device (got device=cpu)"),
         (["--stop-check", "deferred"], "stop_check=deferred needs a CUDA device"),
         (["--variant", "static_cudagraph"], "compile=reduce-overhead needs a CUDA device"),
@@ -57,9 +78,28 @@ def test_non_causal_model_path_is_rejected(tmp_path, capsys):
 def test_cli_runs_a_trial_and_writes_the_record(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "tokengen", "--variant", "kv_cache", "--model", "tiny", "--batch-size", "2",
-         "--max-seqlen", "8", "--runs", "2", "--stop", "fixed:5", "--json", str(out)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "tokengen",
+            "--variant",
+            "kv_cache",
+            "--model",
+            "tiny",
+            "--batch-size",
+            "2",
+            "--max-seqlen",
+            "8",
+            "--runs",
+            "2",
+            "--stop",
+            "fixed:5",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "Runtime Results:" in proc.stdout and "kv_cache" in proc.stdout
@@ -80,7 +120,9 @@ def test_cli_runs_a_trial_and_writes_the_record(tmp_path):
 def test_bad_input_from_a_real_process_has_no_traceback():
     proc = subprocess.run(
         [sys.executable, "-m", "tokengen", "--model", "tiny", "--stop-check", "pipelined"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr

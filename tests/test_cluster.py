@@ -7,9 +7,9 @@ from collections import defaultdict
 import pytest
 import ray
 from ray.cluster_utils import Cluster
+from sweep_helpers import child_runs, small_sweep
 
 from sweeps.driver import run_sweep
-from sweep_helpers import child_runs, small_sweep
 
 pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real trials
 
@@ -32,8 +32,12 @@ def cluster(monkeypatch, tmp_path):
 def test_pinned_trials_run_one_per_gpu_on_their_type(cluster, tmp_path):
     cluster, node_ids = cluster
     config = small_sweep(
-        tmp_path, "trial.device=cuda", "sweep.accelerator_types=[L40S,H100]", "grid.batch_size=[1,2]",
-        f"ray.address={cluster.address}", "ray.num_cpus=null",
+        tmp_path,
+        "trial.device=cuda",
+        "sweep.accelerator_types=[L40S,H100]",
+        "grid.batch_size=[1,2]",
+        f"ray.address={cluster.address}",
+        "ray.num_cpus=null",
     )
     # No real GPU here: each trial reaches its node, then its child process refuses device=cuda.
     assert run_sweep(config) == 1

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-
 from pathlib import Path
 
 import pytest
-
 from sweep_helpers import driver_environment, small_overrides
+
 from sweeps.planning.entry_errors import command_line_problem, refuse_bad_command_line
 
 GRIDS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "grid").glob("*.yaml"))
@@ -25,29 +24,59 @@ FIELDS = "use one of variant, model, dtype, device, batch_size, max_seqlen, cach
     "argv, line",
     [
         (["+grid=smoke", "trial.bogus=1"], "trial.bogus is not a trial field: " + FIELDS),
-        (["+grid=smoke", "trial.batch_size=abc"],
-         "trial.batch_size='abc': give a whole number, e.g. trial.batch_size=32"),
-        (["+grid=nope"], f"+grid=nope: no grid named 'nope': use one of {', '.join(GRIDS)} "
-                         "(conf/grid/), or add nope.yaml there"),
-        (["+grid=smoke", "grid.batchsize=[1]"], "grid axis 'batchsize' is not a trial field: did you mean batch_size? "
-                                                "(use one of allocator, attention, batch_size, "),
-        (["+grid=smoke", "sweep.name=smöke"], "cannot read the override sweep.name=smöke at 'ö' (character 14): "
-                                              "Hydra's override grammar takes plain values of ASCII letters"),
+        (
+            ["+grid=smoke", "trial.batch_size=abc"],
+            "trial.batch_size='abc': give a whole number, e.g. trial.batch_size=32",
+        ),
+        (
+            ["+grid=nope"],
+            f"+grid=nope: no grid named 'nope': use one of {', '.join(GRIDS)} (conf/grid/), or add nope.yaml there",
+        ),
+        (
+            ["+grid=smoke", "grid.batchsize=[1]"],
+            "grid axis 'batchsize' is not a trial field: did you mean batch_size? "
+            "(use one of allocator, attention, batch_size, ",
+        ),
+        (
+            ["+grid=smoke", "sweep.name=smöke"],
+            "cannot read the override sweep.name=smöke at 'ö' (character 14): "
+            "Hydra's override grammar takes plain values of ASCII letters",
+        ),
         (["+grid=smoke", "grid.seed=[1,2]"], "grid.seed is not an axis of this grid: add it with +grid.seed=[...]"),
-        (["+grid=smoke", "sweep.nmae=x"],
-         "sweep.nmae is not a sweep setting: did you mean sweep.name? (use one of name, "),
+        (
+            ["+grid=smoke", "sweep.nmae=x"],
+            "sweep.nmae is not a sweep setting: did you mean sweep.name? (use one of name, ",
+        ),
         (["+grid=smoke", "sweep.resume=maybe"], "sweep.resume='maybe': give true or false, e.g. sweep.resume=true"),
         (["+grid=smoke", "+grid=full"], "+grid= is given more than once: keep one +grid=NAME"),
-        (["+grid=smoke", "grid.batch_size=[1,2"],
-         "cannot read the override grid.batch_size=[1,2 (no viable alternative at input '[1,2'): close its brackets"),
-        (["--cfg", "job", f"tracking.uri=http://user:{SECRET}@127.0.0.1:5000"],
-         "tracking.uri carries credentials: use tracking.uri=http://127.0.0.1:5000 and put them in "
-         "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
-        (["+grid=smoke", "tracking.uri=${oc.env:TOKENGEN_TEST_URI}"],  # only the composed config carries it
-         "tracking.uri carries credentials: use tracking.uri=https://mlflow.lab and put them in"),
+        (
+            ["+grid=smoke", "grid.batch_size=[1,2"],
+            "cannot read the override grid.batch_size=[1,2 (no viable alternative at input '[1,2'): close its brackets",
+        ),
+        (
+            ["--cfg", "job", f"tracking.uri=http://user:{SECRET}@127.0.0.1:5000"],
+            "tracking.uri carries credentials: use tracking.uri=http://127.0.0.1:5000 and put them in "
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD",
+        ),
+        (
+            ["+grid=smoke", "tracking.uri=${oc.env:TOKENGEN_TEST_URI}"],  # only the composed config carries it
+            "tracking.uri carries credentials: use tracking.uri=https://mlflow.lab and put them in",
+        ),
     ],
-    ids=["unknown-field", "wrong-type", "unknown-grid", "unknown-axis", "non-ascii", "axis-to-append", "close-match",
-         "bool", "grid-twice", "open-bracket", "credentials-in-cfg-mode", "credentials-composed"],
+    ids=[
+        "unknown-field",
+        "wrong-type",
+        "unknown-grid",
+        "unknown-axis",
+        "non-ascii",
+        "axis-to-append",
+        "close-match",
+        "bool",
+        "grid-twice",
+        "open-bracket",
+        "credentials-in-cfg-mode",
+        "credentials-composed",
+    ],
 )
 def test_each_hydra_error_is_one_line_naming_the_key_and_the_fix(argv, line, monkeypatch):
     monkeypatch.setenv("TOKENGEN_TEST_URI", f"https://me:{SECRET}@mlflow.lab")
@@ -56,17 +85,31 @@ def test_each_hydra_error_is_one_line_naming_the_key_and_the_fix(argv, line, mon
     assert "\n" not in seen and SECRET not in seen
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["--hydra-help"], ["-m", "trial.batch_size=1,2"], ["+grid=smoke"],
-                                  ["+grid=smoke", "hydra.run.dir=/tmp/elsewhere", "grid.batch_size=[1]"]],
-                         ids=["help", "hydra-help", "multirun", "plain", "hydra-override"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["--hydra-help"],
+        ["-m", "trial.batch_size=1,2"],
+        ["+grid=smoke"],
+        ["+grid=smoke", "hydra.run.dir=/tmp/elsewhere", "grid.batch_size=[1]"],
+    ],
+    ids=["help", "hydra-help", "multirun", "plain", "hydra-override"],
+)
 def test_a_command_line_that_composes_and_hydras_own_modes_go_on_to_hydra(argv, tmp_path):
     assert command_line_problem(argv) is None
     assert command_line_problem(small_overrides(tmp_path)) is None
 
 
 def driver(tmp_path, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sweeps.run", *overrides], cwd=tmp_path, env=driver_environment(),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "sweeps.run", *overrides],
+        cwd=tmp_path,
+        env=driver_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_refused_command_line_exits_2_with_one_line_on_stderr(capsys):
@@ -84,7 +127,8 @@ def test_the_driver_refuses_credentials_in_the_uri_before_hydra_writes_a_file(tm
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "error: tracking.uri carries credentials: use tracking.uri=http://127.0.0.1:5000 and put them in "
-        "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, which stay with the driver"]
+        "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, which stay with the driver"
+    ]
     assert SECRET not in proc.stdout + proc.stderr
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert [p for p in written if SECRET.encode() in p.read_bytes()] == []

@@ -18,17 +18,21 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from compare_helpers import Store, tokens_for
 from mlflow import MlflowClient
 
-from compare_helpers import Store, tokens_for
 from tracking.compare.__main__ import main
 from tracking.compare.record import FILTER_TAG, ID_TAG, VIEW_PREFIX, view_key
 from tracking.store.reading import load_sweep
 from tracking.store.view import read_view
 
 TRUE = {("baseline", 2): 1.0, ("kv_cache", 2): 0.6, ("static_cache", 2): 1.5, ("kv_cache", 4): 0.5}
-VERDICT = {("baseline", 2): "not significant", ("kv_cache", 2): "faster", ("static_cache", 2): "slower",
-           ("kv_cache", 4): "faster"}
+VERDICT = {
+    ("baseline", 2): "not significant",
+    ("kv_cache", 2): "faster",
+    ("static_cache", 2): "slower",
+    ("kv_cache", 4): "faster",
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +40,23 @@ def stores(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
     one = Store(root / "one")
     one.sweep("a", {"cpus_per_trial": 1})
-    for i, (variant, batch, runtime) in enumerate([("baseline", 2, 1.0), ("kv_cache", 2, 0.5),
-                                                   ("static_cache", 2, 0.4), ("kv_cache", 4, 0.8),
-                                                   ("hf_generate", 2, 0.3), ("static_cache", 4, 0.7)]):
+    for i, (variant, batch, runtime) in enumerate(
+        [
+            ("baseline", 2, 1.0),
+            ("kv_cache", 2, 0.5),
+            ("static_cache", 2, 0.4),
+            ("kv_cache", 4, 0.8),
+            ("hf_generate", 2, 0.3),
+            ("static_cache", 4, 0.7),
+        ]
+    ):
         one.trial(variant, runtime, seed=i, threads=1, batch=batch)
     one.sweep("b", {"cpus_per_trial": 2})
     for i, ((variant, batch), ratio) in enumerate(TRUE.items()):
         runtime = {"baseline": 1.0, "kv_cache": 0.5 if batch == 2 else 0.8, "static_cache": 0.4}[variant] * ratio
-        one.trial(variant, runtime, seed=10 + i, batch=batch, measurement="contended" if batch == 4 else "ok",
-                  warmup=2)  # other keys than a's: points match on knobs and workload, not on key()
+        one.trial(
+            variant, runtime, seed=10 + i, batch=batch, measurement="contended" if batch == 4 else "ok", warmup=2
+        )  # other keys than a's: points match on knobs and workload, not on key()
     one.failed("static_cache", batch=4)
     one.sweep("c")
     one.trial("baseline", 1.0, seed=20)
@@ -74,8 +86,13 @@ def compared(stores):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(["a", "b", "--uri", stores.one, "--out", str(stores.root / "reports")])
     directory = stores.root / "reports" / "a-vs-b"
-    return SimpleNamespace(status=status, out=out.getvalue(), err=err.getvalue(), directory=directory,
-                           csv=pd.read_csv(directory / "comparison.csv") if status == 0 else None)
+    return SimpleNamespace(
+        status=status,
+        out=out.getvalue(),
+        err=err.getvalue(),
+        directory=directory,
+        csv=pd.read_csv(directory / "comparison.csv") if status == 0 else None,
+    )
 
 
 def test_the_difference_is_named_first(compared):
@@ -136,15 +153,19 @@ def test_the_ui_gets_one_child_run_per_point_sorted_by_ratio(compared, stores):
     assert {r.info.run_id for r in shown} == {c.info.run_id for c in children}
     assert parent.data.tags[FILTER_TAG] == state["searchFilter"] and ID_TAG not in parent.data.tags
     url = compared.err.strip().splitlines()[-1]
-    assert url.startswith("ui: this comparison: http://127.0.0.1:5000/#/experiments/") and f"viewStateShareKey={key}" in url
+    assert (
+        url.startswith("ui: this comparison: http://127.0.0.1:5000/#/experiments/")
+        and f"viewStateShareKey={key}" in url
+    )
     attached = {a.path for a in client.list_artifacts(parent.info.run_id, "comparison")}
     assert {"comparison/comparison.md", "comparison/comparison.csv", "comparison/ratio_by_point.png"} <= attached
     assert len(load_sweep(stores.one, "tokengen", "a").trials) == 6  # the comparison's runs are no sweep's trials
 
 
 def test_tokens_that_differ_across_two_stores(stores, capsys, tmp_path):
-    status, out, err = run(capsys, "a", "x", "--uri-a", stores.one, "--uri-b", stores.two, "--out", str(tmp_path),
-                           "--no-record")
+    status, out, err = run(
+        capsys, "a", "x", "--uri-a", stores.one, "--uri-b", stores.two, "--out", str(tmp_path), "--no-record"
+    )
     assert status == 0, err
     assert out.splitlines()[0].startswith("What differs: torch 2.13.0 vs 2.14.0; threads 1 vs 2;")
     rows = pd.read_csv(tmp_path / "a-vs-x" / "comparison.csv").set_index(["variant", "batch_size"])
@@ -166,17 +187,24 @@ def _garbage(root: Path) -> str:
     return f"sqlite:///{path}"
 
 
-@pytest.mark.parametrize("argv, said", [
-    (["a", "nosuch"], "B (nosuch): no sweep named 'nosuch' in {one} experiment 'tokengen' (its sweeps: a, b, c, d)"),
-    (["a", "d"], "a and d have no point in common (same knobs and workload): model tiny vs llama-tiny"),
-    (["a", "b", "--uri-b", "GARBAGE"], "B (b): cannot read tracking store sqlite:///"),
-    (["a", "b", "--uri-a", "sqlite:///{root}/missing.db"], "A (a): no sweep in sqlite:///"),
-    (["other/a", "b"], "A (other/a): no sweep in {one} experiment 'other' (no such experiment)"),
-])
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["a", "nosuch"],
+            "B (nosuch): no sweep named 'nosuch' in {one} experiment 'tokengen' (its sweeps: a, b, c, d)",
+        ),
+        (["a", "d"], "a and d have no point in common (same knobs and workload): model tiny vs llama-tiny"),
+        (["a", "b", "--uri-b", "GARBAGE"], "B (b): cannot read tracking store sqlite:///"),
+        (["a", "b", "--uri-a", "sqlite:///{root}/missing.db"], "A (a): no sweep in sqlite:///"),
+        (["other/a", "b"], "A (other/a): no sweep in {one} experiment 'other' (no such experiment)"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(stores, capsys, tmp_path, argv, said):
     argv = [a.replace("GARBAGE", _garbage(tmp_path)).format(root=tmp_path) for a in argv]
-    status, out, err = run(capsys, *argv, "--uri" if "--uri-a" not in argv else "--uri-b", stores.one,
-                           "--out", str(tmp_path / "reports"))
+    status, out, err = run(
+        capsys, *argv, "--uri" if "--uri-a" not in argv else "--uri-b", stores.one, "--out", str(tmp_path / "reports")
+    )
     assert status == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: " + said.format(one=stores.one)), err
     assert not (tmp_path / "reports").exists()  # refused before any work
@@ -192,12 +220,31 @@ def test_rank_swaps_are_found_per_gpu_type():
     from tracking.compare.overview import ranking_changes
 
     def pair(variant, gpu, a, b):
-        return {"variant": variant, "batch_size": 2, "gpu_type_a": gpu, "gpu_type_b": gpu, "status_a": "finished",
-                "status_b": "finished", "runtime_mean_s_a": a, "runtime_mean_s_b": b, "runtime_std_s_a": 0.001,
-                "runtime_std_s_b": 0.001, "runs_a": 8, "runs_b": 8, "measurement_a": "ok", "measurement_b": "ok"}
+        return {
+            "variant": variant,
+            "batch_size": 2,
+            "gpu_type_a": gpu,
+            "gpu_type_b": gpu,
+            "status_a": "finished",
+            "status_b": "finished",
+            "runtime_mean_s_a": a,
+            "runtime_mean_s_b": b,
+            "runtime_std_s_a": 0.001,
+            "runtime_std_s_b": 0.001,
+            "runs_a": 8,
+            "runs_b": 8,
+            "measurement_a": "ok",
+            "measurement_b": "ok",
+        }
 
-    pairs = pd.DataFrame([pair("kv_cache", "L40S", 1.0, 1.0), pair("static_cache", "L40S", 0.9, 0.9),
-                          pair("kv_cache", "H100", 1.0, 1.0), pair("static_cache", "H100", 0.9, 1.1)])
+    pairs = pd.DataFrame(
+        [
+            pair("kv_cache", "L40S", 1.0, 1.0),
+            pair("static_cache", "L40S", 0.9, 0.9),
+            pair("kv_cache", "H100", 1.0, 1.0),
+            pair("static_cache", "H100", 0.9, 1.1),
+        ]
+    )
     changes, noise = ranking_changes(pairs, ["batch_size", "gpu_type"])
     assert noise == 0 and len(changes) == 1
     assert changes.iloc[0]["gpu_type"] == "H100" and changes.iloc[0]["second"] == "static_cache"

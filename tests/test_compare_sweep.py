@@ -9,8 +9,8 @@ import math
 
 import pandas as pd
 import pytest
-
 from sweep_helpers import run_captured, small_sweep
+
 from tracking.compare.__main__ import main
 from tracking.compare.points import VERDICTS
 
@@ -19,8 +19,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_ray")]  # two swee
 
 def test_two_sweeps_that_differ_in_threads(tmp_path, capsys):
     for name, cpus in (("t1", 1), ("t2", 2)):
-        status, _, err = run_captured(small_sweep(tmp_path, f"sweep.cpus_per_trial={cpus}", "grid.variant=[baseline]",
-                                                   name=name), tmp_path)
+        status, _, err = run_captured(
+            small_sweep(tmp_path, f"sweep.cpus_per_trial={cpus}", "grid.variant=[baseline]", name=name), tmp_path
+        )
         assert status == 0, err[-2000:]
     capsys.readouterr()
     uri = f"sqlite:///{tmp_path}/mlflow.db"

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import ray
 from ray.cluster_utils import Cluster
+from sweep_helpers import child_runs, small_sweep
 
 from sweeps.driver import run_sweep
 from sweeps.execution import compile_share
-from sweep_helpers import child_runs, small_sweep
 from tokengen.contract.declarations import declared, names
 
 CPU_CHECKS = [c for c in names("stop_check") if not declared("stop_check", c).cuda_only]  # sync, every_k, none
@@ -37,10 +37,14 @@ def three_nodes(monkeypatch, tmp_path):
     # mode once per process, and a driver that enforces it while its nodes send none never hears where a result is)
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     if not (Path.home() / ".ray" / "auth_token").is_file():
-        subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "get-auth-token", "--generate"], check=True,
-                       capture_output=True)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0,
-                                                            "env_vars": {"NODE_DISK": str(tmp_path / "head")}})
+        subprocess.run(
+            [sys.executable, "-m", "ray.scripts.scripts", "get-auth-token", "--generate"],
+            check=True,
+            capture_output=True,
+        )
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 0, "env_vars": {"NODE_DISK": str(tmp_path / "head")}}
+    )
     nodes = [cluster.add_node(num_cpus=1, env_vars={"NODE_DISK": str(tmp_path / f"node{i}")}) for i in range(3)]
     cluster.wait_for_nodes()
     yield cluster, nodes
@@ -53,9 +57,16 @@ def compile_tags(uri: str) -> list[dict]:
 
 
 def shared_sweep(tmp_path, cluster):
-    return small_sweep(tmp_path, "grid.variant=[static_compiled]", f"grid.stop_check=[{','.join(CPU_CHECKS)}]",
-                       "sweep.cpus_per_trial=1", "sweep.workdir=$NODE_DISK/work", f"ray.address={cluster.address}",
-                       "ray.num_cpus=null", "sweep.trial_timeout_s=600")
+    return small_sweep(
+        tmp_path,
+        "grid.variant=[static_compiled]",
+        f"grid.stop_check=[{','.join(CPU_CHECKS)}]",
+        "sweep.cpus_per_trial=1",
+        "sweep.workdir=$NODE_DISK/work",
+        f"ray.address={cluster.address}",
+        "ray.num_cpus=null",
+        "sweep.trial_timeout_s=600",
+    )
 
 
 @pytest.mark.slow

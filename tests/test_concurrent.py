@@ -13,9 +13,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from servers import MlflowServer
 from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
+
 from tokengen.contract.names import RESULT_FILE
 
 SWEEPS = ("alice", "bob")
@@ -36,7 +36,9 @@ def start_two_sweeps(cwd: Path, ray: tuple[str, ...], uri: str) -> dict[str, tup
     cwd.mkdir(parents=True, exist_ok=True)
     drivers = {}
     for name in SWEEPS:
-        command = driver_command(cwd, f"tracking.uri={uri}", *ray, "grid.variant=[kv_cache]", name=name)  # one trial each: the same key in both
+        command = driver_command(
+            cwd, f"tracking.uri={uri}", *ray, "grid.variant=[kv_cache]", name=name
+        )  # one trial each: the same key in both
         log = cwd / f"{name}.log"
         with open(log, "w") as sink:
             drivers[name] = subprocess.Popen(command, cwd=cwd, env=driver_environment(), stdout=sink, stderr=sink), log
@@ -92,8 +94,12 @@ fileserver:/export/team /mnt/team nfs4 rw,relatime 0 0
 
 @pytest.mark.parametrize(
     "uri, shared_safely",
-    [("sqlite:////home/me/mlflow.db", True), ("sqlite:////mnt/team/mlflow.db", False),
-     ("sqlite:////mnt/team/local disk/mlflow.db", True), ("http://10.0.1.5:5000", True)],
+    [
+        ("sqlite:////home/me/mlflow.db", True),
+        ("sqlite:////mnt/team/mlflow.db", False),
+        ("sqlite:////mnt/team/local disk/mlflow.db", True),
+        ("http://10.0.1.5:5000", True),
+    ],
 )
 def test_sqlite_on_a_network_filesystem_is_said_in_one_line(uri, shared_safely):
     from tracking.store.connect import sqlite_sharing_problem
@@ -101,6 +107,8 @@ def test_sqlite_on_a_network_filesystem_is_said_in_one_line(uri, shared_safely):
     problem = sqlite_sharing_problem(uri, MOUNTS)
     assert (problem is None) == shared_safely
     if problem:
-        assert problem == (f"tracking: {uri} is on a network filesystem (nfs4), where SQLite's locks do not hold: "
-                           "for sweeps from several machines use one tracking server (docs/cluster.md: One tracking server "
-                           "for a cluster)")
+        assert problem == (
+            f"tracking: {uri} is on a network filesystem (nfs4), where SQLite's locks do not hold: "
+            "for sweeps from several machines use one tracking server (docs/cluster.md: One tracking server "
+            "for a cluster)"
+        )

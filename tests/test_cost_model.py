@@ -13,7 +13,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeps.pricing.estimate import (FIT, HISTORY, PRIOR, CpuSpeed, PRESET_SHAPES, calibrate_cpu, cpu_speed, estimate, fit, forget_cpu_speed, lpt_order, makespan)
+from sweeps.pricing.estimate import (
+    FIT,
+    HISTORY,
+    PRESET_SHAPES,
+    PRIOR,
+    CpuSpeed,
+    calibrate_cpu,
+    cpu_speed,
+    estimate,
+    fit,
+    forget_cpu_speed,
+    lpt_order,
+    makespan,
+)
 from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S
 from sweeps.pricing.estimate.priors import prior_run
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS
@@ -25,17 +38,34 @@ COMPILE_S, BUILD_S, IN_CHILD_S = 30.0, 0.8, 0.05
 
 
 def cached_step(batch, prompt, steps):
-    return CACHED["a"] + CACHED["b"] * batch + CACHED["c"] * batch * prompt / steps + \
-        CACHED["d"] * batch * (prompt + (steps - 1) / 2)
+    return (
+        CACHED["a"]
+        + CACHED["b"] * batch
+        + CACHED["c"] * batch * prompt / steps
+        + CACHED["d"] * batch * (prompt + (steps - 1) / 2)
+    )
 
 
 def recompute_step(batch, prompt, steps):
     return RECOMPUTE["a"] + RECOMPUTE["e"] * batch * (prompt + (steps - 1) / 2)
 
 
-def synthetic(step_law, cache, *, noise=0.01, seed=0, model="gpt2", compile="off", measurement="ok",
-              batches=(1, 4, 16, 64), prompts=(1, 32, 128), lengths=(32, 128, 512), repeats=2, slowdown=1.0,
-              warmup=1):
+def synthetic(
+    step_law,
+    cache,
+    *,
+    noise=0.01,
+    seed=0,
+    model="gpt2",
+    compile="off",
+    measurement="ok",
+    batches=(1, 4, 16, 64),
+    prompts=(1, 32, 128),
+    lengths=(32, 128, 512),
+    repeats=2,
+    slowdown=1.0,
+    warmup=1,
+):
     """One finished run per point (x repeats): runtime = steps x t_step x lognormal noise (1%: a mean
     of runs whose CV is a few %); first run, trial and child walls from known compile, build, start-up."""
     rng = np.random.default_rng(seed)
@@ -46,19 +76,49 @@ def synthetic(step_law, cache, *, noise=0.01, seed=0, model="gpt2", compile="off
         runs = 5
         trial_wall = BUILD_S + first + (warmup + runs + INSTRUMENTED_RUNS - 1) * run
         mean = run if warmup else (first + (runs - 1) * run) / runs  # warmup=0: the first run is timed
-        rows.append(dict(
-            model=model, device="cpu", dtype="float32", variant=f"{cache}-{compile}", cache=cache, compile=compile,
-            batch_size=batch, prompt_len=prompt, max_seqlen=steps, steps=steps, warmup=warmup, runs=runs,
-            profile="off", runtime_mean_s=mean, runtime_median_s=run, first_run_s=first, trial_wall_s=trial_wall,
-            child_wall_s=trial_wall + IN_CHILD_S, status="finished", measurement=measurement,
-            trial_key=f"{model}-{cache}-{compile}-{batch}-{prompt}-{steps}-{measurement}-{seed}-{_}",
-        ))
+        rows.append(
+            dict(
+                model=model,
+                device="cpu",
+                dtype="float32",
+                variant=f"{cache}-{compile}",
+                cache=cache,
+                compile=compile,
+                batch_size=batch,
+                prompt_len=prompt,
+                max_seqlen=steps,
+                steps=steps,
+                warmup=warmup,
+                runs=runs,
+                profile="off",
+                runtime_mean_s=mean,
+                runtime_median_s=run,
+                first_run_s=first,
+                trial_wall_s=trial_wall,
+                child_wall_s=trial_wall + IN_CHILD_S,
+                status="finished",
+                measurement=measurement,
+                trial_key=f"{model}-{cache}-{compile}-{batch}-{prompt}-{steps}-{measurement}-{seed}-{_}",
+            )
+        )
     return pd.DataFrame(rows)
 
 
 def trial(**fields):
-    base = dict(model="gpt2", device="cpu", dtype="float32", variant="dynamic-off", cache="dynamic", compile="off",
-                batch_size=8, prompt_len=16, max_seqlen=64, warmup=1, runs=5, profile="off")
+    base = dict(
+        model="gpt2",
+        device="cpu",
+        dtype="float32",
+        variant="dynamic-off",
+        cache="dynamic",
+        compile="off",
+        batch_size=8,
+        prompt_len=16,
+        max_seqlen=64,
+        warmup=1,
+        runs=5,
+        profile="off",
+    )
     return {**base, **fields}
 
 
@@ -97,8 +157,12 @@ def test_recompute_law_is_recovered_and_runtime_grows_quadratically():
 
 
 def test_contended_runs_are_left_out_of_the_fit():
-    history = pd.concat([synthetic(cached_step, "dynamic"),
-                         synthetic(cached_step, "dynamic", seed=1, measurement="contended", slowdown=3.0)])
+    history = pd.concat(
+        [
+            synthetic(cached_step, "dynamic"),
+            synthetic(cached_step, "dynamic", seed=1, measurement="contended", slowdown=3.0),
+        ]
+    )
     coefficients = only_law(fit(history, cpu=CPU)).coefficients()
     assert coefficients["batch"] == pytest.approx(CACHED["b"], rel=0.05)
 

@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 import pytest
-
 from sweep_helpers import driver_environment, small_overrides, small_sweep
+
 from sweeps.driver import run_sweep
 from sweeps.planning.entry_errors import command_line_problem
 from tracking import ui
@@ -22,15 +22,21 @@ from tracking.store.connect import TrackingError, check_credentials
 
 SECRET = "pl4nted-Pa55"
 URIS = {  # a URI with the password in it -> the start of the one line that refuses it
-    "postgresql": (f"postgresql://bench:{SECRET}@db.lab:5432/mlflow",
-                   "tracking.uri carries a password: use tracking.uri=postgresql://bench@db.lab:5432/mlflow and put "
-                   "the password in PGPASSWORD or ~/.pgpass"),
-    "mysql": (f"mysql+pymysql://bench:{SECRET}@db.lab/mlflow",
-              "tracking.uri carries a password: use tracking.uri=mysql+pymysql://bench@db.lab/mlflow and put the "
-              "password in MYSQL_PWD"),
-    "http": (f"https://bench:{SECRET}@mlflow.lab",
-             "tracking.uri carries credentials: use tracking.uri=https://mlflow.lab and put them in "
-             "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
+    "postgresql": (
+        f"postgresql://bench:{SECRET}@db.lab:5432/mlflow",
+        "tracking.uri carries a password: use tracking.uri=postgresql://bench@db.lab:5432/mlflow and put "
+        "the password in PGPASSWORD or ~/.pgpass",
+    ),
+    "mysql": (
+        f"mysql+pymysql://bench:{SECRET}@db.lab/mlflow",
+        "tracking.uri carries a password: use tracking.uri=mysql+pymysql://bench@db.lab/mlflow and put the "
+        "password in MYSQL_PWD",
+    ),
+    "http": (
+        f"https://bench:{SECRET}@mlflow.lab",
+        "tracking.uri carries credentials: use tracking.uri=https://mlflow.lab and put them in "
+        "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD",
+    ),
 }
 
 
@@ -65,13 +71,18 @@ def test_the_driver_refuses_it_before_anything_is_written(tmp_path, monkeypatch,
 def test_the_readers_refuse_it_and_write_nothing(tmp_path, monkeypatch, capsys, command):
     monkeypatch.chdir(tmp_path)
     uri = URIS["postgresql"][0]
-    status = {"report": lambda: report_main(["--uri", uri]), "ui": lambda: ui.main(["--uri", uri, "--print-only"]),
-              "compare": lambda: compare_main(["a", "b", "--uri", uri])}[command]()
+    status = {
+        "report": lambda: report_main(["--uri", uri]),
+        "ui": lambda: ui.main(["--uri", uri, "--print-only"]),
+        "compare": lambda: compare_main(["a", "b", "--uri", uri]),
+    }[command]()
     assert status == 2
     out, err = capsys.readouterr()
     side = "A (a): " if command == "compare" else ""
-    assert out == "" and err.startswith(f"error: {side}--uri carries a password: use --uri postgresql://bench@db.lab:"
-                                        "5432/mlflow and put the password in PGPASSWORD or ~/.pgpass")
+    assert out == "" and err.startswith(
+        f"error: {side}--uri carries a password: use --uri postgresql://bench@db.lab:"
+        "5432/mlflow and put the password in PGPASSWORD or ~/.pgpass"
+    )
     assert err.count("\n") == 1 and SECRET not in err
     assert list(tmp_path.iterdir()) == []
 
@@ -79,9 +90,14 @@ def test_the_readers_refuse_it_and_write_nothing(tmp_path, monkeypatch, capsys, 
 def test_the_sweeps_command_line_refuses_it_before_hydra_writes_a_file(tmp_path):
     """`python -m sweeps.run` itself: without the refusal Hydra writes the password into
     outputs/.../.hydra/{config,hydra,overrides}.yaml before the driver sees it."""
-    proc = subprocess.run([sys.executable, "-m", "sweeps.run", *small_overrides(tmp_path),
-                           f"tracking.uri={URIS['postgresql'][0]}"], cwd=tmp_path, env=driver_environment(),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeps.run", *small_overrides(tmp_path), f"tracking.uri={URIS['postgresql'][0]}"],
+        cwd=tmp_path,
+        env=driver_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: " + URIS["postgresql"][1]) and proc.stderr.count("\n") == 1
     assert SECRET not in proc.stdout + proc.stderr

@@ -9,16 +9,20 @@ import subprocess
 import sys
 
 import pytest
-
 from sweep_helpers import child_runs, small_sweep
+
 from sweeps.delivery.journal import Journal, JournalError, journaled_results
 from sweeps.delivery.outbox import Outbox
 from sweeps.driver import run_sweep
 from tracking.store.history import load_history
 from tracking.store.recorder import Recorder
 
-DAMAGED = [b'{"result": {"key": "k9", "status": "fini\xff"}, "files": []}', b"42", b'{"result":{}}',
-           b'{"result": {"key": "k3"']  # not UTF-8, not an entry, a result without its key, cut short
+DAMAGED = [
+    b'{"result": {"key": "k9", "status": "fini\xff"}, "files": []}',
+    b"42",
+    b'{"result":{}}',
+    b'{"result": {"key": "k3"',
+]  # not UTF-8, not an entry, a result without its key, cut short
 
 
 def result(key: str, status: str = "finished") -> dict:
@@ -36,7 +40,8 @@ def test_damaged_lines_are_set_aside_named_once_and_never_a_result(tmp_path, cap
     side = journal.path.with_name("s.jsonl.set-aside")
     assert side.read_bytes().splitlines() == DAMAGED
     assert capsys.readouterr().err.splitlines() == [
-        f"journal: set aside 4 damaged line(s) of {journal.path} in {side} (never a result: their trials run again)"]
+        f"journal: set aside 4 damaged line(s) of {journal.path} in {side} (never a result: their trials run again)"
+    ]
     Journal.open("tokengen", "s", root=tmp_path).unrecorded()
     assert capsys.readouterr().err == ""  # said once: the journal is whole now
 
@@ -76,8 +81,10 @@ def test_a_journal_that_cannot_take_a_result_is_one_line_before_any_trial(tmp_pa
         Journal.open("tokengen", "t")
     assert run_sweep(small_sweep(tmp_path)) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == (f"error: the sweep's journal {kind} {tmp_path / where} is not a {kind}: move it "
-                                    "away or make it writable (another sweep.name starts a journal of its own)"), err
+    assert err.splitlines()[-1] == (
+        f"error: the sweep's journal {kind} {tmp_path / where} is not a {kind}: move it "
+        "away or make it writable (another sweep.name starts a journal of its own)"
+    ), err
     assert not list((tmp_path / "work").glob("*/*"))  # no trial ran
 
 

@@ -24,33 +24,43 @@ IDS = [f"{d.knob}={d.name}" for d in DECLARED]
 # The preset names users typed before presets were generated, with their knobs: none may change.
 _K = ("cache", "compile", "stop_check", "allocator", "engine", "batching")
 _LATER = {knob: declarations.plain(knob).name for knob in declarations.KNOBS if knob not in _K}  # plain in each
-NAMES_USERS_TYPE = {name: {**dict(zip(_K, knobs)), **_LATER} for name, knobs in {
-    "baseline": ("none", "off", "sync", "default", "loop", "static"),
-    "kv_cache": ("dynamic", "off", "sync", "default", "loop", "static"),
-    "kv_cache_expandable": ("dynamic", "off", "sync", "expandable", "loop", "static"),
-    "static_cache": ("static", "off", "sync", "default", "loop", "static"),
-    "static_compiled": ("static", "default", "sync", "default", "loop", "static"),
-    "static_compiled_pipelined": ("static", "default", "pipelined", "default", "loop", "static"),
-    "kv_cache_nocheck": ("dynamic", "off", "none", "default", "loop", "static"),
-    "static_cache_nocheck": ("static", "off", "none", "default", "loop", "static"),
-    "static_compiled_nocheck": ("static", "default", "none", "default", "loop", "static"),
-    "kv_cache_deferred": ("dynamic", "off", "deferred", "default", "loop", "static"),
-    "static_cache_deferred": ("static", "off", "deferred", "default", "loop", "static"),
-    "static_compiled_deferred": ("static", "default", "deferred", "default", "loop", "static"),
-    "static_cudagraph": ("static", "reduce-overhead", "sync", "default", "loop", "static"),
-    "static_cudagraph_pipelined": ("static", "reduce-overhead", "pipelined", "default", "loop", "static"),
-    "static_cudagraph_deferred": ("static", "reduce-overhead", "deferred", "default", "loop", "static"),
-    "static_cudagraph_nocheck": ("static", "reduce-overhead", "none", "default", "loop", "static"),
-    "hf_generate": ("dynamic", "off", "sync", "default", "generate", "static"),
-    "hf_generate_static": ("static", "off", "sync", "default", "generate", "static"),
-    "hf_generate_compiled": ("static", "default", "sync", "default", "generate", "static"),
-    "hf_generate_cudagraph": ("static", "reduce-overhead", "sync", "default", "generate", "static"),
-    "static_cache_continuous": ("static", "off", "sync", "default", "loop", "continuous"),
-    "static_compiled_continuous": ("static", "default", "sync", "default", "loop", "continuous"),
-    "static_cudagraph_continuous": ("static", "reduce-overhead", "sync", "default", "loop", "continuous"),
-    "static_cudagraph_deferred_continuous": ("static", "reduce-overhead", "deferred", "default", "loop", "continuous"),
-    "hf_generate_batch": ("static", "off", "sync", "default", "generate_batch", "continuous"),
-}.items()}
+NAMES_USERS_TYPE = {
+    name: {**dict(zip(_K, knobs)), **_LATER}
+    for name, knobs in {
+        "baseline": ("none", "off", "sync", "default", "loop", "static"),
+        "kv_cache": ("dynamic", "off", "sync", "default", "loop", "static"),
+        "kv_cache_expandable": ("dynamic", "off", "sync", "expandable", "loop", "static"),
+        "static_cache": ("static", "off", "sync", "default", "loop", "static"),
+        "static_compiled": ("static", "default", "sync", "default", "loop", "static"),
+        "static_compiled_pipelined": ("static", "default", "pipelined", "default", "loop", "static"),
+        "kv_cache_nocheck": ("dynamic", "off", "none", "default", "loop", "static"),
+        "static_cache_nocheck": ("static", "off", "none", "default", "loop", "static"),
+        "static_compiled_nocheck": ("static", "default", "none", "default", "loop", "static"),
+        "kv_cache_deferred": ("dynamic", "off", "deferred", "default", "loop", "static"),
+        "static_cache_deferred": ("static", "off", "deferred", "default", "loop", "static"),
+        "static_compiled_deferred": ("static", "default", "deferred", "default", "loop", "static"),
+        "static_cudagraph": ("static", "reduce-overhead", "sync", "default", "loop", "static"),
+        "static_cudagraph_pipelined": ("static", "reduce-overhead", "pipelined", "default", "loop", "static"),
+        "static_cudagraph_deferred": ("static", "reduce-overhead", "deferred", "default", "loop", "static"),
+        "static_cudagraph_nocheck": ("static", "reduce-overhead", "none", "default", "loop", "static"),
+        "hf_generate": ("dynamic", "off", "sync", "default", "generate", "static"),
+        "hf_generate_static": ("static", "off", "sync", "default", "generate", "static"),
+        "hf_generate_compiled": ("static", "default", "sync", "default", "generate", "static"),
+        "hf_generate_cudagraph": ("static", "reduce-overhead", "sync", "default", "generate", "static"),
+        "static_cache_continuous": ("static", "off", "sync", "default", "loop", "continuous"),
+        "static_compiled_continuous": ("static", "default", "sync", "default", "loop", "continuous"),
+        "static_cudagraph_continuous": ("static", "reduce-overhead", "sync", "default", "loop", "continuous"),
+        "static_cudagraph_deferred_continuous": (
+            "static",
+            "reduce-overhead",
+            "deferred",
+            "default",
+            "loop",
+            "continuous",
+        ),
+        "hf_generate_batch": ("static", "off", "sync", "default", "generate_batch", "continuous"),
+    }.items()
+}
 
 
 def test_the_declared_knobs_are_the_specs_knobs_and_its_defaults_their_first_values():

@@ -157,7 +157,9 @@ def test_the_readme_exit_codes_are_the_drivers():
 def test_the_checks_can_fail():
     """Each check, given a known-wrong input, says so (a test that cannot fail proves nothing)."""
     assert _missing_paths("see `tokengen/generate.py` and `conf/grid/nothing.yaml`") == [
-        "conf/grid/nothing.yaml", "tokengen/generate.py"]
+        "conf/grid/nothing.yaml",
+        "tokengen/generate.py",
+    ]
     assert _missing_paths("`conf/grid/*.yaml`, `<workdir>/<sweep>`, `tokengen/decode/loop.py`.") == []
     assert not _module_exists("tokengen.generate") and _module_exists("sweeps.run")
     assert readme_grid_counts("| grid | trials | what |\n|---|---:|---|\n| `smoke` | 17 | x |\n") == {"smoke": 17}
@@ -185,5 +187,6 @@ def test_the_readme_is_short_and_states_no_figure_results_md_does_not():
 
 
 def test_the_figure_check_can_fail():
-    assert readme_figures("Python 3.11, torch 2.11.0+cu130: 8.35x in 0.1557 s, 88.4% busy, 16 trials\n```\n1.5x\n```") == [
-        "0.1557", "8.35x", "88.4%"]
+    assert readme_figures(
+        "Python 3.11, torch 2.11.0+cu130: 8.35x in 0.1557 s, 88.4% busy, 16 trials\n```\n1.5x\n```"
+    ) == ["0.1557", "8.35x", "88.4%"]

@@ -9,9 +9,9 @@ import time
 
 import pytest
 from mlflow import MlflowClient
+from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray, small_sweep
 
 from sweeps.driver import run_sweep
-from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray, small_sweep
 
 pytestmark = pytest.mark.slow  # a real driver and real trials, on the session's warm Ray
 
@@ -28,15 +28,18 @@ def test_killed_driver_loses_nothing_finished(tmp_path, warm_ray, store, request
     argv = driver_command(tmp_path, *overrides, *joining_warm_ray())  # the same sweep as a driver process
     MlflowClient(tracking_uri=uri).create_experiment("tokengen")  # the store exists before two processes open it
     log = open(tmp_path / "driver.log", "w")
-    driver = subprocess.Popen(argv, cwd=tmp_path, env=driver_environment(), start_new_session=True, stdout=log,
-                              stderr=log)
+    driver = subprocess.Popen(
+        argv, cwd=tmp_path, env=driver_environment(), start_new_session=True, stdout=log, stderr=log
+    )
     try:
         deadline = time.time() + 240
         while time.time() < deadline and driver.poll() is None:
             if sum(r.data.tags.get("status") == "finished" for r in child_runs(uri)) >= 1:
                 break
             time.sleep(0.5)
-        assert driver.poll() is None, "the sweep ended before it could be killed:\n" + (tmp_path / "driver.log").read_text()[-3000:]
+        assert driver.poll() is None, (
+            "the sweep ended before it could be killed:\n" + (tmp_path / "driver.log").read_text()[-3000:]
+        )
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()

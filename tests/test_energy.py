@@ -15,8 +15,7 @@ import types
 import pytest
 import torch
 
-from tokengen.measure import energy
-from tokengen.measure import memory
+from tokengen.measure import energy, memory
 from tokengen.measure.energy import EnergyMeter
 
 ADDRESS = "00000000:3b:00.0"
@@ -98,11 +97,14 @@ def test_no_allocator_to_report_on_the_cpu():
     assert memory.live_allocator_setting("cpu") is None and memory.live_allocator_tag("cpu") is None
 
 
-@pytest.mark.parametrize("segments, verdict", [
-    ([{"device": 0, "is_expandable": True}, {"device": 0, "is_expandable": False}], True),  # a graph pool is not
-    ([{"device": 0, "is_expandable": False}, {"device": 1, "is_expandable": True}], False),  # another GPU's
-    ([], None),  # nothing allocated: nothing to judge by
-])
+@pytest.mark.parametrize(
+    "segments, verdict",
+    [
+        ([{"device": 0, "is_expandable": True}, {"device": 0, "is_expandable": False}], True),  # a graph pool is not
+        ([{"device": 0, "is_expandable": False}, {"device": 1, "is_expandable": True}], False),  # another GPU's
+        ([], None),  # nothing allocated: nothing to judge by
+    ],
+)
 def test_the_allocator_verdict_comes_from_its_segments(monkeypatch, segments, verdict):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)

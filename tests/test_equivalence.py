@@ -11,14 +11,13 @@ import pytest
 import torch
 from transformers import masking_utils
 
-from tokengen.decode.loop import Generator
-from tokengen.models import eos_ids
-from tokengen.models import build_model
 from tokengen.contract.declarations import declared, names, values
-from tokengen.contract.variants import VARIANTS
-from tokengen.engines.hf_generate import hf_generate
-from tokengen.decode.stopping import target_lengths
 from tokengen.contract.rules import cuda_only_reason, resolve
+from tokengen.contract.variants import VARIANTS
+from tokengen.decode.loop import Generator
+from tokengen.decode.stopping import target_lengths
+from tokengen.engines.hf_generate import hf_generate
+from tokengen.models import build_model, eos_ids
 
 MODELS = ["tiny", "llama-tiny"]
 STOPS = ["never", "model", "uniform:2-10"]
@@ -87,8 +86,10 @@ def eos_checkpoint(tmp_path_factory) -> dict[str, str]:
 
 def test_the_knob_grid_covers_every_cpu_preset():
     cpu = {
-        (knobs["cache"], knobs["stop_check"]) for name, knobs in VARIANTS.items()
-        if cuda_only_reason(resolve(name, device="cpu")) is None and knobs["compile"] == "off"
+        (knobs["cache"], knobs["stop_check"])
+        for name, knobs in VARIANTS.items()
+        if cuda_only_reason(resolve(name, device="cpu")) is None
+        and knobs["compile"] == "off"
         and knobs.get("engine", "loop") == "loop"
     }
     assert {("none", "sync"), ("dynamic", "sync"), ("static", "sync"), ("static", "none")} <= cpu <= set(KNOBS)
@@ -179,7 +180,9 @@ def test_no_hidden_sync_in_transformers_mask_code(model, cache, monkeypatch):
     calls = []
     for name in ("find_packed_sequence_indices", "_ignore_causal_mask_sdpa"):
         real = getattr(masking_utils, name)
-        monkeypatch.setattr(masking_utils, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+        monkeypatch.setattr(
+            masking_utils, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k)
+        )
     generator = Generator(model_for(model), spec_for(model, cache=cache, stop="never"))
     ours = generator().tokens
     assert calls == []
@@ -235,8 +238,10 @@ def test_compiled_knob_combinations_match_the_baseline(cache, stop_check):
     from torch._dynamo.utils import counters
 
     base = generate("llama-tiny", "baseline", stop="uniform:2-10")
-    compiled = Generator(model_for("llama-tiny"), spec_for("llama-tiny", cache=cache, compile="default",
-                                                          stop_check=stop_check, stop="uniform:2-10"))
+    compiled = Generator(
+        model_for("llama-tiny"),
+        spec_for("llama-tiny", cache=cache, compile="default", stop_check=stop_check, stop="uniform:2-10"),
+    )
     got = compiled()
     graphs = counters["stats"]["unique_graphs"]
     assert torch.equal(compiled().tokens, got.tokens) and counters["stats"]["unique_graphs"] == graphs

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from test_stop_checks import DeviceBool, SimDecode, SimGpu
+
 from tokengen.contract.declarations import declared
 from tokengen.decode.every_k import K, every_k_check
 from tokengen.decode.ranges import NO_RANGES

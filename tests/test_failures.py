@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from sweep_helpers import child_runs, small_sweep
 
 from sweeps.driver import run_sweep
 from sweeps.execution.trial_process import TrialRequest, _error_type, _outcome, run_trial_process
-from sweep_helpers import child_runs, small_sweep
 from tokengen.contract.rules import resolve
 from tokengen.contract.spec import SpecError
 from tokengen.models import build_model
@@ -64,11 +64,15 @@ def test_the_trial_process_writes_its_outcome_typed(tmp_path):
     assert ok["status"] == "finished" and ok["steps"] == 4 and "tokens.npy" in ok["files"]
     refused = run_trial_process(request(tmp_path, "refused", device="cuda"))
     assert (refused["error_type"], refused["error_message"]) == (
-        "SpecError", "device=cuda but torch sees no CUDA device: use device=cpu")
+        "SpecError",
+        "device=cuda but torch sees no CUDA device: use device=cpu",
+    )
     broken = run_trial_process(request(tmp_path, "broken", model=corrupt_checkpoint(tmp_path / "ckpt")))
     assert broken["status"] == "failed" and broken["error_type"] not in ("Failed", "Crashed", "SpecError")
     assert "Traceback" in broken["log_tail"] and broken["error_message"]
-    hung = run_trial_process(request(tmp_path, "hung", timeout_s=3, model="gpt2", max_seqlen=1000, batch_size=8, runs=50))
+    hung = run_trial_process(
+        request(tmp_path, "hung", timeout_s=3, model="gpt2", max_seqlen=1000, batch_size=8, runs=50)
+    )
     assert hung["error_type"] == "Timeout" and hung["child_wall_s"] < 30
 
 
@@ -85,13 +89,19 @@ def test_an_error_that_crosses_ray_keeps_its_path_and_reason_without_colour(tmp_
     """A task that raises on its node (here: its workdir is under a file) comes back through Ray as a
     RayTaskError in colour; the failed record, and so MLflow, the report and the console, carry the task's
     own error type and its message with the path, and no terminal codes."""
-    from sweeps.planning.grid import PlannedTrial
     from sweeps.execution.schedule import ScheduleSettings, schedule
+    from sweeps.planning.grid import PlannedTrial
     from tracking.store.recorder import Recorder
 
     (tmp_path / "a-file").write_text("")
-    settings = ScheduleSettings(workdir=f"{tmp_path}/a-file/work", trial_timeout_s=60, retries=0, cpus_per_trial=1,
-                                inductor_cache="per_trial", sweep="s")
+    settings = ScheduleSettings(
+        workdir=f"{tmp_path}/a-file/work",
+        trial_timeout_s=60,
+        retries=0,
+        cpus_per_trial=1,
+        inductor_cache="per_trial",
+        sweep="s",
+    )
     trial = PlannedTrial(resolve("kv_cache", model="tiny", batch_size=1, max_seqlen=2, warmup=0, runs=1))
     records = []
     schedule([trial], settings, 2, lambda _, record: records.append(record))

@@ -9,15 +9,22 @@ import subprocess
 import sys
 
 import pytest
-
 from sweep_helpers import driver_environment
+
 from tokengen.contract.models import model_facts
 from tokengen.contract.spec import SpecError
 
 # What such a folder carries: a config naming its own classes, and their module.
-CONFIG = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 8,
-          "vocab_size": 64, "n_positions": 64, "auto_map": {"AutoConfig": "own.OwnConfig",
-                                                              "AutoModelForCausalLM": "own.OwnModel"}}
+CONFIG = {
+    "architectures": ["GPT2LMHeadModel"],
+    "model_type": "gpt2",
+    "n_layer": 1,
+    "n_head": 2,
+    "n_embd": 8,
+    "vocab_size": 64,
+    "n_positions": 64,
+    "auto_map": {"AutoConfig": "own.OwnConfig", "AutoModelForCausalLM": "own.OwnModel"},
+}
 
 
 @pytest.fixture
@@ -27,14 +34,18 @@ def own_code(tmp_path):
     marker = tmp_path / "ran"
     (folder / "config.json").write_text(json.dumps(CONFIG))
     (folder / "model.safetensors").write_bytes(b"")
-    (folder / "own.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
-                                   "from transformers import GPT2Config as OwnConfig, GPT2LMHeadModel as OwnModel\n")
+    (folder / "own.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\n"
+        "from transformers import GPT2Config as OwnConfig, GPT2LMHeadModel as OwnModel\n"
+    )
     return folder, marker
 
 
 def refusal(folder) -> str:
-    return (f"model path {str(folder)!r} needs its own Python code (auto_map in config.json), which is never run "
-            "here: save the model as one of transformers' own architectures")
+    return (
+        f"model path {str(folder)!r} needs its own Python code (auto_map in config.json), which is never run "
+        "here: save the model as one of transformers' own architectures"
+    )
 
 
 def test_the_planner_refuses_a_folder_that_needs_its_own_code(own_code):
@@ -47,8 +58,15 @@ def test_the_planner_refuses_a_folder_that_needs_its_own_code(own_code):
 
 def test_the_single_trial_cli_refuses_it_without_reading_stdin(own_code, tmp_path):
     folder, marker = own_code
-    proc = subprocess.run([sys.executable, "-m", "tokengen", "--model", str(folder), "--device", "cpu"], cwd=tmp_path,
-                          input="y\ny\n", env=driver_environment(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokengen", "--model", str(folder), "--device", "cpu"],
+        cwd=tmp_path,
+        input="y\ny\n",
+        env=driver_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.startswith("error: " + refusal(folder)) and proc.stderr.count("\n") == 1, proc.stderr
     assert not marker.exists()

@@ -10,10 +10,10 @@ import threading
 import time
 
 import pytest
-from mlflow import MlflowClient
-
 from disk_helpers import fill, free, tmpfs
+from mlflow import MlflowClient
 from sweep_helpers import child_runs, small_sweep
+
 from sweeps.delivery.journal import Journal
 from sweeps.delivery.outbox import Outbox
 from sweeps.driver import run_sweep
@@ -22,8 +22,15 @@ from tracking.store.recorder import Recorder
 
 
 def finished(key: str, tokens: int) -> dict:
-    return {"key": key, "status": "finished", "model": "tiny", "batch_size": 1, "runtime_mean_s": 0.5,
-            "files": {TOKENS_FILE: b"\x01" * tokens}, "log": "a line\n"}
+    return {
+        "key": key,
+        "status": "finished",
+        "model": "tiny",
+        "batch_size": 1,
+        "runtime_mean_s": 0.5,
+        "files": {TOKENS_FILE: b"\x01" * tokens},
+        "log": "a line\n",
+    }
 
 
 def journal_lines(path) -> list[dict]:
@@ -70,6 +77,7 @@ def test_a_run_the_full_store_took_half_of_is_replaced_never_counted(tmp_path, m
 
 def fill_after_first_result(journal, disk, stop: threading.Event) -> threading.Thread:
     """Fills `disk` the moment the journal holds its first result: the next result meets a full disk."""
+
     def watch():
         while not stop.is_set():
             if any("result" in e for e in journal_lines(journal)):
@@ -83,10 +91,15 @@ def fill_after_first_result(journal, disk, stop: threading.Event) -> threading.T
 
 
 @pytest.mark.slow
-def test_a_journal_that_fills_mid_sweep_stops_it_in_one_line_and_the_rerun_loses_nothing(tmp_path, capsys,
-                                                                                           warm_ray):
-    config = small_sweep(tmp_path, "grid.variant=[kv_cache]", "grid.batch_size=[1,2]", "sweep.cpus_per_trial=2",
-                         "trial.warmup=0", "trial.runs=1")
+def test_a_journal_that_fills_mid_sweep_stops_it_in_one_line_and_the_rerun_loses_nothing(tmp_path, capsys, warm_ray):
+    config = small_sweep(
+        tmp_path,
+        "grid.variant=[kv_cache]",
+        "grid.batch_size=[1,2]",
+        "sweep.cpus_per_trial=2",
+        "trial.warmup=0",
+        "trial.runs=1",
+    )
     uri = config["tracking"]["uri"]
     with tmpfs(tmp_path / ".sweeps", "2m") as disk:
         journal = Journal.path_for("tokengen", "t")
@@ -99,15 +112,17 @@ def test_a_journal_that_fills_mid_sweep_stops_it_in_one_line_and_the_rerun_loses
             filler.join()
         last = capsys.readouterr().err.strip().splitlines()[-1]
         kept = [e["result"] for e in journal_lines(journal) if "result" in e]
-        assert last.startswith(f"error: out of space: the sweep's journal {journal} could not be written (No space "
-                               "left on device; "), last
+        assert last.startswith(
+            f"error: out of space: the sweep's journal {journal} could not be written (No space left on device; "
+        ), last
         assert " needed): make room there and rerun the same command; the " in last
         assert kept and all(r["status"] == "finished" for r in kept)
         runs = child_runs(uri)
         assert {r["key"] for r in kept} <= {r.data.tags["trial_key"] for r in runs}, "every journaled result recorded"
         client = MlflowClient(tracking_uri=uri)
-        [parent] = client.search_runs([client.get_experiment_by_name("tokengen").experiment_id],
-                                      "tags.sweep_parent = 't'")
+        [parent] = client.search_runs(
+            [client.get_experiment_by_name("tokengen").experiment_id], "tags.sweep_parent = 't'"
+        )
         assert parent.info.status == "FAILED" and parent.data.tags["stopped"].startswith("out of space:")
         free(disk)
         assert run_sweep(config) == 0
@@ -136,8 +151,10 @@ def test_a_full_workdir_or_report_disk_is_one_line_and_exit_3(tmp_path, capsys, 
         fill(reports)
         assert run_sweep(config) == 3
         last = capsys.readouterr().err.strip().splitlines()[-1]
-        assert last.startswith("error: out of space: the report reports/t could not be written (No space left on "
-                               "device; 0 B free, about 2.0 MB needed): make room there and rebuild it with "
-                               f"python -m tracking.report --uri {uri} --sweep t"), last
+        assert last.startswith(
+            "error: out of space: the report reports/t could not be written (No space left on "
+            "device; 0 B free, about 2.0 MB needed): make room there and rebuild it with "
+            f"python -m tracking.report --uri {uri} --sweep t"
+        ), last
     [run] = child_runs(uri)
     assert run.info.status == "FINISHED"

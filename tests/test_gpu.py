@@ -22,13 +22,14 @@ import sys
 import pytest
 import torch
 
-from tokengen.measure.energy import EnergyMeter
+from tokengen.contract.declarations import LAGGED as LAGGED_FAMILY
+from tokengen.contract.declarations import declared, in_family
+from tokengen.contract.rules import resolve
 from tokengen.decode.loop import Generation, Generator
-from tokengen.models import build_model
 from tokengen.decode.stop_checks import sync_check
 from tokengen.decode.stopping import target_lengths
-from tokengen.contract.declarations import LAGGED as LAGGED_FAMILY, declared, in_family
-from tokengen.contract.rules import resolve
+from tokengen.measure.energy import EnergyMeter
+from tokengen.models import build_model
 
 pytestmark = pytest.mark.gpu
 
@@ -44,9 +45,17 @@ LAGGED = [
 ]
 UNWAITING = [(base, check) for base, check in LAGGED if declared("stop_check", check).cuda_only]
 """The checks that never wait with `.item()` (pinned flags behind events); every_k waits every K steps by design."""
-PER_ROW_ENDS = ["uniform:3-20", "fixed:1", "never"]  # rows ending apart; all at their first token; none before max_seqlen
-CASES = [(base, check, stop) for base, check in LAGGED for stop in PER_ROW_ENDS
-         if not (stop == "fixed:1" and base in ("static_compiled", "static_cudagraph"))]
+PER_ROW_ENDS = [
+    "uniform:3-20",
+    "fixed:1",
+    "never",
+]  # rows ending apart; all at their first token; none before max_seqlen
+CASES = [
+    (base, check, stop)
+    for base, check in LAGGED
+    for stop in PER_ROW_ENDS
+    if not (stop == "fixed:1" and base in ("static_compiled", "static_cudagraph"))
+]
 """Eager cases first; no compiled case that ends at its first token, which is the eager prefill's: it shows nothing."""
 
 
@@ -121,8 +130,9 @@ def test_a_lagged_check_on_a_lagging_gpu_returns_the_sync_tokens(model, base, st
     assert got_tokens.shape == want_tokens.shape, "a lagged check must drop its extra step's token"
     assert torch.equal(got_tokens, want_tokens), "a lagged check must return the sync check's tokens"
     overrun = declared("stop_check", stop_check).overrun
-    assert want.steps <= lag.enqueued <= min(want.steps + overrun, WORKLOAD["max_seqlen"]), \
+    assert want.steps <= lag.enqueued <= min(want.steps + overrun, WORKLOAD["max_seqlen"]), (
         "a lagged check runs past the end by its declared overrun, no more"
+    )
 
 
 class SyncTrap:
@@ -162,9 +172,29 @@ def cli_record(tmp_path, variant: str) -> dict:
     out = tmp_path / f"{variant}.json"
     env = {k: v for k, v in os.environ.items() if k not in ALLOCATOR_VARS}
     proc = subprocess.run(
-        [sys.executable, "-m", "tokengen", "--variant", variant, "--model", "tiny", "--device", "cuda",
-         "--batch-size", "4", "--max-seqlen", "16", "--runs", "2", "--json", str(out)],
-        capture_output=True, text=True, timeout=120, env=env,
+        [
+            sys.executable,
+            "-m",
+            "tokengen",
+            "--variant",
+            variant,
+            "--model",
+            "tiny",
+            "--device",
+            "cuda",
+            "--batch-size",
+            "4",
+            "--max-seqlen",
+            "16",
+            "--runs",
+            "2",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
@@ -235,8 +265,15 @@ def test_on_a_gpu_every_quantized_value_runs_and_is_measured_against_the_plain_m
         value = declared("quant", name)
         if value.fidelity == EXACT:
             continue
-        spec = resolve("static_cache", model="tiny", device="cuda", dtype=(value.dtypes or ("bfloat16",))[0],
-                       batch_size=4, max_seqlen=16, quant=name)
+        spec = resolve(
+            "static_cache",
+            model="tiny",
+            device="cuda",
+            dtype=(value.dtypes or ("bfloat16",))[0],
+            batch_size=4,
+            max_seqlen=16,
+            quant=name,
+        )
         if capability_problem(spec, torch.cuda.get_device_capability()):
             continue
         net = on_model(build_model(spec.model, spec.dtype, spec.device, spec.seed), spec)

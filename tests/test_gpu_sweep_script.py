@@ -41,8 +41,13 @@ def _wheel(path: Path, files: dict[str, bytes]) -> Path:
 
 
 def test_ray_is_repacked_stored_without_the_java_workers_and_the_dashboards_web_app(tmp_path):
-    files = {"ray/__init__.py": b"x" * 100, "ray/jars/ray_dist.jar": b"j" * 100, EXECUTABLE: b"\x7fELF",
-             "ray/dashboard/client/build/index.html": b"h", "ray/dashboard/modules/x.py": b"m"}
+    files = {
+        "ray/__init__.py": b"x" * 100,
+        "ray/jars/ray_dist.jar": b"j" * 100,
+        EXECUTABLE: b"\x7fELF",
+        "ray/dashboard/client/build/index.html": b"h",
+        "ray/dashboard/modules/x.py": b"m",
+    }
     source = _wheel(tmp_path / "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl", files)
     (tmp_path / "out").mkdir()
     gpu_bundle.repack(source, tmp_path / "out")

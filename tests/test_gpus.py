@@ -10,11 +10,19 @@ from tokengen.contract.machine.gpus import GPUS, gpu_kind
 from tokengen.measure.environment import peak_bandwidth_gbs
 
 
-@pytest.mark.parametrize("name, kind", [
-    ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"),
-    ("NVIDIA GH200 480GB", "GH200"), ("NVIDIA H200", "H200"), ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
-    ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA L40S", "L40S"),
-])
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA GH200 480GB", "GH200"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA L40S", "L40S"),
+    ],
+)
 def test_the_prior_and_the_record_read_one_entry_per_gpu(name, kind):
     assert gpu_kind(name) == hardware.gpu_kind(name) == kind
     assert peak_bandwidth_gbs(name) == hardware.gpu_spec(kind).bandwidth_gbs == GPUS[kind].bandwidth_gbs

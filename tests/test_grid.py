@@ -9,10 +9,9 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from sweeps.planning.config import register
-from sweeps.planning.grid import expand
-from sweeps.planning.grid import plan_sweep
 from sweeps.driver import run_sweep
+from sweeps.planning.config import register
+from sweeps.planning.grid import expand, plan_sweep
 from tokengen.contract.declarations import values
 from tokengen.contract.spec import SpecError
 
@@ -29,8 +28,9 @@ def full_count() -> int:
     """+grid=full's trials from the declarations: our loop with every cache x compile mode (CUDA graphs on
     fixed-shape caches only) x stop check x allocator; generate() with its own check, compiling on fixed
     shapes only; times the workload axes (2 dtypes x 5 batches x 2 prompts x 3 lengths)."""
-    loop = sum(not (mode.cuda_graphs and not cache.fixed_shapes)
-               for cache in values("cache") for mode in values("compile"))
+    loop = sum(
+        not (mode.cuda_graphs and not cache.fixed_shapes) for cache in values("cache") for mode in values("compile")
+    )
     peer = sum(1 + cache.fixed_shapes * (len(values("compile")) - 1) for cache in values("cache"))
     return (loop * len(values("stop_check")) + peer) * len(values("allocator")) * 2 * 5 * 2 * 3
 
@@ -40,8 +40,17 @@ def article_count() -> int:
     return 8 * 3 + len(values("stop_check")) * 6 - 1
 
 
-COUNTS = {"smoke": 16, "article": article_count(), "full": full_count(), "scaling": 192, "harness": 12,
-          "serving": 12, "gpu": 15, "gpu_more": 14, "quant": 2 * 2 * (1 + 4 * 2)}
+COUNTS = {
+    "smoke": 16,
+    "article": article_count(),
+    "full": full_count(),
+    "scaling": 192,
+    "harness": 12,
+    "serving": 12,
+    "gpu": 15,
+    "gpu_more": 14,
+    "quant": 2 * 2 * (1 + 4 * 2),
+}
 
 
 @pytest.mark.parametrize("grid", COUNTS, ids=lambda g: f"+grid={g}")  # a bare `gpu` id would read as the gpu marker
@@ -58,7 +67,8 @@ def test_every_grid_file_is_counted():
 def test_any_knob_axis_is_set_without_a_plus_and_all_is_every_declared_value():
     plan = plan_sweep(composed("+grid=smoke", "grid.stop_check=all", "grid.variant=[static_cache]"))
     assert sorted({t.spec.stop_check for t in plan.trials}) == sorted(
-        d.name for d in values("stop_check") if not d.cuda_only)
+        d.name for d in values("stop_check") if not d.cuda_only
+    )
     assert any("needs a CUDA device" in reason for reason in plan.describe())
     assert {t.spec.cache for t in plan_sweep(composed("+grid=smoke", "grid.cache=[dynamic]")).trials} == {"dynamic"}
     with pytest.raises(SpecError, match="axis 'batch_size' has no fixed set of values for `all`"):
@@ -72,33 +82,60 @@ def test_the_gpu_grids_hold_the_articles_point_with_generates_peers_and_rehearse
     assert config["sweep"]["remeasure"] == 0 and config["trial"]["runs"] == 3  # GPU time is dear: fixed counts
     trials = plan_sweep(config).trials
     assert {(t.spec.model, t.spec.dtype, t.spec.batch_size) for t in trials} == {("gpt2", "float32", 32)}
-    assert {"baseline", "static_cudagraph_pipelined", "static_cudagraph_every_k", "hf_generate", "hf_generate_static",
-            "hf_generate_compiled", "hf_generate_cudagraph"} <= {t.spec.variant for t in trials}
+    assert {
+        "baseline",
+        "static_cudagraph_pipelined",
+        "static_cudagraph_every_k",
+        "hf_generate",
+        "hf_generate_static",
+        "hf_generate_compiled",
+        "hf_generate_cudagraph",
+    } <= {t.spec.variant for t in trials}
     assert [t.spec.variant for t in trials if t.spec.profile == "nsys"] == ["static_cudagraph_pipelined"]
     more = plan_sweep(composed("+grid=gpu_more")).trials
     assert {t.spec.variant for t in more if t.spec.model == "gpt2-xl"} == {
-        "static_cudagraph_pipelined", "hf_generate_cudagraph", "static_cudagraph_pipelined_int8",
-        "static_cudagraph_pipelined_int4"}  # weight-only quantization where weight bytes decide the step
+        "static_cudagraph_pipelined",
+        "hf_generate_cudagraph",
+        "static_cudagraph_pipelined_int8",
+        "static_cudagraph_pipelined_int4",
+    }  # weight-only quantization where weight bytes decide the step
     assert {t.spec.variant for t in more if t.spec.dtype == "bfloat16" and t.spec.model == "gpt2"} == {
-        "static_cudagraph_pipelined", "static_cudagraph_deferred", "hf_generate_compiled", "hf_generate_cudagraph"}
-    assert {t.spec.variant for t in more if t.spec.requests} == {"static_cache", "static_cache_continuous",
-                                                                 "hf_generate_batch"}
+        "static_cudagraph_pipelined",
+        "static_cudagraph_deferred",
+        "hf_generate_compiled",
+        "hf_generate_cudagraph",
+    }
+    assert {t.spec.variant for t in more if t.spec.requests} == {
+        "static_cache",
+        "static_cache_continuous",
+        "hf_generate_batch",
+    }
     assert {t.spec.key() for t in trials}.isdisjoint({t.spec.key() for t in more})
     # scripts/gpu_sweep.sh --rehearse: the same grids on the CPU, models shrunk, CUDA-only rows dropped with reasons
     for grid in ("gpu", "gpu_more"):
-        rehearsal = plan_sweep(composed(f"+grid={grid}", "trial.device=cpu", "+grid.model=[tiny]",
-                                        "+grid.max_seqlen=[32]"))
+        rehearsal = plan_sweep(
+            composed(f"+grid={grid}", "trial.device=cpu", "+grid.model=[tiny]", "+grid.max_seqlen=[32]")
+        )
         assert {t.spec.model for t in rehearsal.trials} == {"tiny"}
         assert any("needs a CUDA device" in reason for reason in rehearsal.dropped)
-    assert "hf_generate_compiled" in {t.spec.variant for t in plan_sweep(composed(
-        "+grid=gpu", "trial.device=cpu", "+grid.model=[tiny]")).trials}
+    assert "hf_generate_compiled" in {
+        t.spec.variant for t in plan_sweep(composed("+grid=gpu", "trial.device=cpu", "+grid.model=[tiny]")).trials
+    }
+
 
 def test_smoke_tells_the_story_on_the_cpu_beside_the_generate_peers():
     plan = plan_sweep(composed("+grid=smoke"))
     assert all(t.spec.device == "cpu" and t.spec.model == "tiny" and t.spec.prompt_len == 8 for t in plan.trials)
     story = {(t.spec.variant, t.spec.max_seqlen) for t in plan.trials if t.spec.stop == "never"}
-    for variant in ("baseline", "kv_cache", "static_cache", "static_compiled", "hf_generate", "hf_generate_static",
-                    "hf_generate_compiled"):
+    for variant in (
+        "baseline",
+        "kv_cache",
+        "static_cache",
+        "static_compiled",
+        "hf_generate",
+        "hf_generate_static",
+        "hf_generate_compiled",
+    ):
         assert {(variant, 8), (variant, 48)} <= story, variant
 
 
@@ -117,17 +154,25 @@ def test_full_drops_cudagraphs_without_a_static_cache_and_peers_with_our_stop_ch
     loose = [c for c in values("cache") if not c.fixed_shapes]
     peers_compiled_loose = len(loose) * (len(values("compile")) - 1 - len(graphed))
     assert plan.dropped == {
-        **{f"compile={m.name} needs cache=static: CUDA graphs want fixed shapes":  # both engines
-           2 * len(loose) * len(values("stop_check")) * points for m in graphed},
-        "engine=generate has its own stop check: use stop_check=sync":
-            (len(values("stop_check")) - 1) * points
-            * (len(values("cache")) * len(values("compile")) - len(graphed) * len(loose)),
-        "engine=generate compiles only with cache=static (generate() does not compile a dynamic cache)":
-            peers_compiled_loose * points,
+        **{
+            f"compile={m.name} needs cache=static: CUDA graphs want fixed shapes":  # both engines
+            2 * len(loose) * len(values("stop_check")) * points
+            for m in graphed
+        },
+        "engine=generate has its own stop check: use stop_check=sync": (len(values("stop_check")) - 1)
+        * points
+        * (len(values("cache")) * len(values("compile")) - len(graphed) * len(loose)),
+        "engine=generate compiles only with cache=static (generate() does not compile a dynamic cache)": peers_compiled_loose
+        * points,
     }
     variants = {t.spec.variant for t in plan.trials}
-    assert variants >= {"baseline", "static_cudagraph_deferred", "hf_generate", "hf_generate_compiled",
-                        "kv_cache_compiled_deferred"}  # a combination no preset names has a name made like theirs
+    assert variants >= {
+        "baseline",
+        "static_cudagraph_deferred",
+        "hf_generate",
+        "hf_generate_compiled",
+        "kv_cache_compiled_deferred",
+    }  # a combination no preset names has a name made like theirs
     assert "custom" not in variants and len(plan.trials) == 5520  # quant and attention stay at their plain values
     assert {t.spec.prompt_len for t in plan.trials} == {1, 128}
 
@@ -158,8 +203,11 @@ def test_variant_knobs_beat_trial_defaults_and_axes_beat_variants():
 
 def test_exclude_rules_drop_matching_points():
     trial = composed()["trial"]
-    grid = {"variant": ["baseline", "kv_cache"], "max_seqlen": [100, 400],
-            "exclude": [{"variant": "baseline", "max_seqlen": [400]}]}
+    grid = {
+        "variant": ["baseline", "kv_cache"],
+        "max_seqlen": [100, 400],
+        "exclude": [{"variant": "baseline", "max_seqlen": [400]}],
+    }
     plan = expand(trial, grid)
     assert len(plan.trials) == 3
     assert list(plan.dropped.values()) == [1]

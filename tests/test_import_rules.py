@@ -34,6 +34,7 @@ def modules(root: Path, packages=PACKAGES) -> dict[str, Path]:
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The project modules `name` imports, anywhere in its file."""
+
     def owner(dotted: str) -> str | None:
         while dotted and dotted not in known:
             dotted = dotted.rpartition(".")[0]
@@ -111,8 +112,11 @@ def store_reaches(known: dict[str, Path]) -> dict[str, list[str]]:
                 reached |= {a.name.split(".")[0] for a in node.names} & set(STORE_MODULES)
             elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in STORE_MODULES:
                 reached.add(node.module.split(".")[0])
-            elif isinstance(node, ast.Name) and node.id == "MlflowClient" or (
-                    isinstance(node, ast.Attribute) and node.attr == "MlflowClient"):
+            elif (
+                isinstance(node, ast.Name)
+                and node.id == "MlflowClient"
+                or (isinstance(node, ast.Attribute) and node.attr == "MlflowClient")
+            ):
                 reached.add("MlflowClient")
             elif isinstance(node, ast.alias) and node.name == "MlflowClient":
                 reached.add("MlflowClient")
@@ -178,6 +182,9 @@ def test_the_rules_find_a_stray_store_import_a_stage_reaching_forward_and_a_long
     tracking.mkdir(parents=True)
     (tracking / "recorder.py").write_text("from mlflow import MlflowClient\n")
     known = modules(tmp_path, ("sweeps", "tracking"))
-    assert store_reaches(known) == {"sweeps.planning.grid": ["sqlite3"], "sweeps.pricing.price": ["MlflowClient", "mlflow"]}
+    assert store_reaches(known) == {
+        "sweeps.planning.grid": ["sqlite3"],
+        "sweeps.pricing.price": ["MlflowClient", "mlflow"],
+    }
     assert later_stage_imports(known) == [("sweeps.execution.task", "sweeps.delivery.journal")]
     assert oversized(tmp_path, ("sweeps", "tracking")) == {"sweeps/delivery/journal.py": MAX_LINES + 1}

@@ -40,9 +40,18 @@ interference = _load("interference")
 verdict = interference.verdict
 
 FIELDS = {
-    "interference_device", "interference_wall_s", "interference_window_s", "interference_threads",
-    "interference_cores", "interference_cpu_util", "interference_cpu_waited", "interference_others_cores",
-    "interference_load", "interference_gpu_procs", "interference_sm_clock_mhz", "interference_throttle",
+    "interference_device",
+    "interference_wall_s",
+    "interference_window_s",
+    "interference_threads",
+    "interference_cores",
+    "interference_cpu_util",
+    "interference_cpu_waited",
+    "interference_others_cores",
+    "interference_load",
+    "interference_gpu_procs",
+    "interference_sm_clock_mhz",
+    "interference_throttle",
 }
 
 
@@ -84,8 +93,9 @@ def test_a_workload_using_one_thread_of_two_is_judged_by_what_its_threads_asked_
 
 
 def test_a_gpu_trial_waiting_on_its_device_is_not_starved():
-    waiting = evidence(interference_device="cuda", interference_cpu_util=0.3, interference_cpu_waited=0.3,
-                       interference_gpu_procs=0)
+    waiting = evidence(
+        interference_device="cuda", interference_cpu_util=0.3, interference_cpu_waited=0.3, interference_gpu_procs=0
+    )
     assert verdict(waiting, 0.01, True)[0] == "ok"
 
 
@@ -105,7 +115,8 @@ def test_gpu_neighbours_and_external_throttling_are_contended():
     gpu = dict(interference_device="cuda", interference_gpu_procs=0, interference_throttle="")
     assert verdict(evidence(**gpu), 0.01, True)[0] == "ok"
     assert verdict(evidence(**{**gpu, "interference_gpu_procs": 2}), 0.01, True) == (
-        "contended", ["2 other processes on the GPU"]
+        "contended",
+        ["2 other processes on the GPU"],
     )
     hot = evidence(**{**gpu, "interference_throttle": "hw_thermal,sw_power_cap"})
     assert verdict(hot, 0.01, True) == ("contended", ["GPU clocks held down: hw_thermal"])
@@ -135,8 +146,11 @@ def test_watch_arithmetic_on_fake_clocks(monkeypatch):
     """2 threads on 2 cores over 2 s wall: 1.8 CPU s is 0.45 of threads x wall; the host's 5 busy s less ours
     is 3.2 s of others', 1.6 cores; the threads waited 0.6 s (one begun inside the window brings its 0.1 s),
     a quarter of the 2.4 s they wanted a core."""
-    fake_samples(monkeypatch, (100.0, 10.0, 1000.0, 0.5, {"1": 3.0, "2": 0.5}),
-                 (102.0, 11.8, 1005.0, 2.5, {"1": 3.4, "2": 0.6, "3": 0.1}))
+    fake_samples(
+        monkeypatch,
+        (100.0, 10.0, 1000.0, 0.5, {"1": 3.0, "2": 0.5}),
+        (102.0, 11.8, 1005.0, 2.5, {"1": 3.4, "2": 0.6, "3": 0.1}),
+    )
     watch = interference.Watch(threads=2)
     watch.cores = 2
     found = watch.start().stop()
@@ -147,8 +161,10 @@ def test_watch_arithmetic_on_fake_clocks(monkeypatch):
     assert found["interference_window_s"] == found["interference_wall_s"] == 2.0
     assert found["interference_load"] == 2.5
     assert found["interference_gpu_procs"] is found["interference_throttle"] is None
-    assert verdict(found, 0.01, True)[1] == ["others used 1.6 of 2 cores",
-                                             "threads waited for a core 25% of the time they wanted one"]
+    assert verdict(found, 0.01, True)[1] == [
+        "others used 1.6 of 2 cores",
+        "threads waited for a core 25% of the time they wanted one",
+    ]
 
 
 def test_a_run_shorter_than_the_ticks_is_too_short_to_judge_by_proc_stat(monkeypatch):
@@ -352,8 +368,10 @@ def test_a_one_thread_workload_beside_burning_processes_on_its_cores_is_contende
     procs = []
     os.sched_setaffinity(0, cores)
     try:
-        procs = [subprocess.Popen([sys.executable, "-S", "-c", SPIN], stdout=subprocess.PIPE, text=True)
-                 for _ in range(burners)]
+        procs = [
+            subprocess.Popen([sys.executable, "-S", "-c", SPIN], stdout=subprocess.PIPE, text=True)
+            for _ in range(burners)
+        ]
         assert all(p.stdout.readline().strip() == "burning" for p in procs)
         found = _one_thread_for(0.4)
         assert all(p.poll() is None for p in procs)  # they burned through the window

@@ -10,21 +10,31 @@ import time
 from pathlib import Path
 
 import pytest
-from mlflow import MlflowClient
-
 from listening import listening, tree
+from mlflow import MlflowClient
 from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_ray")]  # real drivers and trials, real Ray
 
-LONG_TRIAL = ("grid.variant=[baseline]", "grid.batch_size=[8]", "grid.max_seqlen=[500]", "trial.runs=200",
-              "sweep.cpus_per_trial=1")  # the tiny model's full recompute: minutes of runs
+LONG_TRIAL = (
+    "grid.variant=[baseline]",
+    "grid.batch_size=[8]",
+    "grid.max_seqlen=[500]",
+    "trial.runs=200",
+    "sweep.cpus_per_trial=1",
+)  # the tiny model's full recompute: minutes of runs
 
 
 def start_driver(tmp_path: Path, *overrides: str) -> subprocess.Popen:
     log = open(tmp_path / "driver.log", "w")
-    return subprocess.Popen(driver_command(tmp_path, *overrides), cwd=tmp_path, env=driver_environment(),
-                            stdout=log, stderr=log, start_new_session=True)
+    return subprocess.Popen(
+        driver_command(tmp_path, *overrides),
+        cwd=tmp_path,
+        env=driver_environment(),
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
 
 
 def trial_pid(tmp_path: Path, within_s: float = 240) -> int:

@@ -12,9 +12,9 @@ import time
 from collections import defaultdict
 
 import pytest
-
 from servers import MlflowServer
 from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
+
 from sweeps.delivery.journal import Journal
 from tokengen.contract.names import TOKENS_FILE
 from tracking.store.recorder import Recorder
@@ -27,8 +27,14 @@ def test_the_journal_gives_back_what_waits_with_its_files(tmp_path, capsys):
     journal = Journal.open("tokengen", "s", root=tmp_path)
     assert journal.path == tmp_path / ".sweeps/journal/tokengen/s.jsonl"
     assert not journal.path.exists(), "a sweep refused before its first result leaves no journal file"
-    first = {"key": "k1", "status": "finished", "node_started_at": 1764480000.123456, "runtime_s": [0.1, 0.2],
-             "files": {TOKENS_FILE: b"\x00\x01tokens"}, "log": "line 1\nline 2\n"}
+    first = {
+        "key": "k1",
+        "status": "finished",
+        "node_started_at": 1764480000.123456,
+        "runtime_s": [0.1, 0.2],
+        "files": {TOKENS_FILE: b"\x00\x01tokens"},
+        "log": "line 1\nline 2\n",
+    }
     first = journal.append(first)
     second = {"key": "k2", "status": "failed", "error_type": "Crashed", "files": {}, "log": ""}
     second = journal.append(second)
@@ -89,8 +95,9 @@ def test_an_outage_keeps_every_result_and_the_rerun_records_them_without_running
         assert seconds_to_fail(recorder.finished_keys) < 10
 
         server.start()  # same port, same store
-        rerun = subprocess.run(command, cwd=tmp_path, env=driver_environment(), capture_output=True, text=True,
-                               timeout=180)
+        rerun = subprocess.run(
+            command, cwd=tmp_path, env=driver_environment(), capture_output=True, text=True, timeout=180
+        )
         assert rerun.returncode == 0, rerun.stderr[-3000:]
         assert "sweep t: 0 trial(s) to run" in rerun.stderr and "sweep t: 0 finished, 0 failed" in rerun.stderr
         finished = defaultdict(list)

@@ -33,8 +33,9 @@ def knob_lists(root: Path, packages=("tokengen", "sweeps", "tracking")) -> list[
     return found
 
 
-def spelled(root: Path, knob: str, words: set[str],
-            folders=("tokengen", "sweeps", "tracking", "benchmarks", "scripts")) -> set[str]:
+def spelled(
+    root: Path, knob: str, words: set[str], folders=("tokengen", "sweeps", "tracking", "benchmarks", "scripts")
+) -> set[str]:
     """The source files where one of a knob's values is a string literal, or `knob=value` is part of one
     (prose that uses the same word, "the same math", is no value)."""
     files = set()

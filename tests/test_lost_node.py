@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import ray
 from ray.cluster_utils import Cluster
-
 from sweep_helpers import child_runs, driver_command, driver_environment
+
 from tokengen.contract.names import TRIAL_LOG
 
 # one trial, long enough to be running when its node goes (a few seconds on the tiny model)

@@ -29,8 +29,8 @@ def test_max_autotune_without_a_static_cache_is_refused_before_it_compiles():
 @pytest.mark.gpu
 def test_on_a_gpu_max_autotune_returns_the_eager_tokens_through_cuda_graphs():
     from tokengen.decode.loop import Generator
-    from tokengen.models import build_model
     from tokengen.measure import compile_counters
+    from tokengen.models import build_model
 
     model = build_model("tiny", "float32", "cuda", seed=0)
     want = Generator(model, resolve("static_cache", device="cuda", **WORKLOAD))()

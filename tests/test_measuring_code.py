@@ -9,9 +9,10 @@ import sys
 import uuid
 
 from sweep_helpers import ROOT, small_sweep
-from sweeps.planning.fingerprints import local_fingerprints
+
 from sweeps.delivery.journal import Journal
 from sweeps.delivery.outbox import Outbox
+from sweeps.planning.fingerprints import local_fingerprints
 from sweeps.planning.grid import plan_sweep
 from sweeps.planning.resume import trials_to_run
 from tokengen.contract.machine.fingerprint import as_text, code_hash, facts, fingerprint
@@ -22,8 +23,15 @@ HASH = "from tokengen.contract.machine.fingerprint import code_hash; print(code_
 
 def hash_of(copy) -> str:
     """code_hash() in a fresh Python that imports the project from `copy` (as a node's Ray copy would)."""
-    out = subprocess.run([sys.executable, "-c", HASH], cwd=copy, env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"},
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", HASH],
+        cwd=copy,
+        env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -55,12 +63,23 @@ def test_resume_measures_again_what_finished_with_other_code_and_names_the_chang
     old, same = plan.trials
     for trial, code in ((old, "0ldc0de"), (same, code_hash())):
         environment = {**facts("cpu", 2, "tiny"), "code": code}
-        recorder.record_trial({**trial.spec.to_dict(), "key": trial.key, "status": "finished", "files": {}, "log": "",
-                               "attempt_id": uuid.uuid4().hex, "env_fingerprint": fingerprint(environment),
-                               "env_facts": as_text(environment)})
+        recorder.record_trial(
+            {
+                **trial.spec.to_dict(),
+                "key": trial.key,
+                "status": "finished",
+                "files": {},
+                "log": "",
+                "attempt_id": uuid.uuid4().hex,
+                "env_fingerprint": fingerprint(environment),
+                "env_facts": as_text(environment),
+            }
+        )
     outbox = Outbox(Journal.open("tokengen", "t", root=tmp_path), recorder)
     capsys.readouterr()
     assert trials_to_run(plan, outbox, True, expected) == [old]
     line = capsys.readouterr().err.strip()
-    assert line == (f"resume: skipping 1 trial(s) already finished in the experiment; measuring 1 again that "
-                    f"finished in another environment (code 0ldc0de vs {code_hash()})")
+    assert line == (
+        f"resume: skipping 1 trial(s) already finished in the experiment; measuring 1 again that "
+        f"finished in another environment (code 0ldc0de vs {code_hash()})"
+    )

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from sweep_helpers import small_sweep
-from sweeps.pricing.memory import FreeMemory, estimate_memory, memory_refusal
-from sweeps.planning.grid import PlannedTrial
+
 from sweeps.driver import run_sweep
 from sweeps.execution.trial_process import TrialRequest, run_trial_process
+from sweeps.planning.grid import PlannedTrial
+from sweeps.pricing.memory import FreeMemory, estimate_memory, memory_refusal
 from tokengen.contract.rules import resolve
 
 H200_BASELINE_RESERVED = 33.684e9  # docs/results.md: gpt2 float32, batch 32, 100 steps, prompt 1, on an H200
@@ -20,8 +20,9 @@ H200_BASELINE_RESERVED = 33.684e9  # docs/results.md: gpt2 float32, batch 32, 10
 def test_the_h200_baseline_is_estimated_within_30_percent_of_what_it_reserved():
     spec = resolve("baseline", model="gpt2", device="cuda", batch_size=32, max_seqlen=100, prompt_len=1)
     assert 0.7 < estimate_memory(spec).cuda / H200_BASELINE_RESERVED < 1.3
-    expandable = resolve("baseline", model="gpt2", device="cuda", batch_size=32, max_seqlen=100, prompt_len=1,
-                         allocator="expandable")  # segments that grow: what is live, not every step's block
+    expandable = resolve(
+        "baseline", model="gpt2", device="cuda", batch_size=32, max_seqlen=100, prompt_len=1, allocator="expandable"
+    )  # segments that grow: what is live, not every step's block
     assert estimate_memory(expandable).cuda < 3e9
 
 
@@ -31,8 +32,9 @@ def test_a_baseline_trial_process_peaks_within_30_percent_of_its_estimate(tmp_pa
     0.26 GB) weigh as much as half of torch itself: the estimate's parts, not its constant, decide it. (The
     smoke grid's 16 trials, measured by a sweep, are in docs/sweeps.md.)"""
     spec = resolve("baseline", model="tiny", batch_size=32, max_seqlen=2, prompt_len=40, warmup=0, runs=1)
-    record = run_trial_process(TrialRequest(spec=spec.to_dict(), key="k", folder=str(tmp_path / "k"), timeout_s=300,
-                                            threads=2))
+    record = run_trial_process(
+        TrialRequest(spec=spec.to_dict(), key="k", folder=str(tmp_path / "k"), timeout_s=300, threads=2)
+    )
     assert record["status"] == "finished", record.get("error_message")
     found = estimate_memory(spec)
     assert found.logits > 0.25e9

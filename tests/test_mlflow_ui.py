@@ -20,31 +20,43 @@ from sweeps.planning.grid import PlannedTrial
 from tokengen.contract.record import RECORD_FIELDS, make_record
 from tokengen.contract.spec import TrialSpec
 from tokengen.contract.variants import VARIANTS
-from tracking.report.figures.derived import figures
-from tracking.store import derived, view
 from tracking import ui
+from tracking.report.__main__ import main as report_main
+from tracking.report.build import build_report
+from tracking.report.figures.derived import figures
+from tracking.run_names import run_name, run_names
+from tracking.store import derived, view
 from tracking.store.reading import load_sweep
 from tracking.store.recorder import Recorder
-from tracking.report.build import build_report
-from tracking.report.__main__ import main as report_main
-from tracking.run_names import run_name, run_names
 
 # runtime = a * max_seqlen^2 for the baseline (full recompute), b * max_seqlen for the KV cache
-RUNTIME = {("baseline", 2): (0.01, 2), ("kv_cache", 2): (0.02, 1), ("baseline", 4): (0.015, 2), ("kv_cache", 4): (0.02, 1)}
+RUNTIME = {
+    ("baseline", 2): (0.01, 2),
+    ("kv_cache", 2): (0.02, 1),
+    ("baseline", 4): (0.015, 2),
+    ("kv_cache", 4): (0.02, 1),
+}
 SPEEDUP = {(2, 8): 4.0, (2, 16): 8.0, (4, 8): 6.0, (4, 16): 12.0}  # kv_cache over its baseline
 
 
 def planned(variant: str, batch: int, n: int, **fields) -> PlannedTrial:
-    spec = TrialSpec(variant=variant, model="tiny", batch_size=batch, max_seqlen=n, runs=3, **VARIANTS[variant],
-                     **fields)
+    spec = TrialSpec(
+        variant=variant, model="tiny", batch_size=batch, max_seqlen=n, runs=3, **VARIANTS[variant], **fields
+    )
     return PlannedTrial(spec)
 
 
 def record_of(trial: PlannedTrial, runtime: float) -> dict:
     spec = trial.spec
-    return make_record(spec, key=trial.key, steps=spec.max_seqlen, runtime_mean_s=runtime,
-                       runtime_std_s=runtime / 100, tokens_per_s=spec.batch_size * spec.max_seqlen / runtime,
-                       tokens_sha256="same-tokens")
+    return make_record(
+        spec,
+        key=trial.key,
+        steps=spec.max_seqlen,
+        runtime_mean_s=runtime,
+        runtime_std_s=runtime / 100,
+        tokens_per_s=spec.batch_size * spec.max_seqlen / runtime,
+        tokens_sha256="same-tokens",
+    )
 
 
 def runtime_of(variant: str, batch: int, n: int) -> float:
@@ -60,16 +72,27 @@ def store(tmp_path_factory):
     uri = f"sqlite:///{root}/mlflow.db"
     trials = [planned(v, b, n) for v in ("baseline", "kv_cache") for b in (2, 4) for n in (8, 16)]
     recorder = Recorder(uri, "tokengen")
-    recorder.start_sweep("s", {"sweep": {"name": "s"}}, resume=False, planned=[t.key for t in trials],
-                         names=run_names(trials))
+    recorder.start_sweep(
+        "s", {"sweep": {"name": "s"}}, resume=False, planned=[t.key for t in trials], names=run_names(trials)
+    )
     ids = {}
     for t in trials:
         ids[(t.spec.variant, t.spec.batch_size, t.spec.max_seqlen)] = recorder.record_trial(
-            record_of(t, runtime_of(t.spec.variant, t.spec.batch_size, t.spec.max_seqlen)))
+            record_of(t, runtime_of(t.spec.variant, t.spec.batch_size, t.spec.max_seqlen))
+        )
     report = build_report(uri, "tokengen", "s", root / "reports")
     client = MlflowClient(tracking_uri=uri)
-    return SimpleNamespace(uri=uri, root=root, recorder=recorder, trials=trials, ids=ids, report=report, client=client,
-                           experiment_id=recorder.experiment_id, parent=recorder.parent_id)
+    return SimpleNamespace(
+        uri=uri,
+        root=root,
+        recorder=recorder,
+        trials=trials,
+        ids=ids,
+        report=report,
+        client=client,
+        experiment_id=recorder.experiment_id,
+        parent=recorder.parent_id,
+    )
 
 
 def run_of(store, variant, batch, n):
@@ -119,12 +142,20 @@ def test_figures_are_written_in_one_transaction_that_mlflow_reads_back(store, tm
     kv = store.ids[("kv_cache", 2, 8)]
     data = store.client.get_run(kv).data
     metrics, tags = wanted[kv]
-    assert {n: data.metrics[n] for n in metrics} == metrics and set(metrics) == {"speedup", "speedup_low", "speedup_high"}
+    assert {n: data.metrics[n] for n in metrics} == metrics and set(metrics) == {
+        "speedup",
+        "speedup_low",
+        "speedup_high",
+    }
     assert {n: data.tags[n] for n in tags} == tags and data.tags[derived.mark_of(other)] == "other"
     history = [m.value for m in store.client.get_metric_history(kv, "speedup")]
     assert history == [metrics["speedup"]] * 2  # the sweep's own report's, then this build's
-    assert derived.write_back(store.client, store.uri, store.experiment_id, "other", other,
-                              figures(frame, comparison.REPORT_MATCH)) == 0  # nothing changed: nothing written
+    assert (
+        derived.write_back(
+            store.client, store.uri, store.experiment_id, "other", other, figures(frame, comparison.REPORT_MATCH)
+        )
+        == 0
+    )  # nothing changed: nothing written
 
 
 def test_the_sweep_run_describes_the_overview(store):
@@ -156,25 +187,42 @@ def test_the_experiment_holds_the_sweeps_view(store):
 
 def test_the_url_lands_on_the_runs_table_in_model_training_mode(store):
     url = ui.view_url("http://127.0.0.1:5000", store.experiment_id, store.report.view_key)
-    assert url == (f"http://127.0.0.1:5000/#/experiments/{store.experiment_id}/runs?viewStateShareKey=tokengen-"
-                   f"{store.parent}&compareRunsMode=TABLE&workflowType=machine_learning")
+    assert url == (
+        f"http://127.0.0.1:5000/#/experiments/{store.experiment_id}/runs?viewStateShareKey=tokengen-"
+        f"{store.parent}&compareRunsMode=TABLE&workflowType=machine_learning"
+    )
     assert store.report.ui[-1] == f"ui: this sweep's comparison: {url}"
     # a search facet in the URL would make the UI drop the saved view
-    assert not any(facet in url for facet in ("searchFilter", "orderByKey", "orderByAsc", "startTime",
-                                              "lifecycleFilter", "modelVersionFilter", "datasetsFilter"))
+    assert not any(
+        facet in url
+        for facet in (
+            "searchFilter",
+            "orderByKey",
+            "orderByAsc",
+            "startTime",
+            "lifecycleFilter",
+            "modelVersionFilter",
+            "datasetsFilter",
+        )
+    )
 
 
 def test_the_light_server_command(store):
     assert ui.server_command("sqlite:///mlflow.db", 5000) == (
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow server --backend-store-uri "
-        f"sqlite:///{Path('mlflow.db').resolve()} --host 127.0.0.1 --port 5000 --workers 1")
-    assert store.report.ui[0] == ("ui: serve the MLflow UI on this store: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false "
-                                  f"mlflow server --backend-store-uri {store.uri} --host 127.0.0.1 --port 5000 "
-                                  "--workers 1")
+        f"sqlite:///{Path('mlflow.db').resolve()} --host 127.0.0.1 --port 5000 --workers 1"
+    )
+    assert store.report.ui[0] == (
+        "ui: serve the MLflow UI on this store: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false "
+        f"mlflow server --backend-store-uri {store.uri} --host 127.0.0.1 --port 5000 "
+        "--workers 1"
+    )
     on_server = ui.how_to_open("http://mlflow.lab:5000/", "3", "k")
-    assert on_server == ["ui: the tracking server serves the MLflow UI; this sweep's comparison: "
-                         "http://mlflow.lab:5000/#/experiments/3/runs?viewStateShareKey=k&compareRunsMode=TABLE"
-                         "&workflowType=machine_learning"]
+    assert on_server == [
+        "ui: the tracking server serves the MLflow UI; this sweep's comparison: "
+        "http://mlflow.lab:5000/#/experiments/3/runs?viewStateShareKey=k&compareRunsMode=TABLE"
+        "&workflowType=machine_learning"
+    ]
 
 
 def test_tracking_ui_print_only(store, capsys):
@@ -192,7 +240,8 @@ def test_tracking_ui_without_a_report_says_how_to_make_one(tmp_path, capsys):
     assert ui.main(["--uri", uri, "--print-only"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"error: sweep 'bare' has no comparison view yet: build its report with python -m tracking.report --uri {uri} "
-        "--experiment tokengen --sweep bare")
+        "--experiment tokengen --sweep bare"
+    )
 
 
 def test_the_report_cli_ends_with_the_ui_lines(store, capsys, tmp_path):
@@ -215,8 +264,10 @@ def test_the_chart_a_user_draws(store):
         lines.setdefault(variant, []).append((int(run.data.params["max_seqlen"]), run.data.metrics["runtime_mean_s"]))
         speedups.setdefault(variant, []).append(run.data.metrics["speedup"])
     lines = {v: sorted(points) for v, points in lines.items()}
-    assert lines == {"baseline": [(8, pytest.approx(0.64)), (16, pytest.approx(2.56))],
-                     "kv_cache": [(8, pytest.approx(0.16)), (16, pytest.approx(0.32))]}
+    assert lines == {
+        "baseline": [(8, pytest.approx(0.64)), (16, pytest.approx(2.56))],
+        "kv_cache": [(8, pytest.approx(0.16)), (16, pytest.approx(0.32))],
+    }
     assert sorted(speedups["kv_cache"]) == [pytest.approx(4.0), pytest.approx(8.0)]
     assert speedups["baseline"] == [1.0, 1.0]
 
@@ -227,8 +278,12 @@ def test_runs_are_named_by_what_they_ran(store):
 
 
 def test_run_names_add_what_the_sweep_varies_and_a_key_piece_for_twins():
-    trials = [planned("kv_cache", 2, 8), planned("kv_cache", 2, 8, dtype="bfloat16"),
-              planned("kv_cache", 2, 8, device="cuda"), PlannedTrial(planned("kv_cache", 2, 8).spec, "H100")]
+    trials = [
+        planned("kv_cache", 2, 8),
+        planned("kv_cache", 2, 8, dtype="bfloat16"),
+        planned("kv_cache", 2, 8, device="cuda"),
+        PlannedTrial(planned("kv_cache", 2, 8).spec, "H100"),
+    ]
     names = run_names(trials)
     assert names[trials[0].key] == "kv_cache b2 p1 L8 float32 cpu any-gpu"
     assert names[trials[1].key] == "kv_cache b2 p1 L8 bfloat16 cpu any-gpu"
@@ -238,8 +293,10 @@ def test_run_names_add_what_the_sweep_varies_and_a_key_piece_for_twins():
     assert sorted(run_names(seeds).values()) == sorted(f"baseline b32 p1 L100 {t.key[:6]}" for t in seeds)
     served = planned("static_cache_continuous", 4, 100, requests=64)
     assert run_names([served]) == {served.key: "static_cache_continuous r64 b4 p1 L100"}
-    assert run_name({"variant": "kv_cache", "batch_size": 2, "prompt_len": 1, "max_seqlen": 8, "key": "abcdef99"}) \
+    assert (
+        run_name({"variant": "kv_cache", "batch_size": 2, "prompt_len": 1, "max_seqlen": 8, "key": "abcdef99"})
         == "kv_cache b2 p1 L8 abcdef"
+    )
 
 
 def test_a_rebuild_updates_the_figures_and_clears_stale_ones(tmp_path):
@@ -249,9 +306,12 @@ def test_a_rebuild_updates_the_figures_and_clears_stale_ones(tmp_path):
     trials = [planned(v, 2, n) for v in ("baseline", "kv_cache") for n in (8, 16)]
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("r", {}, resume=False, names=run_names(trials))
-    ids = {(t.spec.variant, t.spec.max_seqlen): recorder.record_trial(record_of(t, runtime_of(t.spec.variant, 2,
-                                                                                               t.spec.max_seqlen)))
-           for t in trials}
+    ids = {
+        (t.spec.variant, t.spec.max_seqlen): recorder.record_trial(
+            record_of(t, runtime_of(t.spec.variant, 2, t.spec.max_seqlen))
+        )
+        for t in trials
+    }
     first = build_report(uri, "tokengen", "r", tmp_path / "reports")
     client = MlflowClient(tracking_uri=uri)
     mark = derived.mark_of(recorder.parent_id)
@@ -270,8 +330,9 @@ def test_a_rebuild_updates_the_figures_and_clears_stale_ones(tmp_path):
     orphan = client.get_run(ids[("kv_cache", 16)]).data  # its baseline was deleted
     assert math.isnan(orphan.metrics["speedup"]) and math.isnan(orphan.metrics["speedup_high"])
     assert "baseline_run_id" not in orphan.tags and "compared" not in orphan.tags and orphan.tags[mark] == "r"
-    history = [m.value for m in sorted(client.get_metric_history(ids[("kv_cache", 16)], "speedup"),
-                                       key=lambda m: m.timestamp)]
+    history = [
+        m.value for m in sorted(client.get_metric_history(ids[("kv_cache", 16)], "speedup"), key=lambda m: m.timestamp)
+    ]
     assert history[0] == pytest.approx(8.0) and math.isnan(history[-1])
     views = [k for k in client.get_experiment(recorder.experiment_id).tags if k.startswith(view.VIEW_PREFIX)]
     saved = json.loads(client.get_experiment(recorder.experiment_id).tags[view_tag])
@@ -308,8 +369,13 @@ def test_routine_lines_go_to_the_sweeps_log_and_errors_reach_the_terminal(tmp_pa
     assert "ray: ERROR: the GCS is gone" in err
     assert "Started" not in err and "Token" not in err and "Creating" not in err and "upgrade" not in err
     text = path.read_text()
-    for line in ("Started a local Ray instance.", "Token authentication ...", "Creating initial MLflow database tables",
-                 "Running upgrade", "the GCS is gone"):
+    for line in (
+        "Started a local Ray instance.",
+        "Token authentication ...",
+        "Creating initial MLflow database tables",
+        "Running upgrade",
+        "the GCS is gone",
+    ):
         assert line in text, line
     again = quiet_terminal("tokengen", "q2", tmp_path)  # the next sweep of the process: its own file only
     logging.getLogger("ray").info("second")

@@ -3,9 +3,9 @@ from __future__ import annotations
 import torch
 
 from tokengen.contract.models import PRESET_FACTS, model_facts
-from tokengen.models import MODELS, build_model, eos_ids, load_config, max_positions, weight_bytes
 from tokengen.contract.rules import resolve
 from tokengen.decode.loop import Generator
+from tokengen.models import MODELS, build_model, eos_ids, load_config, max_positions, weight_bytes
 
 
 def test_same_seed_same_weights_different_seed_different_weights():
@@ -31,7 +31,10 @@ def test_the_planners_model_facts_are_the_built_configs():
     for name in MODELS:
         config, facts = load_config(name), model_facts(name)
         assert (facts.positions, list(facts.eos_ids), facts.vocab_size) == (
-            max_positions(config), eos_ids(config), config.vocab_size), name
+            max_positions(config),
+            eos_ids(config),
+            config.vocab_size,
+        ), name
 
 
 def test_dtype_cast_and_eval():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, sys
     from tokengen.contract import declarations as d
 
@@ -63,12 +63,13 @@ SCRIPT = textwrap.dedent('''
     pairs, only, columns = match(side("A", frame), side("B", frame.iloc[::-1].reset_index(drop=True)))
     seen["compare"] = ("throwaway" in columns, len(pairs), len(only))
     print(json.dumps(seen))
-''')
+""")
 
 
 def test_a_knob_declared_at_run_time_reaches_the_cli_a_grid_a_report_table_a_price_and_a_comparison(tmp_path):
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     import json
 

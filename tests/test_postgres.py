@@ -10,7 +10,6 @@ import time
 
 import pandas as pd
 import pytest
-
 from postgres_helpers import PASSWORD_ROLE, ROLE_PASSWORD, free_port
 from servers import MlflowServer
 from sweep_helpers import child_runs, run_captured, small_sweep
@@ -35,8 +34,14 @@ def test_logins_refused_and_servers_down_are_one_line_within_seconds(postgres, m
     monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-pgpass"))  # only what the test sets
     monkeypatch.setenv("PGPASSWORD", "wrong")
     said, took = refusal(uri)
-    assert said == (f"PostgreSQL at 127.0.0.1:{postgres.port} refused user '{PASSWORD_ROLE}' (password authentication "
-                    "failed): set PGPASSWORD or a ~/.pgpass line (host:port:database:user:password)") and took < 5
+    assert (
+        said
+        == (
+            f"PostgreSQL at 127.0.0.1:{postgres.port} refused user '{PASSWORD_ROLE}' (password authentication "
+            "failed): set PGPASSWORD or a ~/.pgpass line (host:port:database:user:password)"
+        )
+        and took < 5
+    )
     monkeypatch.delenv("PGPASSWORD")
     said, took = refusal(uri)
     assert said.startswith(f"PostgreSQL at 127.0.0.1:{postgres.port} wants a password for user '{PASSWORD_ROLE}'")
@@ -45,8 +50,9 @@ def test_logins_refused_and_servers_down_are_one_line_within_seconds(postgres, m
     assert said.startswith(f"PostgreSQL at 127.0.0.1:{port} is unreachable (Connection refused)") and took < 5
     assert said.endswith("start it or fix tracking.uri") and "\n" not in said
     said, _ = refusal(postgres.uri("nosuch"))
-    assert said.endswith(f"has no database 'nosuch': create it (createdb -h 127.0.0.1 -p {postgres.port} -U "
-                         "postgres nosuch)")
+    assert said.endswith(
+        f"has no database 'nosuch': create it (createdb -h 127.0.0.1 -p {postgres.port} -U postgres nosuch)"
+    )
 
     from tracking.report.__main__ import main  # the report says it the same way, naming its own option
 

@@ -16,26 +16,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from sweeps.pricing.estimate.priors import WARM_COMPILE_SHARE
 import ray
 from mlflow import MlflowClient
-
 from pricing_helpers import CPU, T0, FakeCluster, fake_record
 from sweep_helpers import small_sweep
+
+from sweeps.driver import run_sweep
+from sweeps.planning.grid import PlannedTrial
 from sweeps.pricing import price as pricing
 from sweeps.pricing.estimate import makespan
-from sweeps.pricing.tables import PLAN_CSV, PLAN_MD
 from sweeps.pricing.estimate.history import IdentityIndex, identical, prepare
-from tracking.store.history import History, _read_mlflow, load_history
-from sweeps.planning.grid import PlannedTrial
-from sweeps.pricing.priced import PARTS, PLAN_COLUMNS, REUSED, RUN
+from sweeps.pricing.estimate.priors import WARM_COMPILE_SHARE
 from sweeps.pricing.price import price_sweep
-from sweeps.driver import run_sweep
+from sweeps.pricing.priced import PARTS, PLAN_COLUMNS, REUSED, RUN
+from sweeps.pricing.tables import PLAN_CSV, PLAN_MD
 from sweeps.pricing.workers import ClusterUnread, Node, cluster_sizes, find_workers
 from tokengen.contract.rules import resolve
 from tokengen.contract.spec import TrialSpec
 from tracking.report.plan_report import compare, peak_concurrency, render
+from tracking.store.history import History, _read_mlflow, load_history
 from tracking.store.runs import frame_of
 from tracking.store.search import search
 
@@ -149,8 +148,9 @@ def test_the_guard_refuses_an_expensive_sweep_in_one_line_before_anything_starts
     errors = [line for line in err if line.startswith("error:")]
     assert errors == [err[-1]]
     assert err[-1].startswith("error: the sweep's estimate is ") and " device-hours (" in err[-1]
-    assert ("for 4 trial(s), over sweep.max_device_hours=0.0001: see it trial by trial with sweep.dry_run=true"
-            in err[-1])
+    assert (
+        "for 4 trial(s), over sweep.max_device_hours=0.0001: see it trial by trial with sweep.dry_run=true" in err[-1]
+    )
     assert not ray.is_initialized() and cluster.submitted == []
     assert list(tmp_path.iterdir()) == []  # no store, no journal: refused before anything
 
@@ -170,16 +170,21 @@ def test_a_workers_start_is_priced_once_per_worker_not_on_the_key_that_ran_first
     (resume=false, two workers, 64 steps new and so longest, first), each known key is priced at what it
     holds a warm worker, and the 7 s once per worker, on the two trials the workers take first."""
     workers = 2
-    status, _, err, cluster = swept(tmp_path, monkeypatch, capsys, f"sweep.workers={workers}", workers=workers,
-                                    cold_start_s=7.0)
+    status, _, err, cluster = swept(
+        tmp_path, monkeypatch, capsys, f"sweep.workers={workers}", workers=workers, cold_start_s=7.0
+    )
     assert status == 0, err
     firsts = [t.key for t in cluster.submitted[:workers]]
     frame = prepare(load_history(f"sqlite:///{tmp_path}/mlflow.db", "tokengen").frame).set_index("trial_key")
     assert list(frame.loc[firsts, "cold_start_s"]) == [pytest.approx(7.0)] * workers
     assert (frame.drop(index=firsts)["cold_start_s"] == 0).all()
 
-    assert run_sweep(grid(tmp_path, "sweep.dry_run=true", "sweep.resume=false", f"sweep.workers={workers}",
-                          lengths="[8,32,64]")) == 0
+    assert (
+        run_sweep(
+            grid(tmp_path, "sweep.dry_run=true", "sweep.resume=false", f"sweep.workers={workers}", lengths="[8,32,64]")
+        )
+        == 0
+    )
     capsys.readouterr()
     plan = pd.read_csv(tmp_path / "reports" / "t" / PLAN_CSV)
     for trial in cluster.submitted[:workers]:
@@ -194,8 +199,9 @@ def test_trials_are_submitted_longest_first_and_the_estimate_is_recorded(tmp_pat
     status, out, err, cluster = swept(tmp_path, monkeypatch, capsys, workers=2, lengths="[8,32,64]")
     assert status == 0, err
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
-    parent = client.search_runs([client.get_experiment_by_name("tokengen").experiment_id],
-                                filter_string="tags.sweep_parent = 't'")[0]
+    parent = client.search_runs(
+        [client.get_experiment_by_name("tokengen").experiment_id], filter_string="tags.sweep_parent = 't'"
+    )[0]
     plan = pd.read_csv(client.download_artifacts(parent.info.run_id, PLAN_CSV, str(tmp_path)))
     estimated = dict(zip(plan["key"], plan["estimated_s"]))
     submitted = [estimated[t.key] for t in cluster.submitted]
@@ -221,17 +227,29 @@ def test_trials_are_submitted_longest_first_and_the_estimate_is_recorded(tmp_pat
 
 
 def test_plan_against_actual_on_known_inputs():
-    plan = pd.DataFrame({
-        "key": ["a", "b", "c", "d", "e"], "variant": ["v"] * 5, "action": [RUN, RUN, RUN, RUN, REUSED],
-        "estimated_s": [10.0, 20.0, 40.0, 5.0, 7.0], "low_s": [5.0, 10.0, 20.0, 2.0, 3.0],
-        "high_s": [20.0, 40.0, 80.0, 10.0, 14.0], "basis": ["fit", "fit", "prior", "history", "history"],
-        "in_trial_s": [9.0, 19.0, 39.0, 4.0, 6.0]})
-    trials = pd.DataFrame({  # two workers: c then a on one, b then d (failed) on the other; e reused from elsewhere
-        "trial_key": ["a", "b", "c", "d", "e"], "status": ["finished", "finished", "finished", "failed", "finished"],
-        "node_started_at": [100.0 + 50, 100.0, 100.0, 100.0 + 25, 0.0],
-        "node_finished_at": [100.0 + 50 + 12.5, 100.0 + 25, 100.0 + 50, 100.0 + 30, 5.0],
-        "child_wall_s": [12.0, 24.0, 49.0, 5.0, 4.0], "trial_wall_s": [10.0, 20.0, 40.0, 4.0, 3.0],
-        "reused_from": [None, None, None, None, "other"]})
+    plan = pd.DataFrame(
+        {
+            "key": ["a", "b", "c", "d", "e"],
+            "variant": ["v"] * 5,
+            "action": [RUN, RUN, RUN, RUN, REUSED],
+            "estimated_s": [10.0, 20.0, 40.0, 5.0, 7.0],
+            "low_s": [5.0, 10.0, 20.0, 2.0, 3.0],
+            "high_s": [20.0, 40.0, 80.0, 10.0, 14.0],
+            "basis": ["fit", "fit", "prior", "history", "history"],
+            "in_trial_s": [9.0, 19.0, 39.0, 4.0, 6.0],
+        }
+    )
+    trials = pd.DataFrame(
+        {  # two workers: c then a on one, b then d (failed) on the other; e reused from elsewhere
+            "trial_key": ["a", "b", "c", "d", "e"],
+            "status": ["finished", "finished", "finished", "failed", "finished"],
+            "node_started_at": [100.0 + 50, 100.0, 100.0, 100.0 + 25, 0.0],
+            "node_finished_at": [100.0 + 50 + 12.5, 100.0 + 25, 100.0 + 50, 100.0 + 30, 5.0],
+            "child_wall_s": [12.0, 24.0, 49.0, 5.0, 4.0],
+            "trial_wall_s": [10.0, 20.0, 40.0, 4.0, 3.0],
+            "reused_from": [None, None, None, None, "other"],
+        }
+    )
     result = compare(plan, trials, {"estimated_wall_s": 50.0, "estimated_wall_lower_bound_s": 37.5})
     per = result.per_trial.set_index("key")
     assert list(per.index) == ["a", "b", "c"]  # d failed, e did not run here
@@ -263,19 +281,43 @@ def test_the_identity_index_agrees_with_identical():
     rng = np.random.default_rng(0)
     rows = []
     for i in range(200):
-        rows.append(dict(model=rng.choice(["gpt2", "tiny"]), device="cpu", dtype="float32",
-                         cache=str(rng.choice(["none", "dynamic"])), compile="off", batch_size=int(rng.choice([1, 4])),
-                         max_seqlen=int(rng.choice([8, 16, 32])), prompt_len=int(rng.choice([1, 8])),
-                         steps=8, runtime_mean_s=0.1, warmup=int(rng.choice([0, 1])), runs=5, profile="off",
-                         status="finished", trial_key=f"k{i % 150}"))
+        rows.append(
+            dict(
+                model=rng.choice(["gpt2", "tiny"]),
+                device="cpu",
+                dtype="float32",
+                cache=str(rng.choice(["none", "dynamic"])),
+                compile="off",
+                batch_size=int(rng.choice([1, 4])),
+                max_seqlen=int(rng.choice([8, 16, 32])),
+                prompt_len=int(rng.choice([1, 8])),
+                steps=8,
+                runtime_mean_s=0.1,
+                warmup=int(rng.choice([0, 1])),
+                runs=5,
+                profile="off",
+                status="finished",
+                trial_key=f"k{i % 150}",
+            )
+        )
     frame = prepare(pd.DataFrame(rows))
     index = IdentityIndex(frame)
     asked = 0
     for i in range(150):
-        trial = dict(model=str(rng.choice(["gpt2", "tiny"])), device="cpu", dtype="float32",
-                     cache=str(rng.choice(["none", "dynamic"])), compile="off", batch_size=int(rng.choice([1, 4, 2])),
-                     max_seqlen=int(rng.choice([8, 16, 32])), prompt_len=int(rng.choice([1, 8])),
-                     warmup=int(rng.choice([0, 1])), runs=5, profile="off", stop="never")
+        trial = dict(
+            model=str(rng.choice(["gpt2", "tiny"])),
+            device="cpu",
+            dtype="float32",
+            cache=str(rng.choice(["none", "dynamic"])),
+            compile="off",
+            batch_size=int(rng.choice([1, 4, 2])),
+            max_seqlen=int(rng.choice([8, 16, 32])),
+            prompt_len=int(rng.choice([1, 8])),
+            warmup=int(rng.choice([0, 1])),
+            runs=5,
+            profile="off",
+            stop="never",
+        )
         if i % 3 == 0:
             trial["key"] = f"k{rng.integers(0, 200)}"
         same, exact = identical(trial, frame)
@@ -291,15 +333,29 @@ def test_a_model_fitted_once_prices_each_trial_as_a_fresh_fit_would():
     from sweeps.pricing.estimate import estimate, fit
 
     kv = history_frame(["ok"] * 4)
-    history = pd.concat([  # three families whose first runs pay different extras (0.2 s, 2 s, 0.2 s)
-        kv, kv.assign(variant="hf_generate", engine="generate", first_run_s=kv["runtime_mean_s"] + 2.0,
-                      steps=kv["steps"] // 2, trial_key=kv["trial_key"] + "-g"),  # and rows that end halfway
-        kv.iloc[:2].assign(variant="baseline", cache="none", compile="default", trial_key=kv["trial_key"] + "-b")])
-    points = [("tiny", "dynamic", "off", "loop", "float32", 2, 64), ("tiny", "none", "default", "loop", "float32", 2, 16),
-              ("tiny", "none", "off", "generate", "float32", 4, 16), ("gpt2", "dynamic", "off", "loop", "bfloat16", 2, 8),
-              ("tiny", "dynamic", "default", "generate", "float32", 8, 24),
-              ("tiny", "static", "off", "loop", "float32", 2, 8), ("tiny", "dynamic", "off", "generate", "float32", 2, 64),
-              ("tiny", "none", "off", "loop", "float32", 2, 16)]
+    history = pd.concat(
+        [  # three families whose first runs pay different extras (0.2 s, 2 s, 0.2 s)
+            kv,
+            kv.assign(
+                variant="hf_generate",
+                engine="generate",
+                first_run_s=kv["runtime_mean_s"] + 2.0,
+                steps=kv["steps"] // 2,
+                trial_key=kv["trial_key"] + "-g",
+            ),  # and rows that end halfway
+            kv.iloc[:2].assign(variant="baseline", cache="none", compile="default", trial_key=kv["trial_key"] + "-b"),
+        ]
+    )
+    points = [
+        ("tiny", "dynamic", "off", "loop", "float32", 2, 64),
+        ("tiny", "none", "default", "loop", "float32", 2, 16),
+        ("tiny", "none", "off", "generate", "float32", 4, 16),
+        ("gpt2", "dynamic", "off", "loop", "bfloat16", 2, 8),
+        ("tiny", "dynamic", "default", "generate", "float32", 8, 24),
+        ("tiny", "static", "off", "loop", "float32", 2, 8),
+        ("tiny", "dynamic", "off", "generate", "float32", 2, 64),
+        ("tiny", "none", "off", "loop", "float32", 2, 16),
+    ]
     names = ("model", "cache", "compile", "engine", "dtype", "batch_size", "max_seqlen")
     trials = [resolve(**dict(zip(names, point)), prompt_len=8, runs=2).to_dict() for point in points]  # labelled
     assert {t["variant"] for t in trials} >= {"kv_cache", "hf_generate", "baseline"}
@@ -313,8 +369,14 @@ def test_each_family_is_priced_for_the_steps_its_rows_took():
     from sweeps.pricing.estimate import fit
 
     kv = history_frame(["ok"] * 4)
-    history = pd.concat([kv, kv.assign(variant="hf_generate", engine="generate", steps=kv["steps"] // 2,
-                                       trial_key=kv["trial_key"] + "-g")])
+    history = pd.concat(
+        [
+            kv,
+            kv.assign(
+                variant="hf_generate", engine="generate", steps=kv["steps"] // 2, trial_key=kv["trial_key"] + "-g"
+            ),
+        ]
+    )
     model = fit(history, CPU)
     for _ in range(2):  # asked again: the kept answer
         loop = resolve(model="tiny", cache="dynamic", max_seqlen=64, batch_size=2, prompt_len=8, runs=2).to_dict()
@@ -325,10 +387,12 @@ def test_each_family_is_priced_for_the_steps_its_rows_took():
 def test_workers_come_from_the_cluster_or_the_local_settings():
     sweep = {"workers": None, "cpus_per_trial": None}
     nodes = [Node(8, 2, ("L40S",)), Node(4, 4, ("H100",)), Node(16, 0, ())]
-    found = find_workers({"sweep": sweep, "ray": {"address": "auto"}}, {"cpu", "gpu", "L40S", "H100"},
-                         reader=lambda address: nodes)
+    found = find_workers(
+        {"sweep": sweep, "ray": {"address": "auto"}}, {"cpu", "gpu", "L40S", "H100"}, reader=lambda address: nodes
+    )
     assert found.sizes == {"cpu": 1, "gpu": 6, "L40S": 2, "H100": 4} and not found.assumed  # a CPU trial takes 16
     assert cluster_sizes(nodes, {"cpu"}, 4) == {"cpu": 2 + 1 + 4}
+
     def unreadable(address):
         raise ClusterUnread("Timed out")
 
@@ -344,8 +408,16 @@ def test_workers_come_from_the_cluster_or_the_local_settings():
 def history_frame(verdicts: list) -> pd.DataFrame:
     rows = []
     for i, verdict in enumerate(verdicts):
-        spec = TrialSpec(variant="kv_cache", model="tiny", cache="dynamic", batch_size=2, max_seqlen=8 * (i + 1),
-                         prompt_len=8, runs=2, stop="never")
+        spec = TrialSpec(
+            variant="kv_cache",
+            model="tiny",
+            cache="dynamic",
+            batch_size=2,
+            max_seqlen=8 * (i + 1),
+            prompt_len=8,
+            runs=2,
+            stop="never",
+        )
         record = fake_record(PlannedTrial(spec), T0)
         rows.append({**record, "trial_key": record["key"], "measurement": verdict})
     return pd.DataFrame(rows)
@@ -415,9 +487,9 @@ def test_the_read_only_reader_agrees_with_mlflow_search(tmp_path, monkeypatch, c
 
 
 def test_the_full_grid_on_l40s_is_priced_in_seconds(tmp_path, monkeypatch):
-    from sweep_helpers import CONF
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
+    from sweep_helpers import CONF
 
     monkeypatch.chdir(tmp_path)
     with initialize_config_dir(config_dir=CONF, version_base=None):
@@ -440,15 +512,21 @@ def test_a_shared_compile_cache_prices_a_twins_compile_warm(tmp_path):
     """With sweep.inductor_cache=shared the first trial of a compiled graph pays its compile and a twin that
     compiles the same graphs (another stop check) the prior's warm share of it (an empty history has no warm
     compile to learn from); cold, every one pays in full. The earlier words read as these."""
+
     def compile_s(cache: str) -> dict:
-        config = small_sweep(tmp_path, "trial.device=cuda", f"sweep.inductor_cache={cache}",
-                             "grid.variant=[static_cudagraph,static_cudagraph_pipelined,static_cudagraph_deferred]",
-                             "grid.max_seqlen=[32]")
+        config = small_sweep(
+            tmp_path,
+            "trial.device=cuda",
+            f"sweep.inductor_cache={cache}",
+            "grid.variant=[static_cudagraph,static_cudagraph_pipelined,static_cudagraph_deferred]",
+            "grid.max_seqlen=[32]",
+        )
         table = price_sweep(config, history=History(pd.DataFrame(), "empty")).table
         return dict(zip(table["variant"], table["compile_s"]))
 
     cold, shared = compile_s("cold"), compile_s("shared")
     assert len(set(cold.values())) == 1  # the same graphs, priced alike
-    assert sorted(shared.values()) == pytest.approx(sorted([cold["static_cudagraph"]] +
-                                                           [cold["static_cudagraph"] * WARM_COMPILE_SHARE] * 2))
+    assert sorted(shared.values()) == pytest.approx(
+        sorted([cold["static_cudagraph"]] + [cold["static_cudagraph"] * WARM_COMPILE_SHARE] * 2)
+    )
     assert (compile_s("per_trial"), compile_s("per_sweep")) == (cold, shared)

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import ray
 from mlflow import MlflowClient
-
 from sweep_helpers import child_runs, run_captured, small_sweep
-from sweeps.pricing.tables import PLAN_CSV
+
 from sweeps.driver import run_sweep
+from sweeps.pricing.tables import PLAN_CSV
 from sweeps.pricing.workers import Node, read_cluster
 
 pytestmark = pytest.mark.slow  # starts Ray (a head in a child process, or a local cluster) and runs real trials
@@ -37,8 +37,9 @@ finally:
 def head():
     """A one-node Ray cluster with two logical L40S GPUs, in a process of its own; its address."""
     temp = tempfile.mkdtemp(prefix="rw", dir="/tmp")  # short: Ray's socket paths live under it
-    process = subprocess.Popen([sys.executable, "-c", HEAD, temp], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", HEAD, temp], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     try:
         address = process.stdout.readline().strip()
         assert address, "the Ray head did not start"
@@ -52,8 +53,14 @@ def test_the_workers_of_a_live_cluster_are_read_without_joining_it(head, tmp_pat
     monkeypatch.setenv("RAY_AUTH_MODE", "token")  # as a driver of a cluster with token authentication
     assert read_cluster(head) == [Node(1.0, 2.0, ("L40S",))]
     monkeypatch.chdir(tmp_path)
-    config = small_sweep(tmp_path, "trial.device=cuda", "sweep.accelerator_types=[L40S]", f"ray.address={head}",
-                         "grid.max_seqlen=[8,32]", "sweep.dry_run=true")
+    config = small_sweep(
+        tmp_path,
+        "trial.device=cuda",
+        "sweep.accelerator_types=[L40S]",
+        f"ray.address={head}",
+        "grid.max_seqlen=[8,32]",
+        "sweep.dry_run=true",
+    )
     assert run_sweep(config) == 0
     out = capsys.readouterr().out
     assert f"the cluster at ray.address={head}: 1 node(s), 2 GPU(s) (L40S)" in out
@@ -87,8 +94,10 @@ def _store_rows(path) -> dict:
 
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return {table: connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-                for table in ("experiments", "runs", "tags", "params", "metrics", "latest_metrics")}
+        return {
+            table: connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            for table in ("experiments", "runs", "tags", "params", "metrics", "latest_metrics")
+        }
     finally:
         connection.close()
 

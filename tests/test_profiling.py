@@ -9,14 +9,13 @@ import sqlite3
 import pytest
 import ray
 from mlflow import MlflowClient
-
-from sweeps.planning.grid import plan_sweep
-from sweeps.driver import run_sweep
 from sweep_helpers import child_runs, small_sweep
+
+from sweeps.driver import run_sweep
+from sweeps.planning.grid import plan_sweep
 from tokengen.cli import main
 from tokengen.contract.spec import SpecError
-from tokengen.measure.profiler.run import strip_option
-from tokengen.measure.profiler.run import clip_window, nsys_command, nsys_shortfall
+from tokengen.measure.profiler.run import clip_window, nsys_command, nsys_shortfall, strip_option
 from tokengen.measure.profiler.traces import Timeline, derive, from_nsys_sqlite, from_torch_trace
 
 # Three steps on the host; GPU work 0-80, 100-180, 200-280 (us): 20 us idle between steps, the
@@ -25,7 +24,12 @@ STEPS = [(0, 0.0, 95.0), (1, 95.0, 195.0), (2, 195.0, 295.0)]
 CHECKS = [(20.0, 90.0), (120.0, 190.0), (220.0, 290.0)]
 LAUNCHES = {1: 5.0, 2: 100.0, 3: 150.0, 4: 200.0}
 GPU_OPS = [(0.0, 80.0, 1), (100.0, 150.0, 2), (150.0, 180.0, 3), (200.0, 280.0, 4)]
-EXPECTED = {"gpu_idle_us_per_step": 20.0, "gpu_busy_pct": 100.0 * 240 / 280, "host_sync_us_per_step": 70.0, "profiled_steps": 3}
+EXPECTED = {
+    "gpu_idle_us_per_step": 20.0,
+    "gpu_busy_pct": 100.0 * 240 / 280,
+    "host_sync_us_per_step": 70.0,
+    "profiled_steps": 3,
+}
 
 
 def test_derive_attributes_gpu_work_to_steps_by_launch():
@@ -36,10 +40,14 @@ def test_torch_chrome_trace(tmp_path):
     events = [{"ph": "X", "cat": "user_annotation", "name": f"step {i}", "ts": s, "dur": e - s} for i, s, e in STEPS]
     events += [{"ph": "X", "cat": "user_annotation", "name": "stop check", "ts": s, "dur": e - s} for s, e in CHECKS]
     events += [{"ph": "X", "cat": "user_annotation", "name": "forward", "ts": 1.0, "dur": 3.0}]
-    events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t, "dur": 2.0,
-                "args": {"correlation": c}} for c, t in LAUNCHES.items()]
-    events += [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": s, "dur": e - s, "args": {"correlation": c}}
-               for s, e, c in GPU_OPS]
+    events += [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t, "dur": 2.0, "args": {"correlation": c}}
+        for c, t in LAUNCHES.items()
+    ]
+    events += [
+        {"ph": "X", "cat": "kernel", "name": "gemm", "ts": s, "dur": e - s, "args": {"correlation": c}}
+        for s, e, c in GPU_OPS
+    ]
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
     assert derive(from_torch_trace(path)) == pytest.approx(EXPECTED)
@@ -63,14 +71,22 @@ def test_nsys_sqlite_export(tmp_path):
     names = {"stop check": 1, "forward": 2}
     db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(v, k) for k, v in names.items()])
     for i, s, e in STEPS:  # step names inline, the check's by id: nsys does both
-        db.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text) VALUES (?, ?, 59, ?)", (s * 1e3, e * 1e3, f"step {i}"))
+        db.execute(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text) VALUES (?, ?, 59, ?)",
+            (s * 1e3, e * 1e3, f"step {i}"),
+        )
     for s, e in CHECKS:
         db.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, textId) VALUES (?, ?, 59, 1)", (s * 1e3, e * 1e3))
     db.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, textId) VALUES (1000, NULL, 34, 2)")  # a mark
     for c, t in LAUNCHES.items():
-        db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, correlationId) VALUES (?, ?, ?)", (t * 1e3, t * 1e3 + 2e3, c))
+        db.execute(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, correlationId) VALUES (?, ?, ?)",
+            (t * 1e3, t * 1e3 + 2e3, c),
+        )
     for s, e, c in GPU_OPS:
-        db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, correlationId) VALUES (?, ?, ?)", (s * 1e3, e * 1e3, c))
+        db.execute(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, correlationId) VALUES (?, ?, ?)", (s * 1e3, e * 1e3, c)
+        )
     db.commit()
     db.close()
     assert derive(from_nsys_sqlite(path)) == pytest.approx(EXPECTED)
@@ -127,7 +143,9 @@ def test_nsys_shortfall_says_why_torch_profiles_instead(tmp_path):
 
 @pytest.mark.slow
 def test_torch_profile_end_to_end_into_mlflow(tmp_path, warm_ray):
-    config = small_sweep(tmp_path, "trial.profile=auto", "trial.stop=never", "grid.variant=[kv_cache]", "grid.max_seqlen=[12]")
+    config = small_sweep(
+        tmp_path, "trial.profile=auto", "trial.stop=never", "grid.variant=[kv_cache]", "grid.max_seqlen=[12]"
+    )
     assert run_sweep(config) == 0
     (run,) = child_runs(config["tracking"]["uri"])
     assert run.data.params["profile"] == "torch"  # auto, on a CPU trial
@@ -144,9 +162,31 @@ def test_a_batch_that_ends_before_the_window_profiles_nothing_and_still_records(
     trace = tmp_path / "profile_trace.json"
     trace.write_text("{}")  # a stale trace from an earlier run must not be read
     out = tmp_path / "r.json"
-    assert main(["--model", "tiny", "--variant", "kv_cache", "--batch-size", "1", "--max-seqlen", "40",
-                 "--stop", "fixed:3", "--runs", "1", "--profile", "torch", "--profile-dir", str(tmp_path),
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--model",
+                "tiny",
+                "--variant",
+                "kv_cache",
+                "--batch-size",
+                "1",
+                "--max-seqlen",
+                "40",
+                "--stop",
+                "fixed:3",
+                "--runs",
+                "1",
+                "--profile",
+                "torch",
+                "--profile-dir",
+                str(tmp_path),
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     record = json.loads(out.read_text())
     assert record["profile_window"] == "none" and record["profiled_steps"] == 0
     assert record["gpu_idle_us_per_step"] is None and record["host_sync_us_per_step"] is None
@@ -155,9 +195,11 @@ def test_a_batch_that_ends_before_the_window_profiles_nothing_and_still_records(
 
 def test_torch_trace_counts_driver_launches():
     """Triton kernels are launched through the driver API (cuLaunchKernel), not the runtime."""
-    events = [{"ph": "X", "cat": "user_annotation", "name": "step 0", "ts": 0, "dur": 10},
-              {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "ts": 1, "dur": 1, "args": {"correlation": 7}},
-              {"ph": "X", "cat": "kernel", "name": "triton_", "ts": 3, "dur": 4, "args": {"correlation": 7}}]
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "step 0", "ts": 0, "dur": 10},
+        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "ts": 1, "dur": 1, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": "triton_", "ts": 3, "dur": 4, "args": {"correlation": 7}},
+    ]
     import tempfile
 
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -172,23 +214,80 @@ def test_a_generate_peer_is_profiled_over_the_same_steps_as_our_loop(tmp_path):
     records = {}
     for variant in ("kv_cache", "hf_generate"):
         out = tmp_path / f"{variant}.json"
-        assert main(["--model", "tiny", "--variant", variant, "--batch-size", "2", "--max-seqlen", "12",
-                     "--prompt-len", "4", "--runs", "1", "--warmup", "0", "--profile", "torch",
-                     "--profile-steps", "4-9", "--profile-dir", str(tmp_path / variant), "--json", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "--model",
+                    "tiny",
+                    "--variant",
+                    variant,
+                    "--batch-size",
+                    "2",
+                    "--max-seqlen",
+                    "12",
+                    "--prompt-len",
+                    "4",
+                    "--runs",
+                    "1",
+                    "--warmup",
+                    "0",
+                    "--profile",
+                    "torch",
+                    "--profile-steps",
+                    "4-9",
+                    "--profile-dir",
+                    str(tmp_path / variant),
+                    "--json",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         records[variant] = json.loads(out.read_text())
     ours, peer = records["kv_cache"], records["hf_generate"]
     assert peer["profile_window"] == ours["profile_window"] == "4-9"
     assert peer["profiled_steps"] == ours["profiled_steps"] == 5
     trace = json.loads((tmp_path / "hf_generate" / "profile_trace.json").read_text())
-    steps = sorted(e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"
-                   and e.get("name", "").startswith("step "))
+    steps = sorted(
+        e["name"]
+        for e in trace["traceEvents"]
+        if e.get("cat") == "user_annotation" and e.get("name", "").startswith("step ")
+    )
     assert steps == [f"step {i}" for i in range(4, 9)]
 
 
 def test_an_engine_without_step_ranges_says_why_it_has_no_profile(tmp_path):
     out = tmp_path / "r.json"
-    assert main(["--model", "tiny", "--variant", "hf_generate_batch", "--requests", "4", "--batch-size", "2",
-                 "--max-seqlen", "6", "--prompt-len", "4", "--stop", "fixed:3", "--runs", "1", "--warmup", "0",
-                 "--profile", "torch", "--profile-dir", str(tmp_path), "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--model",
+                "tiny",
+                "--variant",
+                "hf_generate_batch",
+                "--requests",
+                "4",
+                "--batch-size",
+                "2",
+                "--max-seqlen",
+                "6",
+                "--prompt-len",
+                "4",
+                "--stop",
+                "fixed:3",
+                "--runs",
+                "1",
+                "--warmup",
+                "0",
+                "--profile",
+                "torch",
+                "--profile-dir",
+                str(tmp_path),
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     record = json.loads(out.read_text())
     assert record["profile_window"] is None and "thread of its own" in record["profile_skipped"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from tokengen.models import load_config
 from tokengen.decode.prompts import prompt_ids
+from tokengen.models import load_config
 
 TINY = load_config("tiny")  # GPT-2: BOS = EOS = 50256, 50257 ids
 
@@ -27,7 +27,10 @@ def test_the_same_ids_on_every_machine():
         [50256, 33637, 25997, 6490, 7939],
         [50256, 43353, 10452, 16013, 47800],
     ]
-    assert prompt_ids(load_config("llama-tiny"), 2, 4, seed=1).tolist() == [[1, 29226, 28206, 22337], [1, 22163, 21752, 22328]]
+    assert prompt_ids(load_config("llama-tiny"), 2, 4, seed=1).tolist() == [
+        [1, 29226, 28206, 22337],
+        [1, 22163, 21752, 22328],
+    ]
 
 
 def test_bos_only_is_the_article_setting():
@@ -49,9 +52,9 @@ def test_prompts_are_built_on_the_cpu_and_moved():
 def test_prompt_and_steps_may_fill_every_position_and_no_more():
     """The last token is never fed back: P + max_seqlen may be the model's positions + 1. At that
     bound a generation runs (GPT-2's position table would raise one further)."""
+    from tokengen.contract.rules import problem, resolve
     from tokengen.decode.loop import Generator
     from tokengen.models import build_model
-    from tokengen.contract.rules import problem, resolve
 
     at_bound = resolve("kv_cache", model="tiny", batch_size=1, prompt_len=1017, max_seqlen=8)  # 1025 = 1024 + 1
     assert problem(at_bound) is None

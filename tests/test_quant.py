@@ -61,8 +61,25 @@ def test_every_linear_weight_of_gpt2_is_quantized_not_only_the_head():
 
 def test_the_cli_measures_a_quantized_trial_against_the_model_itself(tmp_path):
     path = tmp_path / "record.json"
-    assert main(["--model", "tiny", "--quant", CPU_QUANT, "--batch-size", "2", "--max-seqlen", "8", "--runs", "2",
-                 "--json", str(path)]) == 0
+    assert (
+        main(
+            [
+                "--model",
+                "tiny",
+                "--quant",
+                CPU_QUANT,
+                "--batch-size",
+                "2",
+                "--max-seqlen",
+                "8",
+                "--runs",
+                "2",
+                "--json",
+                str(path),
+            ]
+        )
+        == 0
+    )
     record = json.loads(path.read_text())
     assert record["fidelity"] == LOSSY and 0.5 <= record["top1_agreement"] <= 1.0
     assert record["fidelity_verdict"].startswith(f"{LOSSY} ") and record["fidelity_verdict"].endswith(RANDOM_WEIGHTS)
@@ -98,8 +115,13 @@ def test_values_a_device_cannot_run_are_refused_in_one_line():
                 wrong = problem(resolve(None, model="tiny", device="cuda", **{knob: value.name}))
                 assert wrong.startswith(f"{knob}={value.name} runs in {value.dtypes[0]} only")
             if value.min_capability:
-                spec = resolve(None, model="tiny", device="cuda", dtype=value.dtypes[0] if value.dtypes else "float32",
-                               **{knob: value.name})
+                spec = resolve(
+                    None,
+                    model="tiny",
+                    device="cuda",
+                    dtype=value.dtypes[0] if value.dtypes else "float32",
+                    **{knob: value.name},
+                )
                 assert "compute capability" in capability_problem(spec, (7, 5))
                 assert capability_problem(spec, value.min_capability) is None
     flash = resolve(None, model="tiny", device="cuda", cache="static", attention="flash")
@@ -123,8 +145,26 @@ def test_the_report_shows_the_gate_never_ok_and_flags_a_speedup_below_it(tmp_pat
     for name, extra in (("baseline", {}), ("kv_cache", {}), ("kv_cache", {"quant": CPU_QUANT})):
         path = tmp_path / f"{name}{len(records)}.json"
         flags = [f"--{k}={v}" for k, v in extra.items()]
-        assert main(["--variant", name, "--model", "tiny", "--batch-size", "2", "--max-seqlen", "8", "--runs", "2",
-                     *flags, "--json", str(path)]) == 0
+        assert (
+            main(
+                [
+                    "--variant",
+                    name,
+                    "--model",
+                    "tiny",
+                    "--batch-size",
+                    "2",
+                    "--max-seqlen",
+                    "8",
+                    "--runs",
+                    "2",
+                    *flags,
+                    "--json",
+                    str(path),
+                ]
+            )
+            == 0
+        )
         records.append(json.loads(path.read_text()))
     frame = pd.DataFrame([{**r, "trial_key": r["key"], "run_id": r["key"], "gpu_type": None} for r in records])
     prepared, _ = prepare(frame)

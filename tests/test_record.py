@@ -16,8 +16,8 @@ import pytest
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import METRIC, PARAM, ROLES, TAG, base_type, make_record, typed, unknown_fields, with_role
 from tokengen.contract.spec import TrialSpec
-from tracking.store.recorder import Recorder
 from tracking.store.reading import load_sweep
+from tracking.store.recorder import Recorder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,8 +31,9 @@ def full_record() -> dict:
             continue
         kind = base_type(name)
         values[name] = {int: 7, float: 0.25, bool: True, str: f"text-{name}"}[kind]
-    return make_record(spec, key=spec.key(), status=FINISHED, accelerator_type="H200", runtime_s=[0.3, 0.2, 0.25],
-                       **values)
+    return make_record(
+        spec, key=spec.key(), status=FINISHED, accelerator_type="H200", runtime_s=[0.3, 0.2, 0.25], **values
+    )
 
 
 def test_make_record_refuses_a_field_it_does_not_declare():
@@ -62,7 +63,7 @@ def test_typed_reads_mlflow_text_and_floats_back():
     assert typed("not_declared", "x") == "x"
 
 
-ADDED_FIELD = '''
+ADDED_FIELD = """
 import json, sys, tempfile
 from pathlib import Path
 
@@ -95,7 +96,7 @@ csv_value = pandas.read_csv(report.directory / "results.csv")["top_p"].iloc[0]
 print(json.dumps({"hydra": [type(hydra_value).__name__, hydra_value], "cli": [type(cli_value).__name__, cli_value],
                   "mlflow": [type(mlflow_value).__name__, mlflow_value], "csv": float(csv_value),
                   "key_changed": spec.key() != TrialSpec(model="tiny").key()}))
-'''
+"""
 
 
 def test_a_float_field_added_to_the_spec_survives_hydra_the_cli_mlflow_and_the_report(tmp_path):
@@ -106,15 +107,26 @@ def test_a_float_field_added_to_the_spec_survives_hydra_the_cli_mlflow_and_the_r
     text = spec_file.read_text()
     anchor = '    matmul_precision: str = _field("highest", WORKLOAD)'
     assert anchor in text
-    spec_file.write_text(text.replace(anchor, anchor + '\n    top_p: float = _field(1.0, WORKLOAD)', 1))
+    spec_file.write_text(text.replace(anchor, anchor + "\n    top_p: float = _field(1.0, WORKLOAD)", 1))
     script = tmp_path / "check.py"
     script.write_text(textwrap.dedent(ADDED_FIELD))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path), f"sqlite:///{tmp_path}/m.db"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), f"sqlite:///{tmp_path}/m.db"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     import json
 
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got == {"hydra": ["float", 0.9], "cli": ["float", 0.9], "mlflow": ["float", 0.9], "csv": 0.9,
-                   "key_changed": True}
+    assert got == {
+        "hydra": ["float", 0.9],
+        "cli": ["float", 0.9],
+        "mlflow": ["float", 0.9],
+        "csv": 0.9,
+        "key_changed": True,
+    }

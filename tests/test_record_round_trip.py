@@ -20,8 +20,11 @@ from tokengen.measure import trial
 
 def round_trips(result: TrialResult) -> list[TrialResult]:
     """The result read back from its dict, from its JSON, and from its dict through json as text."""
-    return [TrialResult.from_dict(result.to_dict()), TrialResult.from_json(result.to_json()),
-            TrialResult.from_dict(json.loads(json.dumps(result.to_dict())))]
+    return [
+        TrialResult.from_dict(result.to_dict()),
+        TrialResult.from_json(result.to_json()),
+        TrialResult.from_dict(json.loads(json.dumps(result.to_dict()))),
+    ]
 
 
 def every_field_set() -> TrialResult:
@@ -29,10 +32,14 @@ def every_field_set() -> TrialResult:
     values = {}
     for index, name in enumerate(RESULT_FIELDS):
         kind = base_type(name)
-        values[name] = {int: index, float: index + 0.25, bool: index % 2 == 0, str: f"text-{name}",
-                        list: [0.3, float("nan"), 0.25]}[kind]
-    return TrialResult(**{**values, "ttft_s": math.nan, "energy_j": None, "error_message": None,
-                          "status": FINISHED})
+        values[name] = {
+            int: index,
+            float: index + 0.25,
+            bool: index % 2 == 0,
+            str: f"text-{name}",
+            list: [0.3, float("nan"), 0.25],
+        }[kind]
+    return TrialResult(**{**values, "ttft_s": math.nan, "energy_j": None, "error_message": None, "status": FINISHED})
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.delivery.journal import Journal, result_id
 from sweeps.delivery.outbox import Outbox
 from sweeps.execution.remeasure import TEST_CONTENDED, pending, remeasure, stamp
+from sweeps.planning.grid import GridPlan, PlannedTrial
 from tokengen.contract.names import FAILED, FINISHED
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import resolve
@@ -24,11 +24,16 @@ def run(attempt, measurement, cv=0.01, status=FINISHED, start=0):
 
 
 def test_the_best_attempt_is_ok_first_then_the_steadiest():
-    assert best([run(1, "contended", 0.01, start=1), run(2, "ok", 0.2, start=2), run(3, "ok", 0.05, start=3)])["attempt"] == 3
+    assert (
+        best([run(1, "contended", 0.01, start=1), run(2, "ok", 0.2, start=2), run(3, "ok", 0.05, start=3)])["attempt"]
+        == 3
+    )
     assert best([run(1, "noisy", 0.3, start=1), run(2, "contended", 0.1, start=2)])["attempt"] == 2
     assert best([run(1, "noisy", 0.1, start=1), run(2, "contended", 0.3, start=2)])["attempt"] == 1  # not the latest
-    assert best([run(1, "ok", 0.05, start=1), run(2, "ok", 0.02, start=2), run(3, "contended", 0.01, start=3)])[
-        "attempt"] == 2  # ok before a steadier contended one
+    assert (
+        best([run(1, "ok", 0.05, start=1), run(2, "ok", 0.02, start=2), run(3, "contended", 0.01, start=3)])["attempt"]
+        == 2
+    )  # ok before a steadier contended one
     assert best([run(1, "contended", 0.1, start=1), run(2, None, 0.0, status=FAILED, start=2)])["attempt"] == 1
     assert best([run(1, None, 0.0, status=FAILED, start=1)])["attempt"] == 1
     assert best([run(None, None, 0.05, start=1), run(None, None, 0.02, start=2)])["start_time"] == 2  # before verdicts
@@ -41,27 +46,43 @@ def test_a_rerun_from_scratch_starts_a_new_series():
     assert best(old + new)["start_time"] == 5  # the old ok attempts no longer speak for the key
 
 
-@pytest.mark.parametrize("runs,rounds,expected", [
-    ([run(1, "ok")], 1, None),
-    ([run(1, "contended")], 1, 2),
-    ([run(1, "noisy")], 2, 2),
-    ([run(1, "contended"), run(2, "contended", start=1)], 1, None),  # its one round is used
-    ([run(1, "contended"), run(2, "contended", start=1)], 2, 3),
-    ([run(1, "contended"), run(2, "ok", start=1)], 2, None),
-    ([run(1, None, status=FAILED)], 1, None),  # its own error would come back
-    ([run(1, None)], 1, None),  # recorded before verdicts: left as it is
-    ([run(1, "contended"), run(2, None, status=FAILED, start=1)], 1, None),
-    ([], 1, None),
-])
+@pytest.mark.parametrize(
+    "runs,rounds,expected",
+    [
+        ([run(1, "ok")], 1, None),
+        ([run(1, "contended")], 1, 2),
+        ([run(1, "noisy")], 2, 2),
+        ([run(1, "contended"), run(2, "contended", start=1)], 1, None),  # its one round is used
+        ([run(1, "contended"), run(2, "contended", start=1)], 2, 3),
+        ([run(1, "contended"), run(2, "ok", start=1)], 2, None),
+        ([run(1, None, status=FAILED)], 1, None),  # its own error would come back
+        ([run(1, None)], 1, None),  # recorded before verdicts: left as it is
+        ([run(1, "contended"), run(2, None, status=FAILED, start=1)], 1, None),
+        ([], 1, None),
+    ],
+)
 def test_pending_names_the_next_attempt(runs, rounds, expected):
     assert pending(runs, rounds) == expected
 
 
 def record_of(spec, measurement: str, attempt: int = 1, cv: float = 0.01) -> dict:
-    reasons = {"ok": "", "noisy": "CI target not met (cv 30.0%)", "contended": "others used 1.8 of 2 cores"}[measurement]
-    rec = make_record(spec, key=spec.key(), runtime_mean_s=1.0, runtime_cv=cv, runtime_s=[1.0, 1.0], runtime_ci_rel=cv,
-                      measurement=measurement, measurement_reasons=reasons, interference_cores=2,
-                      interference_device="cpu", interference_cpu_util=0.95, interference_others_cores=0.1)
+    reasons = {"ok": "", "noisy": "CI target not met (cv 30.0%)", "contended": "others used 1.8 of 2 cores"}[
+        measurement
+    ]
+    rec = make_record(
+        spec,
+        key=spec.key(),
+        runtime_mean_s=1.0,
+        runtime_cv=cv,
+        runtime_s=[1.0, 1.0],
+        runtime_ci_rel=cv,
+        measurement=measurement,
+        measurement_reasons=reasons,
+        interference_cores=2,
+        interference_device="cpu",
+        interference_cpu_util=0.95,
+        interference_others_cores=0.1,
+    )
     rec["attempt"] = attempt
     return rec
 
@@ -93,8 +114,11 @@ class Sweep:
 
 
 def test_rounds_run_what_is_not_ok_until_ok_or_used_up(tmp_path):
-    sweep = Sweep(tmp_path, {"baseline": ["ok"], "kv_cache": ["contended", "ok"],
-                             "static_cache": ["noisy", "contended", "contended"]}, rounds=2)
+    sweep = Sweep(
+        tmp_path,
+        {"baseline": ["ok"], "kv_cache": ["contended", "ok"], "static_cache": ["noisy", "contended", "contended"]},
+        rounds=2,
+    )
     sweep.first_pass()
     done = sweep.remeasure()
     assert sweep.calls[1:] == [[("kv_cache", 2), ("static_cache", 2)], [("static_cache", 3)]]
@@ -110,8 +134,9 @@ def test_rounds_run_what_is_not_ok_until_ok_or_used_up(tmp_path):
 
 
 def test_a_resumed_sweep_picks_up_its_rounds_from_mlflow(tmp_path):
-    sweep = Sweep(tmp_path, {"baseline": ["ok"], "kv_cache": ["contended", "contended", "ok"],
-                             "static_cache": ["ok"]}, rounds=1)
+    sweep = Sweep(
+        tmp_path, {"baseline": ["ok"], "kv_cache": ["contended", "contended", "ok"], "static_cache": ["ok"]}, rounds=1
+    )
     sweep.first_pass()
     sweep.remeasure()
     assert sweep.calls[1:] == [[("kv_cache", 2)]]
@@ -136,7 +161,9 @@ def test_the_journal_keeps_every_attempt_of_a_key_apart(tmp_path):
     spec = resolve("kv_cache", model="tiny")
     first, second = record_of(spec, "contended", 1), record_of(spec, "ok", 2)
     for rec in (first, second):
-        journal.append({**rec, "files": {"tokens.npy": str(rec["attempt"]).encode()}, "log": f"attempt {rec['attempt']}"})
+        journal.append(
+            {**rec, "files": {"tokens.npy": str(rec["attempt"]).encode()}, "log": f"attempt {rec['attempt']}"}
+        )
     waiting = journal.unrecorded()
     assert [r["attempt"] for r in waiting] == [1, 2]
     assert [r["files"]["tokens.npy"] for r in waiting] == [b"1", b"2"] and waiting[1]["log"] == "attempt 2"
@@ -174,14 +201,26 @@ def test_the_test_hook_makes_chosen_attempts_look_contended(monkeypatch):
 
 
 def test_the_line_counts_verdicts_and_the_most_common_reasons():
-    line = summary_line(["ok", "ok", "contended", "contended", "noisy", None],
-                        ["", "", "others used 1.6 of 2 cores", "others used 1.9 of 2 cores; CPU time 0.41 of 2 threads x wall",
-                         "CI target not met (cv 30.0%)", None], remeasured="2 remeasured")
-    assert line.startswith("Measurement: 2 ok, 1 noisy, 2 contended, 1 not judged of 6 finished trials; most common "
-                           "reasons: others used 1.6-1.9 of 2 cores (2), CPU time 0.41 of 2 threads x wall (1), CI target "
-                           "not met (cv 30.0%) (1); 2 remeasured.")
+    line = summary_line(
+        ["ok", "ok", "contended", "contended", "noisy", None],
+        [
+            "",
+            "",
+            "others used 1.6 of 2 cores",
+            "others used 1.9 of 2 cores; CPU time 0.41 of 2 threads x wall",
+            "CI target not met (cv 30.0%)",
+            None,
+        ],
+        remeasured="2 remeasured",
+    )
+    assert line.startswith(
+        "Measurement: 2 ok, 1 noisy, 2 contended, 1 not judged of 6 finished trials; most common "
+        "reasons: others used 1.6-1.9 of 2 cores (2), CPU time 0.41 of 2 threads x wall (1), CI target "
+        "not met (cv 30.0%) (1); 2 remeasured."
+    )
     assert "; 2 remeasured. Speedups marked ! come from" in line
-    assert summary_line(["ok"] * 3, [""] * 3) == ("Measurement: all 3 finished trials ok (no interference seen, every "
-                                                    "spread within target).")
+    assert summary_line(["ok"] * 3, [""] * 3) == (
+        "Measurement: all 3 finished trials ok (no interference seen, every spread within target)."
+    )
     assert reason_kind("CI target not met (cv 30.0%)") == "CI target not met (cv N%)"
     assert reason_kind("2 other processes on the GPU") == "N other processes on the GPU"

@@ -14,12 +14,15 @@ import re
 
 import pandas as pd
 import pytest
-
 from sweep_helpers import child_runs, small_sweep
-from sweeps.execution.remeasure import TEST_CONTENDED
-from sweeps.driver import run_sweep
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_ray")]  # real trials on the session's warm Ray (the hook is read by the driver)
+from sweeps.driver import run_sweep
+from sweeps.execution.remeasure import TEST_CONTENDED
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("warm_ray"),
+]  # real trials on the session's warm Ray (the hook is read by the driver)
 
 VARIANTS = ("grid.variant=[baseline,kv_cache,static_cache]",)
 
@@ -44,8 +47,9 @@ def test_a_trial_made_to_look_contended_is_remeasured_and_its_speedup_marked(tmp
     assert found["kv_cache"][0] == (1, "contended") and [a for a, _ in found["kv_cache"]] == [1, 2]
     assert [a for a, _ in found["baseline"]] in ([1], [1, 2])  # 2 only if the machine itself was busy
     remeasured = 2 + (len(found["baseline"]) == 2)
-    assert re.search(rf"remeasure round 1 of 1: {remeasured} trial\(s\) not ok \(.*others used [0-9.-]+ of \d+ cores",
-                     out.err), out.err[-3000:]
+    assert re.search(
+        rf"remeasure round 1 of 1: {remeasured} trial\(s\) not ok \(.*others used [0-9.-]+ of \d+ cores", out.err
+    ), out.err[-3000:]
     last = next(line for line in reversed(out.err.splitlines()) if line.startswith("sweep t:"))  # the summary
     assert last.startswith(f"sweep t: 3 finished, 0 failed; {remeasured} remeasured (") and " now ok), in " in last
 

@@ -15,9 +15,9 @@ from PIL import Image
 
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import resolve
+from tracking.report.build import build_report
 from tracking.report.plots import OKABE_ITO, WIDTH_PX, palette
 from tracking.store.recorder import Recorder
-from tracking.report.build import build_report
 
 REASONS = {"ok": "", "noisy": "CI target not met (cv 12.0%)", "contended": "others used 1.8 of 2 cores"}
 ENV = dict(env_torch="2.13.0", env_host="node-a", env_cpu="x86_64", env_cpu_count=2)
@@ -31,19 +31,36 @@ def write(store: str, sweep: str, trials: list[tuple], judged: bool = True) -> R
         spec = resolve(variant, model="tiny", device="cpu", batch_size=batch, max_seqlen=n, prompt_len=8, runs=0)
         runs = [runtime * f for f in (0.99, 1.01, 1.0, 0.995, 1.005)]
         verdict = dict(measurement=measurement, measurement_reasons=REASONS[measurement]) if judged else {}
-        record = make_record(spec, key=spec.key(), steps=n, runtime_s=runs, runtime_mean_s=runtime,
-                             runtime_std_s=runtime * 0.008, runtime_cv=0.008, runs_done=5, runtime_ci_rel=0.01,
-                             tokens_per_s=batch * n / runtime, useful_tokens_per_s=batch * n / runtime,
-                             tokens_sha256=f"sha-{batch}-{n}", **verdict, **ENV)
+        record = make_record(
+            spec,
+            key=spec.key(),
+            steps=n,
+            runtime_s=runs,
+            runtime_mean_s=runtime,
+            runtime_std_s=runtime * 0.008,
+            runtime_cv=0.008,
+            runs_done=5,
+            runtime_ci_rel=0.01,
+            tokens_per_s=batch * n / runtime,
+            useful_tokens_per_s=batch * n / runtime,
+            tokens_sha256=f"sha-{batch}-{n}",
+            **verdict,
+            **ENV,
+        )
         record["attempt"] = attempt
         recorder.record_trial(record)
     return recorder
 
 
 DISTURBED = [
-    ("baseline", 4, 8, 0.09, "ok", 1), ("baseline", 4, 48, 1.2, "ok", 1), ("baseline", 8, 48, 2.0, "noisy", 1),
-    ("kv_cache", 4, 8, 0.05, "ok", 1), ("kv_cache", 4, 48, 0.6, "contended", 1), ("kv_cache", 8, 48, 0.5, "ok", 1),
-    ("static_cache", 4, 8, 0.5, "contended", 1), ("static_cache", 4, 8, 0.045, "ok", 2),  # remeasured: ok
+    ("baseline", 4, 8, 0.09, "ok", 1),
+    ("baseline", 4, 48, 1.2, "ok", 1),
+    ("baseline", 8, 48, 2.0, "noisy", 1),
+    ("kv_cache", 4, 8, 0.05, "ok", 1),
+    ("kv_cache", 4, 48, 0.6, "contended", 1),
+    ("kv_cache", 8, 48, 0.5, "ok", 1),
+    ("static_cache", 4, 8, 0.5, "contended", 1),
+    ("static_cache", 4, 8, 0.045, "ok", 2),  # remeasured: ok
     ("static_cache", 4, 48, 0.3, "ok", 1),
 ]
 
@@ -75,9 +92,11 @@ def rows_of(table: str) -> dict:
 def test_the_first_line_counts_the_verdicts_and_their_reasons(disturbed):
     report, text = disturbed
     first = text.splitlines()[2]
-    assert first.startswith("Measurement: 6 ok, 1 noisy, 1 contended of 8 finished trials; most common reasons: "
-                            "CI target not met (cv 12.0%) (1), others used 1.8 of 2 cores (1); 1 remeasured, 1 of them ok on a "
-                            "later attempt")
+    assert first.startswith(
+        "Measurement: 6 ok, 1 noisy, 1 contended of 8 finished trials; most common reasons: "
+        "CI target not met (cv 12.0%) (1), others used 1.8 of 2 cores (1); 1 remeasured, 1 of them ok on a "
+        "later attempt"
+    )
     assert report.main.splitlines()[0] == first  # the sweep prints the same line first
 
 
@@ -97,7 +116,12 @@ def test_a_speedup_from_a_trial_or_baseline_not_ok_is_marked(disturbed):
 def test_the_overview_leaves_marked_speedups_out_of_its_means(disturbed):
     _, text = disturbed
     kv = rows_of(section(text, "## Overview per variant"))[("kv_cache", None, None)]
-    assert (kv["speedup_geomean"], kv["speedup_min"], kv["speedup_max"], kv["left_out"]) == ("1.80x", "1.80x", "1.80x", "2")
+    assert (kv["speedup_geomean"], kv["speedup_min"], kv["speedup_max"], kv["left_out"]) == (
+        "1.80x",
+        "1.80x",
+        "1.80x",
+        "2",
+    )
     static = rows_of(section(text, "## Overview per variant"))[("static_cache", None, None)]
     assert static["speedup_geomean"] == f"{math.sqrt(2.0 * 4.0):.2f}x" and static["left_out"] == "0"
 
@@ -107,8 +131,19 @@ def test_results_csv_has_one_column_per_fact_and_every_run(disturbed):
     results = pd.read_csv(report.directory / "results.csv")
     assert len(results) == 8 and results.columns.is_unique
     assert not {"key", "run_status", "interval"} & set(results.columns)
-    assert {"trial_key", "status", "attempt", "attempts", "measurement", "measurement_reasons", "speedup_marked",
-            "runs_done", "runtime_ci_rel", "speedup_low", "speedup_high"} <= set(results.columns)
+    assert {
+        "trial_key",
+        "status",
+        "attempt",
+        "attempts",
+        "measurement",
+        "measurement_reasons",
+        "speedup_marked",
+        "runs_done",
+        "runtime_ci_rel",
+        "speedup_low",
+        "speedup_high",
+    } <= set(results.columns)
     static = results[(results["variant"] == "static_cache") & (results["max_seqlen"] == 8)].iloc[0]
     assert (static["attempt"], static["attempts"], static["measurement"]) == (2, 2, "ok")
     assert json.loads(static["runtime_s"]) == pytest.approx([0.045 * f for f in (0.99, 1.01, 1.0, 0.995, 1.005)])
@@ -124,8 +159,9 @@ def test_plots_are_wide_and_colour_blind_safe(disturbed):
     for path in pictures:
         assert Image.open(path).size[0] >= max(1000, WIDTH_PX), path
         assert f"]({path.name})" in text
-    styles = palette(pd.DataFrame({"variant": ["baseline", "kv_cache", "static_cache"], "variant_rank": [0, 1, 3],
-                                   "in_sweep": True}))
+    styles = palette(
+        pd.DataFrame({"variant": ["baseline", "kv_cache", "static_cache"], "variant_rank": [0, 1, 3], "in_sweep": True})
+    )
     colours = [s["color"] for s in styles.values()]
     assert len(set(colours)) == 3 and set(colours) <= set(OKABE_ITO)
 
@@ -136,10 +172,15 @@ def test_on_a_quiet_machine_nothing_is_marked(tmp_path):
     write(store, "quiet", quiet)
     report = build_report(store, "tokengen", "quiet", tmp_path / "reports")
     text = (report.directory / "report.md").read_text()
-    assert text.splitlines()[2] == ("Measurement: all 8 finished trials ok (no interference seen, every spread within "
-                                    "target).")
-    assert " !" not in text and "left_out" not in text and "| measurement |" not in text and "attempt" not in \
-        section(text, "## (a)")
+    assert text.splitlines()[2] == (
+        "Measurement: all 8 finished trials ok (no interference seen, every spread within target)."
+    )
+    assert (
+        " !" not in text
+        and "left_out" not in text
+        and "| measurement |" not in text
+        and "attempt" not in section(text, "## (a)")
+    )
     kv = rows_of(section(text, "## Overview per variant"))[("kv_cache", None, None)]
     assert kv["speedup_geomean"] == f"{(1.8 * 2.0 * 4.0) ** (1 / 3):.2f}x"
 

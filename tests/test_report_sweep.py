@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 import torch
 from mlflow import MlflowClient
-
 from sweep_helpers import child_runs, run_captured, small_sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_ray")]  # one sweep, on the session's warm Ray
@@ -32,8 +31,17 @@ def swept(tmp_path_factory):
     uri = config["tracking"]["uri"]
     runs = child_runs(uri)
     parent = runs[0].data.tags["mlflow.parentRunId"]
-    return SimpleNamespace(tmp=tmp, uri=uri, status=status, out=out, err=err, runs=runs,
-                           parent=parent, client=MlflowClient(tracking_uri=uri), report=tmp / "reports" / "t")
+    return SimpleNamespace(
+        tmp=tmp,
+        uri=uri,
+        status=status,
+        out=out,
+        err=err,
+        runs=runs,
+        parent=parent,
+        client=MlflowClient(tracking_uri=uri),
+        report=tmp / "reports" / "t",
+    )
 
 
 def test_the_sweep_prints_its_main_table(swept):
@@ -80,7 +88,9 @@ def test_results_csv_holds_what_mlflow_holds(swept):
     for run in swept.runs:
         row = results.loc[run.info.run_id]
         assert row["runtime_mean_s"] == pytest.approx(run.data.metrics["runtime_mean_s"])
-        assert str(row["batch_size"]) == run.data.params["batch_size"] and row["trial_key"] == run.data.tags["trial_key"]
+        assert (
+            str(row["batch_size"]) == run.data.params["batch_size"] and row["trial_key"] == run.data.tags["trial_key"]
+        )
         base = results[results["variant"] == "baseline"].iloc[0]
         per_step = base["steps"] / run.data.metrics["steps"]  # 1.0 unless the no-check ran more steps
         assert row["compared"] == ("run" if per_step == 1 else "step")
@@ -89,10 +99,18 @@ def test_results_csv_holds_what_mlflow_holds(swept):
 
 def test_the_cli_rebuilds_it_from_the_default_store_without_running_anything(swept):
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-m", "tracking.report", "--out", "again"], cwd=swept.tmp, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracking.report", "--out", "again"],
+        cwd=swept.tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| kv_cache_nocheck |" in proc.stdout
-    assert f"report: again/t/report.md (3 trials, 0 failed), attached to run {swept.parent} under report/" in proc.stderr
+    assert (
+        f"report: again/t/report.md (3 trials, 0 failed), attached to run {swept.parent} under report/" in proc.stderr
+    )
     assert (swept.tmp / "again" / "t" / "results.csv").is_file()
     assert len(child_runs(swept.uri)) == 3

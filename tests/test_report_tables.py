@@ -19,17 +19,17 @@ import numpy as np
 import pytest
 from mlflow import MlflowClient
 
-from tokengen.contract.names import TOKENS_FILE
 from tokengen.contract.declarations import LAGGED, in_family
-from tokengen.contract.variants import VARIANTS, label_for
+from tokengen.contract.names import TOKENS_FILE
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
+from tokengen.contract.variants import VARIANTS, label_for
 from tracking.report import comparison, tables
+from tracking.report.__main__ import main
+from tracking.report.build import build_report
+from tracking.store.reading import add_outside_baselines, fill_error_messages, load_sweep
 from tracking.store.recorder import Recorder
 from tracking.store.runs import params_of, tags_of
-from tracking.report.build import build_report
-from tracking.report.__main__ import main
-from tracking.store.reading import add_outside_baselines, fill_error_messages, load_sweep
 
 EOS = 0
 PRICES = {"cpu": 0.1, "L40S": 2.0, "H100": 4.0}
@@ -71,33 +71,79 @@ class Store:
         config = {"sweep": {"name": name, "prices": PRICES}}
         self.parent = self.recorder.start_sweep(name, config, resume=False)
 
-    def trial(self, label: str, variant: str, *, runtime: float = 1.0, tokens: np.ndarray | None = None,
-              dtype: str = "float32", batch: int = 2, n: int = 8, gpu: str = "L40S", status: str = "finished",
-              key: str | None = None, metrics: dict | None = None, error: str | None = None) -> str:
-        spec = TrialSpec(variant=variant, model="tiny", dtype=dtype, device="cuda", batch_size=batch, max_seqlen=n,
-                         **VARIANTS[variant], stop="uniform:2-6", warmup=1, runs=3)
+    def trial(
+        self,
+        label: str,
+        variant: str,
+        *,
+        runtime: float = 1.0,
+        tokens: np.ndarray | None = None,
+        dtype: str = "float32",
+        batch: int = 2,
+        n: int = 8,
+        gpu: str = "L40S",
+        status: str = "finished",
+        key: str | None = None,
+        metrics: dict | None = None,
+        error: str | None = None,
+    ) -> str:
+        spec = TrialSpec(
+            variant=variant,
+            model="tiny",
+            dtype=dtype,
+            device="cuda",
+            batch_size=batch,
+            max_seqlen=n,
+            **VARIANTS[variant],
+            stop="uniform:2-6",
+            warmup=1,
+            runs=3,
+        )
         values = {}
         if status == "finished":
             steps = tokens.shape[1] - 1
-            values = {"steps": steps, "tokens_generated": batch * steps, "runtime_mean_s": runtime,
-                      "runtime_std_s": runtime / 100, "runtime_min_s": runtime * 0.99, "runtime_max_s": runtime * 1.01,
-                      "tokens_per_s": batch * steps / runtime, "useful_tokens_per_s": batch * steps / runtime,
-                      "energy_j_per_token": 0.5 if gpu == "H100" else 0.8, "mem_allocated_peak_bytes": 100 * 2**20,
-                      "mem_reserved_peak_bytes": 150 * 2**20, "mem_fragmentation_bytes": 50 * 2**20,
-                      "mem_fragmentation_pct": 100 / 3, "tokens_sha256": hashlib.sha256(tokens.tobytes()).hexdigest(),
-                      **(metrics or {})}
+            values = {
+                "steps": steps,
+                "tokens_generated": batch * steps,
+                "runtime_mean_s": runtime,
+                "runtime_std_s": runtime / 100,
+                "runtime_min_s": runtime * 0.99,
+                "runtime_max_s": runtime * 1.01,
+                "tokens_per_s": batch * steps / runtime,
+                "useful_tokens_per_s": batch * steps / runtime,
+                "energy_j_per_token": 0.5 if gpu == "H100" else 0.8,
+                "mem_allocated_peak_bytes": 100 * 2**20,
+                "mem_reserved_peak_bytes": 150 * 2**20,
+                "mem_fragmentation_bytes": 50 * 2**20,
+                "mem_fragmentation_pct": 100 / 3,
+                "tokens_sha256": hashlib.sha256(tokens.tobytes()).hexdigest(),
+                **(metrics or {}),
+            }
         elif status == "failed":
             values = {"error_type": "OutOfMemory", "error_message": error}
-        record = make_record(spec, key=key or label, status=status, accelerator_type=gpu, env_gpu_name=ENV[gpu],
-                             env_torch="2.13.0", env_transformers="5.24.0", env_cuda="13.0", env_driver="580.65",
-                             env_host="node-a", **values)
+        record = make_record(
+            spec,
+            key=key or label,
+            status=status,
+            accelerator_type=gpu,
+            env_gpu_name=ENV[gpu],
+            env_torch="2.13.0",
+            env_transformers="5.24.0",
+            env_cuda="13.0",
+            env_driver="580.65",
+            env_host="node-a",
+            **values,
+        )
         if tokens is not None:
             buffer = io.BytesIO()
             np.save(buffer, tokens)
             record["files"] = {TOKENS_FILE: buffer.getvalue()}
         if status == "cut":  # what a driver killed mid-write leaves: a run without its status tag
-            run_id = self.client.create_run(self.recorder.experiment_id, run_name=label,
-                                            tags={"mlflow.parentRunId": self.parent, **tags_of(record, self.recorder.sweep)}).info.run_id
+            run_id = self.client.create_run(
+                self.recorder.experiment_id,
+                run_name=label,
+                tags={"mlflow.parentRunId": self.parent, **tags_of(record, self.recorder.sweep)},
+            ).info.run_id
             self.client.delete_tag(run_id, "status")
             self.client.log_batch(run_id, params=params_of(record), synchronous=True)
             self.client.set_terminated(run_id, "KILLED")
@@ -150,7 +196,9 @@ def prepared(store):
     assert comparison.lacks_baselines(runs.trials)
     add_outside_baselines(runs)
     assert runs.config["sweep"]["prices"] == PRICES  # read back from the sweep's saved configuration
-    frame, downloads = comparison.prepare(runs.trials, runs.outside_baselines, runs.client, runs.config["sweep"]["prices"])
+    frame, downloads = comparison.prepare(
+        runs.trials, runs.outside_baselines, runs.client, runs.config["sweep"]["prices"]
+    )
     return runs, frame.set_index("run_id", drop=False), downloads
 
 
@@ -204,10 +252,12 @@ def test_runtime_against_seqlen_gives_the_growth_exponent(prepared):
 def test_pipelining_gain_by_batch_size(prepared):
     table = tables.pipelining_table(prepared[1])
     gains = {(r.variant, r.max_seqlen): r.gain_pct for r in table.itertuples()}
-    assert gains == {("static_compiled_pipelined", 8): pytest.approx(25.0),
-                     ("static_compiled_deferred", 8): pytest.approx(20.0),
-                     ("static_compiled_pipelined", 16): pytest.approx(25.0),
-                     ("static_compiled_deferred", 16): pytest.approx(20.0)}
+    assert gains == {
+        ("static_compiled_pipelined", 8): pytest.approx(25.0),
+        ("static_compiled_deferred", 8): pytest.approx(20.0),
+        ("static_compiled_pipelined", 16): pytest.approx(25.0),
+        ("static_compiled_deferred", 16): pytest.approx(20.0),
+    }
     assert set(table["sync_variant"]) == {"static_compiled"}
 
 
@@ -233,7 +283,9 @@ def test_gpu_pivot_and_idle_gap_and_failures(prepared, store):
 
     failed = tables.failed_table(prepared[1])
     assert failed[["variant", "error_type"]].values.tolist() == [
-        ["static_cudagraph", "OutOfMemory"], ["static_cache_deferred", "Incomplete"]]
+        ["static_cudagraph", "OutOfMemory"],
+        ["static_cache_deferred", "Incomplete"],
+    ]
     assert failed["error_message"].iloc[0] == "CUDA out of memory. Tried to allocate 2.00 GiB"
 
 
@@ -244,8 +296,19 @@ def test_report_files_sections_and_attachment(store, tmp_path, capsys):
     assert f"attached to run {store.parent}" in err
     directory = tmp_path / "syn"
     text = (directory / "report.md").read_text()
-    for title in ("## System", "## Overview per variant", "## (a)", "## (b) Memory", "## (c)", "## (d)", "## (e)",
-                  "## (f) runtime_mean_s by GPU type", "## Idle gap", "## (g) Failed trials", "## Plots"):
+    for title in (
+        "## System",
+        "## Overview per variant",
+        "## (a)",
+        "## (b) Memory",
+        "## (c)",
+        "## (d)",
+        "## (e)",
+        "## (f) runtime_mean_s by GPU type",
+        "## Idle gap",
+        "## (g) Failed trials",
+        "## Plots",
+    ):
         assert title in text, title
     assert "| gpu_name | NVIDIA H100 80GB HBM3, NVIDIA L40S |" in text and "| driver | 580.65 |" in text
     assert "1 speedup(s) use a baseline recorded by another sweep" in text
@@ -269,8 +332,16 @@ def test_a_sweep_without_the_rows_shows_only_what_it_can_answer(store, tmp_path)
     report = build_report(store.uri, "tokengen", "older", tmp_path)
     text = (report.directory / "report.md").read_text()
     assert "## (a)" in text and "## (b) Memory" in text
-    for absent in ("## (c)", "## (d)", "## (e)", "## (f)", "## Idle gap", "## (g)", "runtime_vs_seqlen.png",
-                   "speedup_vs_batch.png"):
+    for absent in (
+        "## (c)",
+        "## (d)",
+        "## (e)",
+        "## (f)",
+        "## Idle gap",
+        "## (g)",
+        "runtime_vs_seqlen.png",
+        "speedup_vs_batch.png",
+    ):
         assert absent not in text, absent
     assert "](memory.png)" in text  # one variant with CUDA memory figures still draws its bars
     assert report.trials == 1 and report.failed == 0 and report.downloads == 0
@@ -281,12 +352,14 @@ def test_errors_name_the_fix(store, tmp_path, capsys):
     assert main(["--uri", missing]) == 2
     assert capsys.readouterr().err.strip() == (
         f"error: no sweep in {missing} experiment 'tokengen' (no file {tmp_path}/none.db): "
-        "run python -m sweeps.run +grid=smoke first")
+        "run python -m sweeps.run +grid=smoke first"
+    )
     assert not (tmp_path / "none.db").exists()
     assert main(["--uri", store.uri, "--sweep", "nope", "--no-attach"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"error: no sweep named 'nope' in {store.uri} experiment 'tokengen': "
-        "run python -m sweeps.run +grid=smoke sweep.name=nope first, or drop --sweep for the latest")
+        "run python -m sweeps.run +grid=smoke sweep.name=nope first, or drop --sweep for the latest"
+    )
     assert main(["--uri", store.uri, "--experiment", "other"]) == 2
     assert "(no such experiment)" in capsys.readouterr().err
 
@@ -304,7 +377,9 @@ def test_speedups_carry_an_interval_and_compare_like_with_like(prepared, store):
 def test_cost_per_million_useful_tokens_from_the_sweeps_prices(prepared, store):
     compiled = row(prepared, store, "compiled8")  # L40S at $2/h, 2 x 6 useful tokens in 0.12 s
     assert compiled["cost_per_mtok"] == pytest.approx(2.0 / 3600 / 100 * 1e6)
-    side_by_side = tables.gpu_cost_table(prepared[1]).set_index(["dtype", "variant", "batch_size", "prompt_len", "max_seqlen"])
+    side_by_side = tables.gpu_cost_table(prepared[1]).set_index(
+        ["dtype", "variant", "batch_size", "prompt_len", "max_seqlen"]
+    )
     compiled_row = side_by_side.loc[("float32", "static_compiled", 2, 1, 8)]
     assert compiled_row["H100 $/Mtok"] == pytest.approx(4.0 / 3600 / (12 / 0.04) * 1e6)
     assert compiled_row["H100 J/token"] == 0.5 and compiled_row["L40S J/token"] == 0.8
@@ -327,23 +402,47 @@ def test_a_generate_peer_is_judged_like_any_variant_and_ours_are_timed_against_i
 
 def test_a_speedup_over_a_baseline_measured_elsewhere_names_the_difference():
     """Two results of different fingerprints are never divided silently: the row names what differs."""
-    from tokengen.contract.machine.fingerprint import as_text
     import pandas as pd
 
-    from tracking.report.figures.baselines import baseline_of
+    from tokengen.contract.machine.fingerprint import as_text
     from tracking.report.comparison import REPORT_MATCH, env_vs_baseline
+    from tracking.report.figures.baselines import baseline_of
 
-    facts = {"device": "cpu X", "torch": "2.13.0", "transformers": "5.24.0", "driver": None, "threads": 2,
-             "project": "0.1.0", "code": "c0de", "model_files": "preset"}
-    point = {"model": "tiny", "dtype": "float32", "device": "cpu", "batch_size": 4, "max_seqlen": 8, "prompt_len": 1,
-             "requests": 0, "stop": "never", "sampling": "greedy", "seed": 0, "matmul_precision": "highest",
-             "gpu_type": None, "status": "finished", "steps": 8, "runtime_mean_s": 1.0}
-    frame = pd.DataFrame([
-        {**point, "variant": "baseline", "env_facts": as_text(facts)},
-        {**point, "variant": "kv_cache", "env_facts": as_text({**facts, "threads": 1})},
-        {**point, "variant": "static_cache", "env_facts": as_text({**facts, "code": "5ca1ed"})},
-        {**point, "variant": "compiled", "env_facts": as_text(facts)},
-    ])
+    facts = {
+        "device": "cpu X",
+        "torch": "2.13.0",
+        "transformers": "5.24.0",
+        "driver": None,
+        "threads": 2,
+        "project": "0.1.0",
+        "code": "c0de",
+        "model_files": "preset",
+    }
+    point = {
+        "model": "tiny",
+        "dtype": "float32",
+        "device": "cpu",
+        "batch_size": 4,
+        "max_seqlen": 8,
+        "prompt_len": 1,
+        "requests": 0,
+        "stop": "never",
+        "sampling": "greedy",
+        "seed": 0,
+        "matmul_precision": "highest",
+        "gpu_type": None,
+        "status": "finished",
+        "steps": 8,
+        "runtime_mean_s": 1.0,
+    }
+    frame = pd.DataFrame(
+        [
+            {**point, "variant": "baseline", "env_facts": as_text(facts)},
+            {**point, "variant": "kv_cache", "env_facts": as_text({**facts, "threads": 1})},
+            {**point, "variant": "static_cache", "env_facts": as_text({**facts, "code": "5ca1ed"})},
+            {**point, "variant": "compiled", "env_facts": as_text(facts)},
+        ]
+    )
     named = env_vs_baseline(frame, baseline_of(frame, match=REPORT_MATCH))
     assert named == ["", "threads 1 vs 2", "code 5ca1ed vs c0de", ""]  # a changed decode loop is named too
 

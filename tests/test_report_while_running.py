@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from compare_helpers import Store
 from sweep_helpers import child_runs
+
 from tracking.report.build import build_report
 
 

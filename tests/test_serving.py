@@ -19,16 +19,14 @@ import re
 import pytest
 import torch
 
-from tokengen.engines import make_generator
-from tokengen.models import eos_ids
-from tokengen.models import build_model
-from tokengen.decode.prompts import prompt_ids
-from tokengen.contract.rules import serving_problem
-from tokengen.engines.request_server import request_lengths, serving_figures
-from tokengen.contract.spec import TrialSpec
 from tokengen.contract.declarations import LAGGED, in_family, load
+from tokengen.contract.rules import resolve, serving_problem
+from tokengen.contract.spec import TrialSpec
+from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.stopping import target_lengths
-from tokengen.contract.rules import resolve
+from tokengen.engines import make_generator
+from tokengen.engines.request_server import request_lengths, serving_figures
+from tokengen.models import build_model, eos_ids
 
 MODELS = ["tiny", "llama-tiny"]
 N, SLOTS, P, S = 7, 3, 5, 12  # requests, slots, prompt_len, max_seqlen
@@ -66,8 +64,14 @@ def serve(model: str, variant: str | None = "static_cache", net=None, **fields):
 
 def solo(net, prompt: torch.Tensor, length: int) -> torch.Tensor:
     """One request alone through greedy generate(): its first `length` generated tokens (P + length,)."""
-    out = net.generate(prompt[None], attention_mask=torch.ones_like(prompt[None]), do_sample=False,
-                       max_new_tokens=length, eos_token_id=[], pad_token_id=0)
+    out = net.generate(
+        prompt[None],
+        attention_mask=torch.ones_like(prompt[None]),
+        do_sample=False,
+        max_new_tokens=length,
+        eos_token_id=[],
+        pad_token_id=0,
+    )
     return out[0]
 
 
@@ -104,10 +108,12 @@ def test_every_request_gets_its_solo_generate_tokens_in_every_mode(model):
     for i, length in enumerate(lengths):
         alone = solo(net, prompts[i], length)
         assert torch.equal(static.tokens[i, : P + length - 1], alone[: P + length - 1]), i  # its own tokens
-        assert (static.tokens[i, P + length - 1:] == pad).all(), i  # the drawn length says EOS, then padding
-    assert len({tuple(r) for r in static.tokens[:, P: P + 3].tolist()}) == N, "requests must differ"
-    for name, (variant, fields) in {"continuous": ("static_cache", MODES["continuous"]),
-                                    "hf_generate_batch": ("hf_generate_batch", {})}.items():
+        assert (static.tokens[i, P + length - 1 :] == pad).all(), i  # the drawn length says EOS, then padding
+    assert len({tuple(r) for r in static.tokens[:, P : P + 3].tolist()}) == N, "requests must differ"
+    for name, (variant, fields) in {
+        "continuous": ("static_cache", MODES["continuous"]),
+        "hf_generate_batch": ("hf_generate_batch", {}),
+    }.items():
         assert torch.equal(serve(model, variant, **fields).tokens, static.tokens), name
 
 
@@ -122,7 +128,7 @@ def test_slots_run_the_forwards_their_admission_rule_implies(continuous):
     assert got.steps == simulated_forwards(lengths, SLOTS, continuous)
     assert len(checks) == len(set(got.latencies_s))  # the host waits once per time it learns of ends
     if not continuous:  # batch after batch: each runs as long as its longest request
-        assert got.steps == sum(max(lengths[i: i + SLOTS]) for i in range(0, N, SLOTS))
+        assert got.steps == sum(max(lengths[i : i + SLOTS]) for i in range(0, N, SLOTS))
 
 
 def test_continuous_serves_in_fewer_forwards_and_fills_more_slot_steps():
@@ -135,7 +141,7 @@ def test_continuous_serves_in_fewer_forwards_and_fills_more_slot_steps():
     for run in (static, continuous):  # answered in the order they end (the first batch: admitted together)
         order = sorted(range(SLOTS), key=lambda i: (lengths[i], i))
         assert [run.latencies_s[i] for i in order] == sorted(run.latencies_s[i] for i in order)
-    assert max(static.latencies_s[:SLOTS]) < min(static.latencies_s[SLOTS: 2 * SLOTS])  # batch after batch
+    assert max(static.latencies_s[:SLOTS]) < min(static.latencies_s[SLOTS : 2 * SLOTS])  # batch after batch
 
 
 def test_decode_is_always_slots_by_one_and_admissions_slots_by_prompt():
@@ -143,8 +149,8 @@ def test_decode_is_always_slots_by_one_and_admissions_slots_by_prompt():
     net = model_for("llama-tiny")
     shapes = []
     hook = net.base_model.register_forward_pre_hook(
-        lambda m, args, kwargs: shapes.append(tuple((args[0] if args else kwargs["input_ids"]).shape)),
-        with_kwargs=True)
+        lambda m, args, kwargs: shapes.append(tuple((args[0] if args else kwargs["input_ids"]).shape)), with_kwargs=True
+    )
     try:
         got = serve("llama-tiny", "static_cache_continuous")
     finally:
@@ -182,8 +188,8 @@ def test_stop_model_ends_each_request_at_its_eos_or_at_max_seqlen(eos_model):
     for name, got in runs.items():
         for i, end in enumerate(ends):
             stop = S if end is None else end + 1  # the EOS itself is kept
-            assert torch.equal(got.tokens[i, P: P + stop], never[i, :stop]), (name, i)
-            assert (got.tokens[i, P + stop:] == pad).all(), (name, i)
+            assert torch.equal(got.tokens[i, P : P + stop], never[i, :stop]), (name, i)
+            assert (got.tokens[i, P + stop :] == pad).all(), (name, i)
     lengths = request_lengths(spec_for("llama-tiny", stop="model"), runs["static"].tokens, eos_ids(net.config))
     assert lengths.tolist() == [S if e is None else e + 1 for e in ends]
 
@@ -267,22 +273,35 @@ def test_the_report_pairs_static_continuous_and_the_peer_per_workload(tmp_path):
     """Written through the sweep's Recorder and read back as the report reads a sweep."""
     from tokengen.contract.record import make_record
     from tracking.report import comparison
-    from tracking.store.recorder import Recorder
-    from tracking.store.reading import load_sweep
     from tracking.report.serving_table import serving_table
+    from tracking.store.reading import load_sweep
+    from tracking.store.recorder import Recorder
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("serve", {}, resume=False)
-    trials = [("static_cache", 16, 4, 2.0, "a"), ("static_cache_continuous", 16, 4, 1.0, "a"),
-              ("hf_generate_batch", 16, 4, 1.25, "b"),  # its tokens differ: flagged
-              ("static_cache", 16, 8, 1.0, "a"),  # alone in its workload: nothing to pair
-              ("static_cache", 0, 4, 1.0, "a")]  # a batch, not requests
+    trials = [
+        ("static_cache", 16, 4, 2.0, "a"),
+        ("static_cache_continuous", 16, 4, 1.0, "a"),
+        ("hf_generate_batch", 16, 4, 1.25, "b"),  # its tokens differ: flagged
+        ("static_cache", 16, 8, 1.0, "a"),  # alone in its workload: nothing to pair
+        ("static_cache", 0, 4, 1.0, "a"),
+    ]  # a batch, not requests
     for variant, requests, slots, runtime, tokens in trials:
         spec = resolve(variant, model="tiny", requests=requests, batch_size=slots, stop="lognormal:10,1.0", runs=3)
-        record = make_record(spec, key=spec.key(), steps=50, useful_tokens=100, runtime_mean_s=runtime,
-                             runtime_std_s=runtime / 100, useful_tokens_per_s=100 / runtime, slot_occupancy=0.5,
-                             request_latency_p50_s=runtime / 2, request_latency_p90_s=runtime, tokens_sha256=tokens)
+        record = make_record(
+            spec,
+            key=spec.key(),
+            steps=50,
+            useful_tokens=100,
+            runtime_mean_s=runtime,
+            runtime_std_s=runtime / 100,
+            useful_tokens_per_s=100 / runtime,
+            slot_occupancy=0.5,
+            request_latency_p50_s=runtime / 2,
+            request_latency_p90_s=runtime,
+            tokens_sha256=tokens,
+        )
         recorder.record_trial(record)
     runs = load_sweep(uri, "tokengen", "serve")
     frame, _ = comparison.prepare(runs.trials, None, runs.client, {})
@@ -316,10 +335,15 @@ GPU_LAG_CYCLES = 10_000_000  # ~5 ms of GPU spin before each step: the host runs
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant, stop_check", [("static_cache_continuous", "deferred"),
-                                                 ("static_cache_continuous", "pipelined"),
-                                                 ("static_cudagraph_continuous", "sync"),
-                                                 ("static_cudagraph_continuous", "deferred")])
+@pytest.mark.parametrize(
+    "variant, stop_check",
+    [
+        ("static_cache_continuous", "deferred"),
+        ("static_cache_continuous", "pipelined"),
+        ("static_cudagraph_continuous", "sync"),
+        ("static_cudagraph_continuous", "deferred"),
+    ],
+)
 def test_on_a_lagging_gpu_every_continuous_variant_serves_static_batchings_tokens(variant, stop_check):
     """CUDA streams, pinned flags and CUDA graphs for real, with the GPU made to fall behind the host:
     a slot refilled before its end lands, or a graph reading a stale position, changes the tokens."""
@@ -358,4 +382,4 @@ def test_on_the_gpu_static_and_continuous_serve_every_request_its_solo_generate_
     for i, length in enumerate(lengths):
         alone = solo(net, prompts[i], length).cpu()
         assert torch.equal(static[i, : P + length - 1], alone[: P + length - 1]), i
-        assert (static[i, P + length - 1:] == pad).all(), i
+        assert (static[i, P + length - 1 :] == pad).all(), i

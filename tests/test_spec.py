@@ -2,9 +2,9 @@ import dataclasses
 
 import pytest
 
-from tokengen.contract.variants import VARIANTS, label_for
-from tokengen.contract.spec import KNOBS, SpecError, TrialSpec
 from tokengen.contract.rules import resolve
+from tokengen.contract.spec import KNOBS, SpecError, TrialSpec
+from tokengen.contract.variants import VARIANTS, label_for
 
 
 def test_key_is_stable_and_ignores_the_label():
@@ -31,7 +31,10 @@ def test_resolve_applies_the_preset_then_explicit_fields_and_relabels():
     assert spec.variant == "static_cache"
     spec = resolve(None, cache="dynamic", stop_check="none")
     assert spec.variant == "kv_cache_nocheck"
-    assert resolve(None, cache="static", stop_check="none", compile="off", allocator="default").variant == "static_cache_nocheck"
+    assert (
+        resolve(None, cache="static", stop_check="none", compile="off", allocator="default").variant
+        == "static_cache_nocheck"
+    )
 
 
 def test_resolve_rejects_unknown_names():
@@ -45,14 +48,32 @@ def test_resolve_rejects_unknown_names():
 EARLIER_KEYS = {
     "defaults": ({}, "1fe8239d5f7330ee"),
     "tiny_runs5": (dict(model="tiny", runs=5, prompt_len=8, batch_size=4), "f38284ac35e36b86"),
-    "smoke_kv_48_runs5": (dict(variant="kv_cache", model="tiny", device="cpu", stop="never", prompt_len=8, warmup=1,
-                               runs=5, batch_size=4, max_seqlen=48), "e77439f7d306eb8f"),
-    "article_static_compiled": (dict(variant="static_compiled", device="cuda", batch_size=32, max_seqlen=200),
-                                "c6b57b3b82594569"),
-    "hf_generate_bf16": (dict(variant="hf_generate", model="gpt2", dtype="bfloat16", device="cuda", prompt_len=128,
-                              runs=3), "fcabd33139cc3709"),
-    "serving": (dict(variant="static_cache_continuous", device="cuda", requests=64, batch_size=8,
-                     stop="lognormal:40,0.6"), "194dde77c218b7ce"),
+    "smoke_kv_48_runs5": (
+        dict(
+            variant="kv_cache",
+            model="tiny",
+            device="cpu",
+            stop="never",
+            prompt_len=8,
+            warmup=1,
+            runs=5,
+            batch_size=4,
+            max_seqlen=48,
+        ),
+        "e77439f7d306eb8f",
+    ),
+    "article_static_compiled": (
+        dict(variant="static_compiled", device="cuda", batch_size=32, max_seqlen=200),
+        "c6b57b3b82594569",
+    ),
+    "hf_generate_bf16": (
+        dict(variant="hf_generate", model="gpt2", dtype="bfloat16", device="cuda", prompt_len=128, runs=3),
+        "fcabd33139cc3709",
+    ),
+    "serving": (
+        dict(variant="static_cache_continuous", device="cuda", requests=64, batch_size=8, stop="lognormal:40,0.6"),
+        "194dde77c218b7ce",
+    ),
 }
 
 
@@ -99,12 +120,15 @@ def test_the_cli_and_hydra_take_runs_auto():
         plan_sweep(config)
 
 
-@pytest.mark.parametrize("fields,message", [
-    (dict(runs=-1), "runs must be an integer >= 1, or auto"),
-    (dict(runs=0, min_runs=5, max_runs=4), "max_runs must be an integer >= min_runs=5"),
-    (dict(runs=0, min_runs=0), "min_runs must be an integer >= 1"),
-    (dict(runs=0, target_ci=0.0), "target_ci must be a fraction > 0"),
-])
+@pytest.mark.parametrize(
+    "fields,message",
+    [
+        (dict(runs=-1), "runs must be an integer >= 1, or auto"),
+        (dict(runs=0, min_runs=5, max_runs=4), "max_runs must be an integer >= min_runs=5"),
+        (dict(runs=0, min_runs=0), "min_runs must be an integer >= 1"),
+        (dict(runs=0, target_ci=0.0), "target_ci must be a fraction > 0"),
+    ],
+)
 def test_auto_settings_that_cannot_run_are_refused(fields, message):
     from tokengen.contract.rules import problem
 

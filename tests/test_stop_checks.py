@@ -222,7 +222,9 @@ def test_the_simulated_sync_check_stops_at_the_longest_row():
         assert POISON not in sum(got.tokens[1:], ()) and len(set(got.tokens[0])) == len(targets)
 
 
-CHECKED = [name for name in in_family("stop_check", REFERENCE, LAGGED) if declared("stop_check", name).overrun is not None]
+CHECKED = [
+    name for name in in_family("stop_check", REFERENCE, LAGGED) if declared("stop_check", name).overrun is not None
+]
 """Every declared check that ends with the batch (the no-check bound runs every step)."""
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tokengen.contract.spec import SpecError
 from tokengen.contract.forms import parse_stop
+from tokengen.contract.spec import SpecError
 from tokengen.decode.stopping import StopPolicy, target_lengths
 
 
@@ -19,7 +19,9 @@ def test_distributions_are_seeded_and_clipped():
     assert target_lengths("never", 4, 20, 0) is None and target_lengths("model", 4, 20, 0) is None
 
 
-@pytest.mark.parametrize("bad", ["fixed:0", "fixed:x", "uniform:5-2", "uniform:0-3", "lognormal:0,1", "lognormal:5", "eos"])
+@pytest.mark.parametrize(
+    "bad", ["fixed:0", "fixed:x", "uniform:5-2", "uniform:0-3", "lognormal:0,1", "lognormal:5", "eos"]
+)
 def test_malformed_distributions_name_the_forms(bad):
     with pytest.raises(SpecError, match="stop="):
         parse_stop(bad)

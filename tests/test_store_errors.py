@@ -10,10 +10,10 @@ import socket
 import pytest
 
 from tracking import ui
-from tracking.store import view
-from tracking.store.recorder import Recorder
-from tracking.store.connect import TrackingError
 from tracking.report.__main__ import main as report_main
+from tracking.store import view
+from tracking.store.connect import TrackingError
+from tracking.store.recorder import Recorder
 
 SECRET = "s3cret-Pa55"
 
@@ -36,8 +36,9 @@ def one_line(capsys) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("damage, reason", [("random", "file is not a database"),
-                                            ("truncated", "database disk image is malformed")])
+@pytest.mark.parametrize(
+    "damage, reason", [("random", "file is not a database"), ("truncated", "database disk image is malformed")]
+)
 @pytest.mark.parametrize("command", ["report", "ui"])
 def test_a_corrupt_store_is_one_line_and_exit_2(store, tmp_path, capsys, monkeypatch, damage, reason, command):
     monkeypatch.chdir(tmp_path)
@@ -58,8 +59,10 @@ def test_a_password_in_the_uri_is_refused_and_never_printed(tmp_path, capsys, mo
     monkeypatch.chdir(tmp_path)
     uri = f"http://user:{SECRET}@127.0.0.1:9"
     assert (report_main if command == "report" else ui.main)(["--uri", uri]) == 2
-    assert one_line(capsys) == ("error: --uri carries credentials: use --uri http://127.0.0.1:9 and put them in "
-                                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, which stay with the driver")
+    assert one_line(capsys) == (
+        "error: --uri carries credentials: use --uri http://127.0.0.1:9 and put them in "
+        "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, which stay with the driver"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -71,8 +74,9 @@ def test_a_port_in_use_is_one_line_before_any_server_starts(store, tmp_path, cap
         port = taken.getsockname()[1]
         assert ui.main(["--uri", f"sqlite:///{store}", "--port", str(port)]) == 2
         line = one_line(capsys)  # no URL, no "serving"
-    assert line.startswith(f"error: port {port} on 127.0.0.1 is in use (Address already in use): pass a free one "
-                           "with --port (e.g. --port "), line
+    assert line.startswith(
+        f"error: port {port} on 127.0.0.1 is in use (Address already in use): pass a free one with --port (e.g. --port "
+    ), line
     assert line.endswith("), or stop what listens there")
     assert not (tmp_path / ".sweeps").exists()  # the server's log: it never started
 
@@ -93,7 +97,9 @@ def test_a_database_uri_is_named_without_its_credentials():
     named without the user its URI may carry, and never with a password."""
     with pytest.raises(TrackingError) as refused:
         Recorder("postgresql://user@127.0.0.1:9/mlflow", "tokengen")
-    assert str(refused.value).startswith("PostgreSQL at 127.0.0.1:9 is unreachable (") and "user@" not in str(refused.value)
+    assert str(refused.value).startswith("PostgreSQL at 127.0.0.1:9 is unreachable (") and "user@" not in str(
+        refused.value
+    )
     with pytest.raises(TrackingError) as refused:
         Recorder(f"postgresql://user:{SECRET}@127.0.0.1:9/mlflow", "tokengen")
     assert str(refused.value).startswith("tracking.uri carries a password") and SECRET not in str(refused.value)

@@ -8,9 +8,9 @@ import os
 import pytest
 import ray
 from mlflow import MlflowClient
+from sweep_helpers import child_runs, small_sweep
 
 from sweeps.driver import run_sweep
-from sweep_helpers import child_runs, small_sweep
 
 pytestmark = pytest.mark.slow  # real trials: on the session's warm Ray, or on a Ray of their own (fresh_ray)
 
@@ -38,8 +38,10 @@ def test_sweep_records_every_trial_then_resume_runs_none(tmp_path, capsys, warm_
         assert run.data.tags["variant"] in {"baseline", "kv_cache"}
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
         assert {"result.json", "trial.log", "tokens.npy"} <= artifacts
-        record = json.loads(client.download_artifacts(run.info.run_id, "result.json", str(tmp_path)) and
-                            open(f"{tmp_path}/result.json").read())
+        record = json.loads(
+            client.download_artifacts(run.info.run_id, "result.json", str(tmp_path))
+            and open(f"{tmp_path}/result.json").read()
+        )
         assert record["key"] == run.data.tags["trial_key"]
     # the two variants agree on their tokens (float32, same workload)
     assert len({r.data.tags["tokens_sha256"] for r in runs}) == 1

@@ -14,8 +14,8 @@ import time
 from collections import Counter
 
 import pytest
-
 from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
+
 from tracking.store.lock.sweep_lock import BEAT, CLAIMING, HOST, LOCKS_SUFFIX, PID, STATE, SWEEP, SweepLock, SweepLocked
 from tracking.store.recorder import Recorder
 
@@ -37,8 +37,9 @@ def test_a_second_driver_is_refused_naming_the_first_until_it_ends(client):
     with pytest.raises(SweepLocked) as refused:
         SweepLock(client, "tokengen", "s").acquire()
     line = str(refused.value)
-    assert line.startswith(f"sweep 's' is running on this store from host {socket.gethostname()} pid "
-                           f"{os.getpid()} (heartbeat "), line
+    assert line.startswith(
+        f"sweep 's' is running on this store from host {socket.gethostname()} pid {os.getpid()} (heartbeat "
+    ), line
     assert " s ago): wait for it to end, or stop it; a killed driver's claim lapses after 120 s" in line
     assert "\n" not in line
     SweepLock(client, "tokengen", "other").acquire().release()  # another sweep name: its own lock
@@ -92,11 +93,18 @@ def test_a_killed_drivers_claim_does_not_block_the_next(client):
 def test_two_drivers_of_one_sweep_started_together_record_each_key_once(tmp_path, warm_ray):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     command = driver_command(tmp_path, f"tracking.uri={uri}", *joining_warm_ray(), "grid.variant=[kv_cache]")
-    drivers = [subprocess.Popen(command, cwd=tmp_path, env=driver_environment(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    drivers = [
+        subprocess.Popen(
+            command, cwd=tmp_path, env=driver_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     outcomes = sorted((d.wait(timeout=180), d.stderr.read(), d.pid) for d in drivers)
     (ran, ran_err, ran_pid), (refused, refused_err, _) = outcomes
     assert (ran, refused) == (0, 2), ran_err[-3000:] + refused_err[-3000:]
-    assert refused_err.strip().splitlines()[-1].startswith(
-        f"error: sweep 't' is running on this store from host {socket.gethostname()} pid {ran_pid} "), refused_err
+    assert (
+        refused_err.strip()
+        .splitlines()[-1]
+        .startswith(f"error: sweep 't' is running on this store from host {socket.gethostname()} pid {ran_pid} ")
+    ), refused_err
     assert set(Counter(r.data.tags["trial_key"] for r in child_runs(uri)).values()) == {1}

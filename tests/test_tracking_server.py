@@ -12,12 +12,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from mlflow import MlflowClient
-
 from servers import MlflowServer, free_port
 from sweep_helpers import child_runs, run_captured, small_sweep
+
 from tracking.report.build import build_report
 
 pytestmark = pytest.mark.usefixtures("warm_ray")  # one sweep, on the session's warm Ray
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
@@ -40,18 +41,37 @@ def rest(url: str, path: str, body: dict | None = None) -> dict:
     """One call to MLflow's REST API: GET with a query string, or POST with a JSON body."""
     if body is None:
         return json.loads(urllib.request.urlopen(f"{url}/api/2.0/mlflow/{path}", timeout=10).read())
-    request = urllib.request.Request(f"{url}/api/2.0/mlflow/{path}", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        f"{url}/api/2.0/mlflow/{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     return json.loads(urllib.request.urlopen(request, timeout=10).read())
 
 
 @pytest.mark.slow
 def test_rest_api_returns_every_trial_with_params_metrics_and_tags(server, swept):
     experiment = rest(server.url, "experiments/get-by-name?" + urllib.parse.urlencode({"experiment_name": "tokengen"}))
-    found = rest(server.url, "runs/search", {"experiment_ids": [experiment["experiment"]["experiment_id"]],
-                                             "filter": "tags.sweep = 't'", "max_results": 100})
-    runs = [{"info": r["info"], **{part: {kv["key"]: kv.get("value") for kv in r["data"].get(part, [])}
-                                   for part in ("params", "metrics", "tags")}} for r in found["runs"]]
+    found = rest(
+        server.url,
+        "runs/search",
+        {
+            "experiment_ids": [experiment["experiment"]["experiment_id"]],
+            "filter": "tags.sweep = 't'",
+            "max_results": 100,
+        },
+    )
+    runs = [
+        {
+            "info": r["info"],
+            **{
+                part: {kv["key"]: kv.get("value") for kv in r["data"].get(part, [])}
+                for part in ("params", "metrics", "tags")
+            },
+        }
+        for r in found["runs"]
+    ]
     children = [r for r in runs if "mlflow.parentRunId" in r["tags"]]
     parents = [r for r in runs if r["tags"].get("sweep_parent") == "t"]
     assert len(children) == 2 and len(parents) == 1
@@ -69,7 +89,10 @@ def test_client_reads_runs_and_artifacts_through_the_server_proxy(server, swept)
     for run in runs:
         assert run.info.artifact_uri.startswith("mlflow-artifacts:")  # proxied: clients need no shared disk
         tokens = np.load(swept.client.download_artifacts(run.info.run_id, "tokens.npy", str(server.tmp)))
-        assert tokens.dtype == np.int64 and tokens.shape == (2, int(run.data.params["prompt_len"]) + int(run.data.metrics["steps"]))
+        assert tokens.dtype == np.int64 and tokens.shape == (
+            2,
+            int(run.data.params["prompt_len"]) + int(run.data.metrics["steps"]),
+        )
     stored = list((server.tmp / "art").rglob("tokens.npy"))
     assert len(stored) == 2  # the server wrote them under --artifacts-destination
     parent = runs[0].data.tags["mlflow.parentRunId"]
@@ -98,8 +121,10 @@ def test_the_report_builds_from_the_server(server, swept):
     # the comparison went onto the runs through the server, whose own UI opens the sweep's view
     kv = next(r for r in child_runs(server.url) if r.data.tags["variant"] == "kv_cache").data
     assert kv.metrics["speedup"] > 0 and kv.tags["tokens_verdict"] == "ok" and kv.tags["compared"] == "run"
-    assert (f"ui: the tracking server serves the MLflow UI; this sweep's comparison: {server.url}/#/experiments/"
-            in swept.err)
+    assert (
+        f"ui: the tracking server serves the MLflow UI; this sweep's comparison: {server.url}/#/experiments/"
+        in swept.err
+    )
 
 
 def test_a_stopped_server_is_named_in_one_line(tmp_path, capsys):

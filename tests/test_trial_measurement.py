@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tokengen.contract.names import FINISHED
-from tokengen.contract.record import RESULT_FIELDS, with_role, METRIC, TAG
+from tokengen.contract.record import METRIC, RESULT_FIELDS, TAG, with_role
 from tokengen.contract.rules import resolve
 from tokengen.measure import interference, run_count, trial
 
@@ -29,9 +29,18 @@ def test_the_record_declares_the_verdict_as_a_tag_and_the_numbers_as_metrics():
     assert set(EVIDENCE) == set(interference.Watch(threads=1).start().stop())
     tags, metrics = set(with_role(TAG)), set(with_role(METRIC))
     assert {"measurement", "measurement_reasons", "interference_device", "interference_throttle", "attempt"} <= tags
-    assert {"runs_done", "runtime_ci_rel", "warmup_done", "interference_cpu_util", "interference_others_cores",
-            "interference_wall_s", "interference_window_s", "interference_cpu_waited", "interference_gpu_procs",
-            "interference_sm_clock_mhz"} <= metrics
+    assert {
+        "runs_done",
+        "runtime_ci_rel",
+        "warmup_done",
+        "interference_cpu_util",
+        "interference_others_cores",
+        "interference_wall_s",
+        "interference_window_s",
+        "interference_cpu_waited",
+        "interference_gpu_procs",
+        "interference_sm_clock_mhz",
+    } <= metrics
 
 
 def test_a_real_auto_trial_records_its_runs_its_interval_and_a_verdict_that_matches_its_evidence():
@@ -82,11 +91,20 @@ class QuietWatch:
         return self
 
     def stop(self):
-        quiet = {"interference_device": self.kwargs["device"], "interference_wall_s": 1.0,
-                 "interference_window_s": 1.0, "interference_threads": self.kwargs["threads"],
-                 "interference_cores": 2, "interference_cpu_util": 0.98, "interference_cpu_waited": 0.01,
-                 "interference_others_cores": 0.02, "interference_load": 0.5, "interference_gpu_procs": None,
-                 "interference_sm_clock_mhz": None, "interference_throttle": None}
+        quiet = {
+            "interference_device": self.kwargs["device"],
+            "interference_wall_s": 1.0,
+            "interference_window_s": 1.0,
+            "interference_threads": self.kwargs["threads"],
+            "interference_cores": 2,
+            "interference_cpu_util": 0.98,
+            "interference_cpu_waited": 0.01,
+            "interference_others_cores": 0.02,
+            "interference_load": 0.5,
+            "interference_gpu_procs": None,
+            "interference_sm_clock_mhz": None,
+            "interference_throttle": None,
+        }
         return {**quiet, **self.seen}
 
 
@@ -140,8 +158,9 @@ def test_a_trial_made_to_look_contended_is_judged_contended(monkeypatch, scripte
     monkeypatch.setattr(trial, "Watch", lambda **kw: QuietWatch(**kw, seen=busy))
     record = trial.run_trial(tiny(runs=0))
     assert record["measurement"] == "contended"
-    assert record["measurement_reasons"] == ("others used 1.7 of 2 cores; threads waited for a core 55% of the "
-                                             "time they wanted one")
+    assert record["measurement_reasons"] == (
+        "others used 1.7 of 2 cores; threads waited for a core 55% of the time they wanted one"
+    )
     assert record["interference_others_cores"] == 1.7
 
 

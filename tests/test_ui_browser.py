@@ -19,15 +19,16 @@ from types import SimpleNamespace
 
 import pytest
 from mlflow import MlflowClient
-
 from servers import free_port
 from sweep_helpers import child_runs, driver_command, driver_environment
 
 pytestmark = pytest.mark.slow  # starts Ray, an MLflow server and a browser
 
 CHROMIUM = Path("/usr/bin/chromium")
-URL = re.compile(r"^ui: this sweep's comparison: (http://127\.0\.0\.1:5000/#/experiments/(\d+)/runs\?"
-                 r"viewStateShareKey=tokengen-([0-9a-f]{32})&compareRunsMode=TABLE&workflowType=machine_learning)$")
+URL = re.compile(
+    r"^ui: this sweep's comparison: (http://127\.0\.0\.1:5000/#/experiments/(\d+)/runs\?"
+    r"viewStateShareKey=tokengen-([0-9a-f]{32})&compareRunsMode=TABLE&workflowType=machine_learning)$"
+)
 OWN = ("resume:", "estimate:", "sweep t:", "report:", "ui:", "log:", "trials:", "journal:")
 """How every line the sweep itself writes to stderr begins (trials: is its progress bar)."""
 
@@ -52,15 +53,22 @@ def test_the_terminal_shows_the_projects_own_lines_only(swept):
     assert foreign == []  # no Ray INFO/WARNING lines, no MLflow database set-up
     assert lines(swept.err)[-1] == "log: Ray's and MLflow's own lines are in .sweeps/logs/tokengen/t.log"
     log = (swept.tmp / ".sweeps" / "logs" / "tokengen" / "t.log").read_text()
-    for routine in ("Started a local Ray instance", "Token authentication is enabled", "Pushing file package",
-                    "Creating initial MLflow database tables", "Running upgrade"):
+    for routine in (
+        "Started a local Ray instance",
+        "Token authentication is enabled",
+        "Pushing file package",
+        "Creating initial MLflow database tables",
+        "Running upgrade",
+    ):
         assert routine in log, routine
 
 
 def test_the_sweep_ends_with_the_light_server_and_the_url(swept):
     ui = [line for line in lines(swept.err) if line.startswith("ui:")]
-    assert ui[0] == (f"ui: serve the MLflow UI on this store: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow server "
-                     f"--backend-store-uri {swept.uri} --host 127.0.0.1 --port 5000 --workers 1")
+    assert ui[0] == (
+        f"ui: serve the MLflow UI on this store: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow server "
+        f"--backend-store-uri {swept.uri} --host 127.0.0.1 --port 5000 --workers 1"
+    )
     found = URL.match(ui[-1])
     assert found, ui[-1]
     parent = child_runs(swept.uri)[0].data.tags["mlflow.parentRunId"]
@@ -95,21 +103,44 @@ def answers(url: str) -> bool:
         return False
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (Debian package chromium; .ci/run installs it)")
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs /usr/bin/chromium (Debian package chromium; .ci/run installs it)"
+)
 def test_the_printed_url_opens_the_sweeps_runs_in_a_browser(swept):
     printed = re.search(r"comparison: (\S+)$", [line for line in lines(swept.err) if line.startswith("ui:")][-1])[1]
     port = free_port()
-    ui = subprocess.Popen([sys.executable, "-m", "tracking.ui", "--uri", swept.uri, "--sweep", "t", "--port", str(port)],
-                          cwd=swept.tmp, env=driver_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True)
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "tracking.ui", "--uri", swept.uri, "--sweep", "t", "--port", str(port)],
+        cwd=swept.tmp,
+        env=driver_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         url = first_line(ui.stdout, 300)
         assert url == printed.replace(":5000/", f":{port}/"), ui.stderr.read() if ui.poll() is not None else url
         browser = subprocess.run(
-            [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={swept.tmp / 'chromium'}", "--virtual-time-budget=15000", "--dump-dom", url],
-            capture_output=True, text=True, timeout=240)
+            [
+                str(CHROMIUM),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={swept.tmp / 'chromium'}",
+                "--virtual-time-budget=15000",
+                "--dump-dom",
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         dom = browser.stdout
         assert 'data-testid="sort-header-speedup"' in dom, dom[-2000:]  # the comparison's column
         assert "baseline b2 p8 L6" in dom and "kv_cache b2 p8 L6" in dom  # the sweep's runs, by name

@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 import ray
-
 from sweep_helpers import small_sweep
+
 from sweeps.driver import run_sweep
 from tokengen.cli import main as cli_main
 from tokengen.contract.models import model_facts
@@ -46,12 +46,16 @@ def damaged(saved, tmp_path, how: str):
     return path, weights, size
 
 
-@pytest.mark.parametrize("how, says", [
-    ("truncated", "is truncated ({half:,} of the {size:,} bytes its header describes)"),
-    ("random", "is not a safetensors file (its first 8 bytes give a "),
-    ("trailing", "has 10 bytes after the tensors its header describes"),
-    ("not-json", "is not a safetensors file (its header is not a table of tensors)"),
-], ids=["truncated", "random", "trailing", "not-json"])
+@pytest.mark.parametrize(
+    "how, says",
+    [
+        ("truncated", "is truncated ({half:,} of the {size:,} bytes its header describes)"),
+        ("random", "is not a safetensors file (its first 8 bytes give a "),
+        ("trailing", "has 10 bytes after the tensors its header describes"),
+        ("not-json", "is not a safetensors file (its header is not a table of tensors)"),
+    ],
+    ids=["truncated", "random", "trailing", "not-json"],
+)
 def test_a_damaged_weights_file_is_named_with_the_fix(saved, tmp_path, how, says):
     path, weights, size = damaged(saved, tmp_path, how)
     with pytest.raises(SpecError) as refused:

@@ -9,8 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from tokengen.writable import unwritable
 from tokengen.contract.spec import CHOICES, FIELD_TYPES, SpecError, TrialSpec, parse_field
+from tokengen.writable import unwritable
 
 _DEFAULTS = TrialSpec()
 
@@ -30,8 +30,7 @@ def _typed(name: str):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m tokengen",
-        description="Run one token-generation trial and print the article-style table.",
+        prog="python -m tokengen", description="Run one token-generation trial and print the article-style table."
     )
     for f in dataclasses.fields(TrialSpec):
         parser.add_argument(
@@ -41,14 +40,20 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             metavar=f.name.upper() if f.name not in CHOICES else None,
             choices=CHOICES.get(f.name),
-            help=f"default: {getattr(_DEFAULTS, f.name)}" + (" (a preset: sets the four knobs)" if f.name == "variant" else ""),
+            help=f"default: {getattr(_DEFAULTS, f.name)}"
+            + (" (a preset: sets the four knobs)" if f.name == "variant" else ""),
         )
     parser.add_argument("--json", metavar="PATH", help="write the result record as JSON ('-' for stdout)")
     parser.add_argument("--tokens", metavar="PATH", help="save the generated tokens as an int64 .npy array")
     parser.add_argument("--profile-dir", metavar="DIR", default=".", help="where a profiled run writes its trace")
-    parser.add_argument("--memory-guard", type=float, default=0.9, metavar="FRACTION",
-                        help="refuse a trial estimated past this fraction of the free memory, as a sweep's "
-                             "sweep.memory_guard does (0: off; default: %(default)s)")
+    parser.add_argument(
+        "--memory-guard",
+        type=float,
+        default=0.9,
+        metavar="FRACTION",
+        help="refuse a trial estimated past this fraction of the free memory, as a sweep's "
+        "sweep.memory_guard does (0: off; default: %(default)s)",
+    )
     parser.add_argument("--list", action="store_true", help="list variants and models, then exit")
     return parser
 
@@ -61,8 +66,13 @@ def memory_refusal(spec: TrialSpec, guard: float) -> str | None:
     from sweeps.pricing.memory import free_memory
     from sweeps.pricing.memory import memory_refusal as refusal
 
-    return refusal([SimpleNamespace(spec=spec, key=spec.key())], free_memory(), guard or None,
-                   setting="--memory-guard ", fix="lower --batch-size, or pass --memory-guard 0 to run it anyway")
+    return refusal(
+        [SimpleNamespace(spec=spec, key=spec.key())],
+        free_memory(),
+        guard or None,
+        setting="--memory-guard ",
+        fix="lower --batch-size, or pass --memory-guard 0 to run it anyway",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         print("variants:", ", ".join(VARIANTS))
         print("models:  ", ", ".join(PRESET_FACTS), "or a local directory")
         return 0
-    from tokengen.measure.profiler.run import resolve_mode
     from tokengen.contract.rules import check_runnable, resolve
+    from tokengen.measure.profiler.run import resolve_mode
 
     try:
         spec = resolve(**args)

@@ -20,18 +20,33 @@ from tokengen.contract.spec import SpecError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
+
 def preset_config(preset: Preset) -> PretrainedConfig:
     """A preset's transformers config, built from its declared facts (tokengen.contract.models.PRESETS)."""
     eos = preset.eos_ids[0] if len(preset.eos_ids) == 1 else list(preset.eos_ids)
     ids = dict(bos_token_id=preset.bos_id, eos_token_id=eos, tie_word_embeddings=preset.tied)
     if preset.arch == "gpt2":
-        return GPT2Config(n_layer=preset.layers, n_head=preset.heads, n_embd=preset.hidden,
-                          n_inner=preset.intermediate, vocab_size=preset.vocab, n_positions=preset.positions, **ids)
+        return GPT2Config(
+            n_layer=preset.layers,
+            n_head=preset.heads,
+            n_embd=preset.hidden,
+            n_inner=preset.intermediate,
+            vocab_size=preset.vocab,
+            n_positions=preset.positions,
+            **ids,
+        )
     rope = {} if preset.rope_theta is None else {"rope_theta": preset.rope_theta}
-    return LlamaConfig(hidden_size=preset.hidden, intermediate_size=preset.intermediate,
-                       num_hidden_layers=preset.layers, num_attention_heads=preset.heads,
-                       num_key_value_heads=preset.kv_heads, vocab_size=preset.vocab,
-                       max_position_embeddings=preset.positions, **rope, **ids)
+    return LlamaConfig(
+        hidden_size=preset.hidden,
+        intermediate_size=preset.intermediate,
+        num_hidden_layers=preset.layers,
+        num_attention_heads=preset.heads,
+        num_key_value_heads=preset.kv_heads,
+        vocab_size=preset.vocab,
+        max_position_embeddings=preset.positions,
+        **rope,
+        **ids,
+    )
 
 
 MODELS: dict[str, Callable[[], PretrainedConfig]] = {
@@ -70,7 +85,10 @@ def is_causal_lm(config: PretrainedConfig) -> bool:
     if config.architectures:
         causal = {name for names in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values() for name in _as_tuple(names)}
         return any(arch in causal for arch in config.architectures)
-    return config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    return (
+        config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    )
 
 
 def _as_tuple(names) -> tuple:
@@ -110,11 +128,14 @@ def build_model(model: str, dtype: str, device: str, seed: int) -> torch.nn.Modu
         try:
             with warnings.catch_warnings():  # torch's note on a pickle's protocol, before it refuses the file
                 warnings.filterwarnings("ignore", message="Detected pickle protocol")
-                net = AutoModelForCausalLM.from_pretrained(model, local_files_only=True, trust_remote_code=False,
-                                                           dtype=torch.float32)
+                net = AutoModelForCausalLM.from_pretrained(
+                    model, local_files_only=True, trust_remote_code=False, dtype=torch.float32
+                )
         except pickle.UnpicklingError as exc:  # torch's weights-only loader refused a pickled .bin
-            raise SpecError(f"model path {model!r}: torch refused its pickled .bin weights ({str(exc).split('.')[0]}): "
-                            "a .bin may carry code; save the model as model.safetensors with save_pretrained()") from None
+            raise SpecError(
+                f"model path {model!r}: torch refused its pickled .bin weights ({str(exc).split('.')[0]}): "
+                "a .bin may carry code; save the model as model.safetensors with save_pretrained()"
+            ) from None
     return net.to(device=device, dtype=DTYPES[dtype]).eval()
 
 

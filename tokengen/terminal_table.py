@@ -17,7 +17,11 @@ def _ms(seconds) -> str:
 def render(record: dict) -> str:
     r = record
     rule = "=" * 64
-    frag = "n/a" if r["mem_fragmentation_pct"] is None else f"{_gb(r['mem_fragmentation_bytes'])} ({r['mem_fragmentation_pct']:.1f}%)"
+    frag = (
+        "n/a"
+        if r["mem_fragmentation_pct"] is None
+        else f"{_gb(r['mem_fragmentation_bytes'])} ({r['mem_fragmentation_pct']:.1f}%)"
+    )
     bandwidth = f"{r['weight_bandwidth_gbs']:.1f} GB/s"
     if r.get("weight_bandwidth_pct_of_peak") is not None:
         bandwidth += f" ({r['weight_bandwidth_pct_of_peak']:.1f}% of peak)"
@@ -57,7 +61,11 @@ def runs_text(r: dict) -> str:
     text = f"{done} timed run{'s' * (done != 1)}"
     if r["runs"] == 0:
         ci = r.get("runtime_ci_rel")
-        text += " (auto" + (f": 95% CI +-{100 * ci:.1f}% of the mean, target {100 * r['target_ci']:.1f}%" if ci is not None else "") + ")"
+        text += (
+            " (auto"
+            + (f": 95% CI +-{100 * ci:.1f}% of the mean, target {100 * r['target_ci']:.1f}%" if ci is not None else "")
+            + ")"
+        )
     return text
 
 

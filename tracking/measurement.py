@@ -15,6 +15,7 @@ from typing import Iterable
 
 from tokengen.contract.names import FINISHED
 from tokengen.measure.interference import CONTENDED, NOISY, OK  # the watch names its verdicts
+
 JUDGED = (OK, NOISY, CONTENDED)
 MARK = "!"
 """Beside a speedup whose trial or baseline is judged noisy or contended (tracking/report/tables.py)."""
@@ -87,8 +88,10 @@ def summary_line(measurements: Iterable, reasons: Iterable, remeasured: str = ""
     if remeasured:
         line += f"; {remeasured}"
     if verdicts[NOISY] or verdicts[CONTENDED]:
-        line += (f". Speedups marked {MARK} come from a trial or baseline that is not ok and are left out of the "
-                 "overview's geometric means")
+        line += (
+            f". Speedups marked {MARK} come from a trial or baseline that is not ok and are left out of the "
+            "overview's geometric means"
+        )
     return line + "."
 
 
@@ -111,7 +114,7 @@ def latest_series(rows: list[dict]) -> list[dict]:
     a new series, and only the attempts since then (its remeasures) speak for the key."""
     rows = sorted(rows, key=lambda r: (_number(r.get("start_time")), attempt_of(r.get("attempt"))))
     firsts = [i for i, r in enumerate(rows) if attempt_of(r.get("attempt")) == 1]
-    return rows[firsts[-1]:] if firsts else rows
+    return rows[firsts[-1] :] if firsts else rows
 
 
 def best(rows: list[dict]) -> dict:
@@ -124,5 +127,11 @@ def best(rows: list[dict]) -> dict:
     ok = [r for r in done if judged(r.get("measurement")) == OK]
     if ok:
         return min(ok, key=lambda r: (_number(r.get("runtime_cv")), -_number(r.get("start_time"))))
-    return min(done, key=lambda r: (judged(r.get("measurement")) is None, _number(r.get("runtime_cv")),
-                                    -_number(r.get("start_time"))))
+    return min(
+        done,
+        key=lambda r: (
+            judged(r.get("measurement")) is None,
+            _number(r.get("runtime_cv")),
+            -_number(r.get("start_time")),
+        ),
+    )

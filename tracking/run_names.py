@@ -12,8 +12,13 @@ KEY_CHARS = 6
 
 def _base(fields: dict) -> list[str]:
     requests = [f"r{fields['requests']}"] if (fields.get("requests") or 0) > 0 else []  # a request workload
-    return [str(fields.get("variant") or "trial"), *requests, f"b{fields.get('batch_size')}",
-            f"p{fields.get('prompt_len')}", f"L{fields.get('max_seqlen')}"]
+    return [
+        str(fields.get("variant") or "trial"),
+        *requests,
+        f"b{fields.get('batch_size')}",
+        f"p{fields.get('prompt_len')}",
+        f"L{fields.get('max_seqlen')}",
+    ]
 
 
 def run_names(trials) -> dict[str, str]:

@@ -52,14 +52,25 @@ def base_url(uri: str, port: int = DEFAULT_PORT) -> str:
 
 
 def view_url(base: str, experiment_id: str, key: str) -> str:
-    query = urllib.parse.urlencode({"viewStateShareKey": key, "compareRunsMode": "TABLE",
-                                    "workflowType": "machine_learning"})
+    query = urllib.parse.urlencode(
+        {"viewStateShareKey": key, "compareRunsMode": "TABLE", "workflowType": "machine_learning"}
+    )
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
 
 
 def server_argv(uri: str, port: int = DEFAULT_PORT) -> list[str]:
-    return ["mlflow", "server", "--backend-store-uri", store_uri(uri), "--host", "127.0.0.1", "--port", str(port),
-            "--workers", "1"]
+    return [
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        store_uri(uri),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
 
 
 def server_command(uri: str, port: int = DEFAULT_PORT) -> str:
@@ -74,9 +85,11 @@ def how_to_open(uri: str, experiment_id: str, key: str, sweep: str = "", port: i
     if is_server(uri):
         return [f"ui: the tracking server serves the MLflow UI; this sweep's comparison: {url}"]
     helper = shlex.join(["python", "-m", "tracking.ui", "--uri", uri] + (["--sweep", sweep] if sweep else []))
-    return [f"ui: serve the MLflow UI on this store: {server_command(uri, port)}",
-            f"ui:   (or {helper}, which starts it and waits until it answers)",
-            f"ui: this sweep's comparison: {url}"]
+    return [
+        f"ui: serve the MLflow UI on this store: {server_command(uri, port)}",
+        f"ui:   (or {helper}, which starts it and waits until it answers)",
+        f"ui: this sweep's comparison: {url}",
+    ]
 
 
 def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
@@ -103,8 +116,10 @@ def port_problem(port: int, host: str = "127.0.0.1") -> str | None:
         except OverflowError:
             return f"--port {port} is not a port: give one from 1 to 65535"
         except OSError as exc:
-            return (f"port {port} on {host} is in use ({exc.strerror}): pass a free one with --port (e.g. --port "
-                    f"{_free_port(host)}), or stop what listens there")
+            return (
+                f"port {port} on {host} is in use ({exc.strerror}): pass a free one with --port (e.g. --port "
+                f"{_free_port(host)}), or stop what listens there"
+            )
     return None
 
 
@@ -125,8 +140,9 @@ def serve(uri: str, port: int, url: str, log: Path, timeout_s: float = 300) -> i
     argv = [sys.executable, "-m", *server_argv(uri, port)]  # python -m mlflow server ...
     print(f"ui: starting `{server_command(uri, port)}` (its output: {log})", file=sys.stderr, flush=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **LIGHT_ENV},
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **LIGHT_ENV}, start_new_session=True
+        )
     for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C or a `kill` stops the server too (even started with &)
         signal.signal(sig, _interrupt)
     try:
@@ -158,8 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uri", default="sqlite:///mlflow.db", help="tracking store or server (default: %(default)s)")
     parser.add_argument("--experiment", default="tokengen", help="default: %(default)s")
     parser.add_argument("--sweep", help="sweep name (default: the latest sweep in the experiment)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help="the UI's port on 127.0.0.1, 0 for any free one (default: %(default)s)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help="the UI's port on 127.0.0.1, 0 for any free one (default: %(default)s)",
+    )
     parser.add_argument("--print-only", action="store_true", help="print the URL and the server command, start nothing")
     args = parser.parse_args(argv)
     if args.port == 0:  # any free port, as a socket takes it: the server and the URL get the one found
@@ -170,12 +190,16 @@ def main(argv: list[str] | None = None) -> int:
             raise ReportError(f"sweep name {args.sweep!r} has a quote: pass the name without it")
         parent = parent_run(client, experiment_id, args.sweep)
         if parent is None:
-            raise ReportError(f"no sweep{' named ' + repr(args.sweep) if args.sweep else ''} in {args.uri} "
-                              f"experiment '{args.experiment}': run python -m sweeps.run +grid=smoke first")
+            raise ReportError(
+                f"no sweep{' named ' + repr(args.sweep) if args.sweep else ''} in {args.uri} "
+                f"experiment '{args.experiment}': run python -m sweeps.run +grid=smoke first"
+            )
         sweep, key = parent.data.tags["sweep_parent"], view_key(parent.info.run_id)
         if not has_view(client, experiment_id, key):
-            raise ReportError(f"sweep '{sweep}' has no comparison view yet: build its report with python -m "
-                              f"tracking.report --uri {args.uri} --experiment {args.experiment} --sweep {sweep}")
+            raise ReportError(
+                f"sweep '{sweep}' has no comparison view yet: build its report with python -m "
+                f"tracking.report --uri {args.uri} --experiment {args.experiment} --sweep {sweep}"
+            )
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ from sweeps.delivery.outbox import Outbox
 from sweeps.execution.space import OutOfSpace
 from tokengen.contract.record import first_line
 
+
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -35,5 +36,7 @@ def stopped_full(outbox: Outbox, records: list[dict], exc: OutOfSpace) -> None:
     except OutOfSpace:
         pass  # the journal cannot note what the store took: the rerun finds it there
     mark_full(outbox, str(exc))
-    _say(f"error: {exc}: make room there and rerun the same command; the {len(records)} result(s) that finished "
-         f"are kept in {os.path.relpath(outbox.journal.path)} and recorded without running their trials again")
+    _say(
+        f"error: {exc}: make room there and rerun the same command; the {len(records)} result(s) that finished "
+        f"are kept in {os.path.relpath(outbox.journal.path)} and recorded without running their trials again"
+    )

@@ -21,8 +21,7 @@ from pathlib import Path
 
 from sweeps.delivery.journal_lines import read_lines, set_aside
 from sweeps.execution.space import OutOfSpace, full_line, out_of_space, reason_of, record_bytes
-from tokengen.contract.names import TRANSPORT, TRIAL_LOG
-from tokengen.contract.names import path_component
+from tokengen.contract.names import TRANSPORT, TRIAL_LOG, path_component
 
 JOURNAL_ROOT = Path(".sweeps") / "journal"
 
@@ -53,8 +52,10 @@ class Journal:
             probe.write_text("")
             probe.unlink()
         except OSError as exc:
-            raise JournalError(f"cannot write the sweep's journal under {root} ({exc.strerror or exc}): "
-                               "run the sweep from a writable directory") from None
+            raise JournalError(
+                f"cannot write the sweep's journal under {root} ({exc.strerror or exc}): "
+                "run the sweep from a writable directory"
+            ) from None
         journal = cls(path)
         journal.check_writable()
         journal.heal()
@@ -66,16 +67,22 @@ class Journal:
         for where, kind in ((self.path, "file"), (self.files_dir, "folder")):
             if where.exists() and (where.is_dir() != (kind == "folder") or not os.access(where, os.W_OK)):
                 what = "read-only" if where.is_dir() == (kind == "folder") else f"not a {kind}"
-                raise JournalError(f"the sweep's journal {kind} {where} is {what}: move it away or make it writable "
-                                   "(another sweep.name starts a journal of its own)")
+                raise JournalError(
+                    f"the sweep's journal {kind} {where} is {what}: move it away or make it writable "
+                    "(another sweep.name starts a journal of its own)"
+                )
 
     def heal(self) -> None:
         """Damaged lines (a driver cut mid-write, bytes that are not a result) set aside beside the journal,
         said once; their trials run again."""
         moved = set_aside(self.path)
         if moved:
-            print(f"journal: set aside {moved[1]} damaged line(s) of {self.path} in {moved[0]} (never a result: "
-                  "their trials run again)", file=sys.stderr, flush=True)
+            print(
+                f"journal: set aside {moved[1]} damaged line(s) of {self.path} in {moved[0]} (never a result: "
+                "their trials run again)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     @staticmethod
     def path_for(experiment: str, sweep: str, root: Path | None = None) -> Path:
@@ -137,7 +144,7 @@ class Journal:
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             except OSError:
                 os.ftruncate(fd, end)  # frees what the half line took

@@ -24,7 +24,9 @@ def entry_of(raw: bytes) -> dict | None:
         return None
     if "result" in entry:
         result = entry["result"]
-        whole = isinstance(result, dict) and isinstance(result.get("key"), str) and isinstance(result.get("status"), str)
+        whole = (
+            isinstance(result, dict) and isinstance(result.get("key"), str) and isinstance(result.get("status"), str)
+        )
         return entry if whole and isinstance(entry.get("files", []), list) else None
     return entry if isinstance(entry.get("recorded"), str) else None
 

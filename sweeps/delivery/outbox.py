@@ -24,8 +24,9 @@ class Outbox:
         self.full: str | None = None  # the store's disk is full: the line that says where, and what it needs
         self.outside = 0  # journaled results for keys outside the plan: left in the journal, never recorded
 
-    def take_over(self, recorded: dict[str, str], half_written: dict[str, list] | None = None,
-                  planned: set[str] | None = None) -> list[dict]:
+    def take_over(
+        self, recorded: dict[str, str], half_written: dict[str, list] | None = None, planned: set[str] | None = None
+    ) -> list[dict]:
         """Results an earlier run journaled but MLflow lacks: queued to be sent before anything else.
         An attempt MLflow already holds whole (`recorded`: attempt id -> run id) made it there before the
         driver could note it: noted now with its run, never recorded twice. One whose run was cut short
@@ -81,8 +82,9 @@ class Outbox:
                 if out_of_space(exc):
                     # the file refused (an artifact), else the database
                     where = path_of(exc) or sqlite_path(self.recorder.uri) or self.recorder.uri
-                    self.full = full_line("the tracking store", where, sum(map(record_bytes, self.waiting)),
-                                          reason_of(exc))
+                    self.full = full_line(
+                        "the tracking store", where, sum(map(record_bytes, self.waiting)), reason_of(exc)
+                    )
                 return
             self.full = None
             self.waiting.pop(0)  # before the journal's note: a journal too full to take it never sends it twice

@@ -31,7 +31,8 @@ def record_plan(recorder, priced: Priced, config: dict) -> None:
     recorder.attach_plan(
         {PLAN_CSV: priced.table[list(PLAN_COLUMNS)].to_csv(index=False), PLAN_MD: render(priced, config, dry=False)},
         plan_metrics(priced),
-        {"planned_workers": ", ".join(f"{p}:{w}" for p, w in zip(pools["pool"], pools["workers"])) or "none"})
+        {"planned_workers": ", ".join(f"{p}:{w}" for p, w in zip(pools["pool"], pools["workers"])) or "none"},
+    )
 
 
 def record_estimate(recorder, priced: Priced, config: dict, say) -> None:
@@ -48,9 +49,14 @@ def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[Planne
     running = {t.key for t in trials}
     planned = [t.key for t in plan.trials]
     try:
-        outbox.recorder.start_sweep(config["sweep"]["name"], config, resume=config["sweep"]["resume"],
-                                    planned=planned, reused=[k for k in planned if k not in running],
-                                    names=run_names(plan.trials))
+        outbox.recorder.start_sweep(
+            config["sweep"]["name"],
+            config,
+            resume=config["sweep"]["resume"],
+            planned=planned,
+            reused=[k for k in planned if k not in running],
+            names=run_names(plan.trials),
+        )
     except Exception as exc:
         if not out_of_space(exc):
             raise
@@ -89,9 +95,11 @@ def publish_report(config: dict, records: list[dict]) -> None:
             say(line)
     except Exception as exc:  # noqa: BLE001 - every trial is already recorded; the report can be rebuilt
         if out_of_space(exc):
-            raise OutOfSpace(full_line("the report", Path("reports") / name, REPORT_BYTES, reason_of(exc))
-                             + f": make room there and rebuild it with python -m tracking.report --uri {uri} "
-                             f"--sweep {name}") from None
+            raise OutOfSpace(
+                full_line("the report", Path("reports") / name, REPORT_BYTES, reason_of(exc))
+                + f": make room there and rebuild it with python -m tracking.report --uri {uri} "
+                f"--sweep {name}"
+            ) from None
         first = first_line(exc, 300)
         if not records:
             say(f"report: none ({first})")

@@ -43,8 +43,14 @@ def compile_facts(device: str) -> dict:
     except importlib.metadata.PackageNotFoundError:
         triton = None
     gpu = torch.cuda.get_device_name() if device == "cuda" and torch.cuda.is_available() else None
-    return {"torch": torch.__version__, "triton": triton, "cuda": torch.version.cuda,
-            "transformers": transformers.__version__, "gpu": gpu, "code": code_hash()}
+    return {
+        "torch": torch.__version__,
+        "triton": triton,
+        "cuda": torch.version.cuda,
+        "transformers": transformers.__version__,
+        "gpu": gpu,
+        "code": code_hash(),
+    }
 
 
 def pack(cache_dir: Path, facts: dict) -> bytes:
@@ -65,7 +71,9 @@ def unpack(blob: bytes, cache_dir: Path, facts: dict) -> str | None:
     """Unpacks a shared cache into `cache_dir` where its manifest matches `facts`; else says why not."""
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
         theirs = json.loads(tar.extractfile(MANIFEST).read())
-        differ = [f"{name} {theirs.get(name)} vs {facts.get(name)}" for name in FACTS if theirs.get(name) != facts.get(name)]
+        differ = [
+            f"{name} {theirs.get(name)} vs {facts.get(name)}" for name in FACTS if theirs.get(name) != facts.get(name)
+        ]
         if differ:
             return "compiled with other " + "; ".join(differ)
         members = [m for m in tar.getmembers() if m.name.startswith("cache/") and m.isfile()]
@@ -93,7 +101,9 @@ def settle(record: dict, received: dict, shared_from: str | None) -> dict:
         if record.get("compile_cache") == WARM:
             fields["compile_shared_from"] = shared_from
         else:
-            fields["compile_share_note"] = f"handed {shared_from}'s graphs, but inductor found {record.get('compile_cache')}"
+            fields["compile_share_note"] = (
+                f"handed {shared_from}'s graphs, but inductor found {record.get('compile_cache')}"
+            )
     return {**record, **fields}
 
 

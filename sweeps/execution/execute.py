@@ -68,9 +68,14 @@ def interruptible():
 def settings_of(config: dict) -> ScheduleSettings:
     sweep = config["sweep"]
     return ScheduleSettings(
-        workdir=sweep["workdir"], trial_timeout_s=sweep["trial_timeout_s"], retries=sweep["retries"],
-        cpus_per_trial=sweep["cpus_per_trial"], inductor_cache=inductor_mode(sweep["inductor_cache"]), sweep=sweep["name"],
-        trial_gpus=sweep.get("trial_gpus"), fidelity_gate=sweep.get("fidelity_gate", DEFAULT_GATE),
+        workdir=sweep["workdir"],
+        trial_timeout_s=sweep["trial_timeout_s"],
+        retries=sweep["retries"],
+        cpus_per_trial=sweep["cpus_per_trial"],
+        inductor_cache=inductor_mode(sweep["inductor_cache"]),
+        sweep=sweep["name"],
+        trial_gpus=sweep.get("trial_gpus"),
+        fidelity_gate=sweep.get("fidelity_gate", DEFAULT_GATE),
     )
 
 
@@ -93,12 +98,20 @@ def check_local_devices(plan: GridPlan, config: dict) -> None:
     wanted = config["ray"].get("num_gpus")
     gpus = local_gpus() if wanted is None else ["gpu"] * int(wanted)
     if not gpus:
-        raise ClusterError("the grid has CUDA trials but this machine has no GPU for a local Ray: use "
-                           "trial.device=cpu, or ray.address=auto on a GPU cluster")
+        raise ClusterError(
+            "the grid has CUDA trials but this machine has no GPU for a local Ray: use "
+            "trial.device=cpu, or ray.address=auto on a GPU cluster"
+        )
 
 
-def run_on_cluster(trials: list[PlannedTrial], config: dict, stop: StopRequest, on_ready: Callable[[], None],
-                   on_result: Callable[[PlannedTrial, dict], None], on_tick: Callable[[int], None]) -> None:
+def run_on_cluster(
+    trials: list[PlannedTrial],
+    config: dict,
+    stop: StopRequest,
+    on_ready: Callable[[], None],
+    on_result: Callable[[PlannedTrial, dict], None],
+    on_tick: Callable[[int], None],
+) -> None:
     """Ray's part: start or join it, refuse a plan the cluster cannot run (ClusterError, before
     `on_ready`), then schedule every trial."""
     connect_ray(config)
@@ -109,8 +122,14 @@ def run_on_cluster(trials: list[PlannedTrial], config: dict, stop: StopRequest, 
     schedule(trials, settings, node_cpus, on_result, on_tick)
 
 
-def execute(trials: list[PlannedTrial], config: dict, outbox, records: list[dict], stop: StopRequest,
-            open_run: Callable[[], None] | None = None) -> list[dict]:
+def execute(
+    trials: list[PlannedTrial],
+    config: dict,
+    outbox,
+    records: list[dict],
+    stop: StopRequest,
+    open_run: Callable[[], None] | None = None,
+) -> list[dict]:
     """Run the trials, handing each result to `outbox` (journal, then the store while it answers) the
     moment it arrives, and into `records`, which it returns; ClusterError if the cluster cannot run
     them. `open_run`: opens the sweep's run once the cluster is known to run them (None in a remeasure

@@ -28,8 +28,12 @@ class Progress:
             self._show()
 
     def _show(self) -> None:
-        waiting = f" unrecorded={self.unrecorded} (waiting in the journal for the tracking store)" if self.unrecorded else ""
-        self.bar.set_postfix_str(f"done={self.bar.n - self.failed} failed={self.failed} running={self.running}{waiting}")
+        waiting = (
+            f" unrecorded={self.unrecorded} (waiting in the journal for the tracking store)" if self.unrecorded else ""
+        )
+        self.bar.set_postfix_str(
+            f"done={self.bar.n - self.failed} failed={self.failed} running={self.running}{waiting}"
+        )
 
     def close(self) -> None:
         self.bar.close()

@@ -60,9 +60,14 @@ def watch(pids: list[int]) -> None:
     if not Path("/proc/self/stat").exists() or not pids:
         return
     named = [f"{pid}:{start_time(pid)}" for pid in pids if start_time(pid)]
-    subprocess.Popen([sys.executable, "-m", "sweeps.execution.reaper", f"{os.getpid()}:{start_time(os.getpid())}", *named],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True, close_fds=True)
+    subprocess.Popen(
+        [sys.executable, "-m", "sweeps.execution.reaper", f"{os.getpid()}:{start_time(os.getpid())}", *named],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
 
 
 def _same(named: str) -> bool:

@@ -93,8 +93,10 @@ def remeasure(config: dict, plan, outbox, execute: Callable[[list], list[dict]])
     if rounds <= 0:
         return done
     if outbox.unrecorded:  # the attempts so far are read back from the store: it must hold them all
-        _say(f"remeasure: not now, {outbox.unrecorded} result(s) wait for the tracking store (rerunning the same "
-             "command records them, then remeasures)")
+        _say(
+            f"remeasure: not now, {outbox.unrecorded} result(s) wait for the tracking store (rerunning the same "
+            "command records them, then remeasures)"
+        )
         return done
     keys = {t.key for t in plan.trials}
     history = defaultdict(list, outbox.recorder.attempts_of(keys))
@@ -107,16 +109,24 @@ def remeasure(config: dict, plan, outbox, execute: Callable[[list], list[dict]])
         if not again:
             break
         chosen = [best(history[trial.key]) for trial in again]
-        top = most_common(count([c.get("measurement") for c in chosen], [c.get("measurement_reasons") for c in chosen])[1])
+        top = most_common(
+            count([c.get("measurement") for c in chosen], [c.get("measurement_reasons") for c in chosen])[1]
+        )
         _say(f"remeasure round {round_} of {rounds}: {len(again)} trial(s) not ok" + (f" ({top})" if top else ""))
         records = execute(again)
         done.records += records
         done.rounds = round_
         for record in records:
             done.keys.add(record["key"])
-            history[record["key"]].append({**{k: record.get(k) for k in (
-                "attempt", "status", "measurement", "measurement_reasons", "runtime_cv")},
-                "start_time": float("inf")})  # the newest of its series
+            history[record["key"]].append(
+                {
+                    **{
+                        k: record.get(k)
+                        for k in ("attempt", "status", "measurement", "measurement_reasons", "runtime_cv")
+                    },
+                    "start_time": float("inf"),
+                }
+            )  # the newest of its series
         if outbox.unrecorded:
             break
     done.now_ok = {k for k in done.keys if judged(best(history[k]).get("measurement")) == OK}

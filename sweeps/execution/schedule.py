@@ -21,16 +21,16 @@ from ray.exceptions import RayTaskError
 
 import sweeps
 import tokengen
-from sweeps.planning.grid import PlannedTrial
+from sweeps.execution.compile_share import Shelf
 from sweeps.execution.reaper import children_of, watch
 from sweeps.execution.space import full_line, out_of_space, reason_of
 from sweeps.execution.task import trial_task
 from sweeps.execution.trial_process import complete_record, failure
-from tokengen.contract.names import OUT_OF_SPACE
-from sweeps.execution.compile_share import Shelf
+from sweeps.planning.grid import PlannedTrial
 from sweeps.planning.settings import SHARED
 from tokengen.contract.fidelity import DEFAULT_GATE
 from tokengen.contract.machine.process_env import SECRETS
+from tokengen.contract.names import OUT_OF_SPACE
 from tokengen.contract.record import first_line, plain
 
 
@@ -69,7 +69,9 @@ def connect(address: str | None, num_cpus: int | None = None, num_gpus: int | No
                 **kwargs,
             )
     except ConnectionError as exc:
-        raise ClusterError(f"cannot join Ray at ray.address={address} ({first_line(exc)}): run `ray start --head` there, or drop ray.address for a local Ray") from None
+        raise ClusterError(
+            f"cannot join Ray at ray.address={address} ({first_line(exc)}): run `ray start --head` there, or drop ray.address for a local Ray"
+        ) from None
     finally:
         os.environ.update(secrets)  # the driver's own MLflow client still needs them
     if not address:  # the Ray this driver started ends with it, even after a SIGKILL (sweeps/execution/reaper.py)
@@ -132,11 +134,15 @@ def check_cluster(trials: list[PlannedTrial], settings: ScheduleSettings) -> int
         raise ClusterError(f"sweep.cpus_per_trial={settings.cpus_per_trial} but the largest node has {node_cpus} CPUs")
     total_gpus = sum(n.get("GPU", 0) for n in nodes)
     if any(t.spec.device == "cuda" for t in trials) and not total_gpus:
-        raise ClusterError("the grid has CUDA trials but the Ray cluster has no GPU: use trial.device=cpu or ray.address=auto on a GPU cluster")
+        raise ClusterError(
+            "the grid has CUDA trials but the Ray cluster has no GPU: use trial.device=cpu or ray.address=auto on a GPU cluster"
+        )
     present = {k.split(":", 1)[1] for n in nodes for k in n if k.startswith("accelerator_type:")}
     missing = sorted({t.accelerator_type for t in trials if t.accelerator_type} - present)
     if missing:
-        raise ClusterError(f"no node has accelerator type {', '.join(missing)} (cluster has: {', '.join(sorted(present)) or 'none'}): fix sweep.accelerator_types")
+        raise ClusterError(
+            f"no node has accelerator type {', '.join(missing)} (cluster has: {', '.join(sorted(present)) or 'none'}): fix sweep.accelerator_types"
+        )
     return node_cpus
 
 
@@ -155,7 +161,9 @@ def crossed_failure(exc: Exception) -> dict:
     cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
     if out_of_space(cause):  # the trial's folder could not even be made
         where = getattr(cause, "filename", None) or "sweep.workdir"
-        return failure(OUT_OF_SPACE, full_line("the trial's folder", where, None, reason_of(cause)), trace=plain(str(exc)))
+        return failure(
+            OUT_OF_SPACE, full_line("the trial's folder", where, None, reason_of(cause)), trace=plain(str(exc))
+        )
     return failure(type(cause).__name__, first_line(cause, 2000), trace=plain(str(exc)))
 
 
@@ -169,8 +177,13 @@ def shelf_of(settings: ScheduleSettings) -> Shelf:
     return _SHELVES.setdefault(key, Shelf())
 
 
-def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: int,
-             on_result: Callable[[PlannedTrial, dict], None], progress=None) -> None:
+def schedule(
+    trials: list[PlannedTrial],
+    settings: ScheduleSettings,
+    node_cpus: int,
+    on_result: Callable[[PlannedTrial, dict], None],
+    progress=None,
+) -> None:
     """Submit every trial, then hand each result to `on_result` the moment it arrives.
 
     `node_cpus` is what check_cluster returned: call it first, before anything is recorded."""
@@ -197,8 +210,9 @@ def schedule(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: 
                 try:
                     record = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a lost node after its retries: a failed trial
-                    record = complete_record(crossed_failure(exc), trial.spec.to_dict(), trial.key,
-                                             trial.accelerator_type)
+                    record = complete_record(
+                        crossed_failure(exc), trial.spec.to_dict(), trial.key, trial.accelerator_type
+                    )
                 for twin in shelf.done(trial, record, ray.put):
                     submit(twin)
                 on_result(trial, record)

@@ -26,19 +26,35 @@ def sweep_folder(settings: dict) -> str:
 
 
 @ray.remote
-def trial_task(spec: dict, key: str, accelerator_type: str | None, settings: dict, shared_from: str | None = None,
-               handed: bytes | None = None) -> dict:
+def trial_task(
+    spec: dict,
+    key: str,
+    accelerator_type: str | None,
+    settings: dict,
+    shared_from: str | None = None,
+    handed: bytes | None = None,
+) -> dict:
     """One trial on its node; `handed`: a twin's compiled graphs (Ray brings the shelf's object here)."""
     started_at = time.time()
     context = ray.get_runtime_context()
     threads = int(context.get_assigned_resources().get("CPU", 0)) or None
     folder = sweep_folder(settings)
-    request = TrialRequest(spec=spec, key=key, folder=f"{folder}/{key}", timeout_s=settings["trial_timeout_s"],
-                           threads=threads, fidelity_gate=settings["fidelity_gate"], shared_from=shared_from,
-                           share=settings["inductor_cache"] == SHARED)
+    request = TrialRequest(
+        spec=spec,
+        key=key,
+        folder=f"{folder}/{key}",
+        timeout_s=settings["trial_timeout_s"],
+        threads=threads,
+        fidelity_gate=settings["fidelity_gate"],
+        shared_from=shared_from,
+        share=settings["inductor_cache"] == SHARED,
+    )
     record = run_trial_process(request, handed)
     return complete_record(
-        record, spec, key, accelerator_type,
+        record,
+        spec,
+        key,
+        accelerator_type,
         node_id=context.get_node_id(),
         node_host=socket.gethostname(),
         node_gpu_ids=",".join(str(g) for g in ray.get_gpu_ids()),

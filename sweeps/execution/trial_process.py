@@ -34,19 +34,31 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeps.execution.space import free_bytes, full_line, out_of_space
-from tokengen.contract.names import (ARTIFACT_FILES, DEADLINE_ENV, FAILED, FAILURE_FILE, OUT_OF_SPACE, RESULT_FILE,
-                                     TOKENS_FILE, TRIAL_LOG)
 from sweeps.execution.compile_share import SHARED_FIELD, SHARED_IN, SHARED_OUT, offer, receive, settle
+from sweeps.execution.process_guard import kill_session, run_at_normal_priority, watchdog
+from sweeps.execution.space import free_bytes, full_line, out_of_space
 from tokengen.contract.fidelity import DEFAULT_GATE, GATE_ENV
 from tokengen.contract.machine.process_env import trial_environment
+from tokengen.contract.names import (
+    ARTIFACT_FILES,
+    DEADLINE_ENV,
+    FAILED,
+    FAILURE_FILE,
+    OUT_OF_SPACE,
+    RESULT_FILE,
+    TOKENS_FILE,
+    TRIAL_LOG,
+)
 from tokengen.contract.record import first_line
 
-PRELOAD = ["tokengen.measure.trial", "transformers.models.gpt2.modeling_gpt2",
-           "transformers.models.llama.modeling_llama", "sweeps.execution.trial_process"]
+PRELOAD = [
+    "tokengen.measure.trial",
+    "transformers.models.gpt2.modeling_gpt2",
+    "transformers.models.llama.modeling_llama",
+    "sweeps.execution.trial_process",
+]
 LOG_TAIL_LINES = 40
 PID_FILE = "trial.pid"  # the trial process's pid, in its folder: who to look for after a crash
-WATCHDOG_PERIOD_S = 0.5
 WATCHDOG_GRACE_S = 5.0  # past its timeout, the launcher kills the trial first; the watchdog is the backstop
 LOG_KEPT_CHARS = 200_000
 
@@ -103,7 +115,7 @@ def run_trial_process(request: TrialRequest, handed: bytes | None = None) -> dic
     process.join(request.timeout_s)
     timed_out = process.exitcode is None
     if timed_out:
-        _kill_session(process)
+        kill_session(process)
     log_path = folder / TRIAL_LOG
     log = log_path.read_text(errors="replace") if log_path.is_file() else ""
     record = _full(request, log) or _outcome(request, process.exitcode, timed_out, log)
@@ -138,21 +150,15 @@ def _full(request: TrialRequest, log: str) -> dict | None:
     folder = request.path
     said = (folder / FAILURE_FILE).is_file() and OUT_OF_SPACE in (folder / FAILURE_FILE).read_text(errors="replace")
     free = free_bytes(folder)
-    if not said and ((folder / RESULT_FILE).is_file() or (folder / FAILURE_FILE).is_file() or free is None
-                     or free >= LOW_SPACE):
+    if not said and (
+        (folder / RESULT_FILE).is_file() or (folder / FAILURE_FILE).is_file() or free is None or free >= LOW_SPACE
+    ):
         return None
     spec = request.spec
     tokens = 8 * spec.get("batch_size", 1) * (spec.get("prompt_len", 1) + spec.get("max_seqlen", 1))
-    return failure(OUT_OF_SPACE, full_line("the trial's folder", folder, tokens + LOW_SPACE, "No space left on device"),
-                   log)
-
-
-def _kill_session(process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # the trial and anything it started (nsys, compile workers)
-    except ProcessLookupError:  # killed before it made its own session
-        process.kill()
-    process.join()
+    return failure(
+        OUT_OF_SPACE, full_line("the trial's folder", folder, tokens + LOW_SPACE, "No space left on device"), log
+    )
 
 
 RESOLVED_BY_TRIAL = ("profile",)  # `auto` becomes the profiler the trial's own host could run
@@ -163,8 +169,15 @@ def complete_record(record: dict, spec: dict, key: str, accelerator_type: str | 
     trial's host could settle (RESOLVED_BY_TRIAL), the sweep's key (a GPU-pinned trial's differs from
     its spec's), the pinned type, and where it ran."""
     settled = {name: record[name] for name in RESOLVED_BY_TRIAL if record.get(name) is not None}
-    return {**record, **spec, **settled, "key": key, "accelerator_type": accelerator_type,
-            "env_host": record.get("env_host") or socket.gethostname(), **node}
+    return {
+        **record,
+        **spec,
+        **settled,
+        "key": key,
+        "accelerator_type": accelerator_type,
+        "env_host": record.get("env_host") or socket.gethostname(),
+        **node,
+    }
 
 
 def _warm_context():
@@ -175,27 +188,14 @@ def _warm_context():
     return _context
 
 
-def _run_at_normal_priority() -> None:
-    """Ray starts its workers at nice 15 (RAY_worker_niceness), and a trial forked from one would
-    inherit it: any other process on the node, the driver's own report included, would then take
-    the CPU from the timed runs, which crawl through the contention and are timed after it, unseen.
-    Back to 0 where the process may (root, or CAP_SYS_NICE); sweeps/execution/schedule.py starts a local Ray
-    with its workers at 0, and docs/cluster.md says how to start a cluster's nodes so."""
-    try:
-        if os.getpriority(os.PRIO_PROCESS, 0) > 0:
-            os.setpriority(os.PRIO_PROCESS, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
 def _child(request: TrialRequest, env: dict[str, str], launcher: int) -> None:
     """The trial process: exits 0 with result.json written, 1 with failure.json written."""
     os.setsid()
-    _run_at_normal_priority()
+    run_at_normal_priority()
     folder = request.path
     (folder / PID_FILE).write_text(str(os.getpid()))
     deadline = time.monotonic() + request.timeout_s + WATCHDOG_GRACE_S
-    threading.Thread(target=_watchdog, args=(launcher, deadline), daemon=True).start()
+    threading.Thread(target=watchdog, args=(launcher, deadline), daemon=True).start()
     log = os.open(folder / TRIAL_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -215,22 +215,6 @@ def _child(request: TrialRequest, env: dict[str, str], launcher: int) -> None:
     os._exit(status)
 
 
-def _watchdog(launcher: int, deadline: float) -> None:
-    """Ends this trial's whole session (compile workers, a profiler, nsys) once the process that
-    launched it is gone or the timeout has passed with nobody left to enforce it."""
-    while True:
-        time.sleep(WATCHDOG_PERIOD_S)
-        try:
-            os.kill(launcher, 0)
-            gone = False
-        except ProcessLookupError:
-            gone = True
-        except PermissionError:  # alive, under another user
-            gone = False
-        if gone or time.monotonic() > deadline:
-            os.killpg(0, signal.SIGKILL)
-
-
 def _run(request: TrialRequest) -> dict:
     import torch
 
@@ -245,8 +229,11 @@ def _run(request: TrialRequest) -> dict:
     folder = request.path
     note = None
     if spec.profile == "nsys" and os.environ.get(UNDER_NSYS) != "1":
-        status = run_under_nsys(cli_arguments(spec.to_dict(), folder), folder, str(folder / RESULT_FILE)) \
-            if shutil.which("nsys") else None
+        status = (
+            run_under_nsys(cli_arguments(spec.to_dict(), folder), folder, str(folder / RESULT_FILE))
+            if shutil.which("nsys")
+            else None
+        )
         record = json.loads((folder / RESULT_FILE).read_text()) if status == 0 else None
         note = nsys_shortfall(status, record, folder)
         if note is None:

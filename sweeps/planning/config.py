@@ -20,8 +20,10 @@ from tokengen.contract.spec import FIELD_TYPES, SPELLINGS, TrialSpec
 
 TrialSchema = dataclasses.make_dataclass(
     "TrialSchema",  # a field that also takes words (runs: 5 or auto) is typed when the grid expands (parse_field)
-    [(f.name, Any if f.name in SPELLINGS else FIELD_TYPES[f.name], field(default=f.default))
-     for f in dataclasses.fields(TrialSpec)],
+    [
+        (f.name, Any if f.name in SPELLINGS else FIELD_TYPES[f.name], field(default=f.default))
+        for f in dataclasses.fields(TrialSpec)
+    ],
 )
 
 
@@ -55,7 +57,9 @@ class SweepSettings:
     workers: Optional[int] = None  # trials at once, for the estimated wall; None: the cluster's GPUs (ray.address) or
     # for a local Ray its CPUs // cpus_per_trial (one CPU trial at a time by default) and its GPUs
     max_device_hours: Optional[float] = None  # refuse, before Ray starts, a sweep estimated above this; None: no limit
-    max_cost: Optional[float] = None  # USD at sweep.prices; refuse above it (or when a device has no price); None: no limit
+    max_cost: Optional[float] = (
+        None  # USD at sweep.prices; refuse above it (or when a device has no price); None: no limit
+    )
     # a local Ray's trial estimated (sweeps/pricing/memory.py) above this fraction of its device's free memory (host
     # RAM, the freest GPU) is refused before Ray starts; null: no guard
     memory_guard: Optional[float] = 0.9

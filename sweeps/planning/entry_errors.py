@@ -95,7 +95,7 @@ def _credentials_problem(override: str) -> str | None:
 
     key = key.lstrip("+~")
     try:
-        check_credentials(value[URI_WITH_USER.search(value).start():], f"{key}=")
+        check_credentials(value[URI_WITH_USER.search(value).start() :], f"{key}=")
     except TrackingError as exc:
         return str(exc)
     return None  # a database user without a password: its driver finds the password itself
@@ -109,8 +109,10 @@ def explain(exc: BaseException) -> str:
     cause = exc.__cause__ or exc
     if isinstance(cause, yaml.MarkedYAMLError) and cause.problem_mark is not None:
         mark = cause.problem_mark
-        return (f"{mark.name} is not valid YAML (line {mark.line + 1}, column {mark.column + 1}: {cause.problem}): "
-                "fix the file")
+        return (
+            f"{mark.name} is not valid YAML (line {mark.line + 1}, column {mark.column + 1}: {cause.problem}): "
+            "fix the file"
+        )
     if isinstance(exc, OverrideParseException):
         return _unparsable(exc.override, str(exc))
     if isinstance(exc, MissingConfigException) and "/" in (exc.missing_cfg_file or ""):
@@ -118,8 +120,10 @@ def explain(exc: BaseException) -> str:
         options = ", ".join(exc.options or [])
         if not (CONF_DIR / group).is_dir():  # one of Hydra's own groups (hydra/job_logging)
             return f"{group}={name}: no {group} named {name!r}: use one of {options}"
-        return (f"+{group}={name}: no {group} named {name!r}: use one of {options} (conf/{group}/), or add "
-                f"{name}.yaml there")
+        return (
+            f"+{group}={name}: no {group} named {name!r}: use one of {options} (conf/{group}/), or add "
+            f"{name}.yaml there"
+        )
     full_key = getattr(cause, "full_key", None)
     if full_key and _is_unknown_key(cause):
         return _unknown_key(full_key, cause)
@@ -145,12 +149,18 @@ def _unknown_key(full_key: str, cause: BaseException) -> str:
     parent = ".".join(parents)
     if parent == "grid":
         if key in TRIAL_FIELDS:
-            return (f"grid.{key} is not an axis of this grid: add it with +grid.{key}=[...] (a + appends a key "
-                    "the config does not have)")
+            return (
+                f"grid.{key} is not an axis of this grid: add it with +grid.{key}=[...] (a + appends a key "
+                "the config does not have)"
+            )
         return f"grid axis {key!r} is not a trial field: " + _choices(key, sorted(TRIAL_FIELDS) + list(AXIS_KEYS))
     known = list(getattr(cause, "parent_node", None) or []) if parents else list(GROUPS)
-    what = {"trial": "a trial field", "sweep": "a sweep setting", "ray": "a ray setting",
-            "tracking": "a tracking setting"}.get(parent, "a key of the config")
+    what = {
+        "trial": "a trial field",
+        "sweep": "a sweep setting",
+        "ray": "a ray setting",
+        "tracking": "a tracking setting",
+    }.get(parent, "a key of the config")
     return f"{full_key} is not {what}: " + _choices(key, [k for k in known if k != "hydra"], parent)
 
 
@@ -167,8 +177,10 @@ def _wrong_value(full_key: str, cause: BaseException) -> str:
     parent = getattr(cause, "parent_node", None)
     if "is not a subclass of" in message:
         sample = next(iter(parent.get(full_key) or {}), "KEY") if hasattr(parent, "get") else "KEY"
-        return (f"{full_key}={value!r}: {full_key} is a group of settings, not a value: set one of them, e.g. "
-                f"{full_key}.{sample}=...")
+        return (
+            f"{full_key}={value!r}: {full_key} is a group of settings, not a value: set one of them, e.g. "
+            f"{full_key}.{sample}=..."
+        )
     for word, (wanted, sample) in TYPE_WORDS.items():
         if word in message:
             current = parent.get(full_key.rsplit(".", 1)[-1]) if hasattr(parent, "get") else None
@@ -190,12 +202,16 @@ def _unparsable(override: str, message: str) -> str:
         column = lines[1].index("^") - (len(lines[0]) - len(override))
         where = f" at {override[column]!r} (character {column + 1})" if 0 <= column < len(override) else ""
         quoted = value.replace("'", "\\'")
-        return (f"cannot read the override {override}{where}: Hydra's override grammar takes plain values of "
-                f"ASCII letters, digits and _-./: ; quote any other value: {key}='{quoted}' (in a shell: "
-                f"\"{key}='{quoted}'\")")
+        return (
+            f"cannot read the override {override}{where}: Hydra's override grammar takes plain values of "
+            f"ASCII letters, digits and _-./: ; quote any other value: {key}='{quoted}' (in a shell: "
+            f"\"{key}='{quoted}'\")"
+        )
     reason = next((line for line in lines if line and not line.startswith(("Error parsing", "See https"))), "")
-    return (f"cannot read the override {override} ({reason}): close its brackets and quotes, e.g. "
-            f"{key}=[1,2] or {key}='text'")
+    return (
+        f"cannot read the override {override} ({reason}): close its brackets and quotes, e.g. "
+        f"{key}=[1,2] or {key}='text'"
+    )
 
 
 def _collapsed(message: str) -> str:

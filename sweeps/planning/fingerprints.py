@@ -30,8 +30,10 @@ def described(environment: dict) -> tuple[str, str]:
 def local_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None, num_cpus: int | None) -> dict:
     """key -> {fingerprint: facts text} on this machine, for a local Ray of `num_cpus` CPUs (default: all)."""
     node_cpus = num_cpus or os.cpu_count() or 1
-    return {t.key: dict([described(facts(t.spec.device, trial_threads(t, cpus_per_trial, node_cpus), t.spec.model))])
-            for t in trials}
+    return {
+        t.key: dict([described(facts(t.spec.device, trial_threads(t, cpus_per_trial, node_cpus), t.spec.model))])
+        for t in trials
+    }
 
 
 def cluster_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None) -> dict:
@@ -49,8 +51,9 @@ def cluster_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None)
         able = [t for t in trials if _may_run(t, resources)]
         if not able:
             continue
-        wanted = [(t.spec.device, trial_threads(t, cpus_per_trial, int(resources.get("CPU", 1))), t.spec.model)
-                  for t in able]
+        wanted = [
+            (t.spec.device, trial_threads(t, cpus_per_trial, int(resources.get("CPU", 1))), t.spec.model) for t in able
+        ]
         strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
         for trial, (value, text) in zip(able, ray.get(node_facts.options(scheduling_strategy=strategy).remote(wanted))):
             expected[trial.key][value] = text
@@ -70,6 +73,6 @@ def environment_change(trials: list[PlannedTrial], finished: dict, expected: dic
     for trial in trials:
         now = [from_text(text) for text in expected.get(trial.key, {}).values()]
         for text in finished[trial.key].values():
-            for difference in (d for facts in now for d in differences(from_text(text), facts)):
+            for difference in (d for theirs in now for d in differences(from_text(text), theirs)):
                 named[difference] = None
     return "; ".join(named) or "threads, versions, device, code or model files"

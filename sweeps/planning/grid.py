@@ -19,10 +19,10 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for
-from tokengen.contract.spec import CHOICES, KNOBS, SpecError, TrialSpec, parse_field
-from tokengen.contract.rules import incompatibility, problem, resolve
 from sweeps.planning.settings import check_settings
+from tokengen.contract.rules import incompatibility, problem, resolve
+from tokengen.contract.spec import CHOICES, KNOBS, SpecError, TrialSpec, parse_field
+from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for
 
 TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
 GRID_KEYS = {"blocks", "exclude"}
@@ -87,8 +87,9 @@ def _axes(raw: dict, where: str) -> dict[str, list]:
         if name not in TRIAL_FIELDS:
             raise SpecError(f"{where} axis {name!r} is not a trial field: use one of {', '.join(sorted(TRIAL_FIELDS))}")
         if values == ALL and name not in CHOICES and name != "variant":
-            raise SpecError(f"{where} axis {name!r} has no fixed set of values for `all`: "
-                            f"list them, e.g. {where}.{name}=[...]")
+            raise SpecError(
+                f"{where} axis {name!r} has no fixed set of values for `all`: list them, e.g. {where}.{name}=[...]"
+            )
         values = every_value(name) if values == ALL else _as_list(values)
         if not values:
             raise SpecError(f"{where} axis {name!r} has no values: give it at least one, e.g. {where}.{name}=[...]")
@@ -105,8 +106,9 @@ def _mappings(grid: dict, key: str, what: str, example: str) -> list[dict]:
     """grid.blocks or grid.exclude: a list of mappings, else one line naming the shape (`+grid.exclude=5`)."""
     value = grid.get(key) or []
     if not isinstance(value, (list, tuple)) or not all(isinstance(item, dict) for item in value):
-        raise SpecError(f"grid.{key}={value!r} is not a list of {what}: write it as grid.{key}='{example}' "
-                        "(quoted in a shell)")
+        raise SpecError(
+            f"grid.{key}={value!r} is not a list of {what}: write it as grid.{key}='{example}' (quoted in a shell)"
+        )
     return list(value)
 
 
@@ -134,8 +136,10 @@ def _spec_for(trial: dict, point: dict) -> TrialSpec:
     variant = point.get("variant", trial.get("variant"))
     knobs = {} if variant == CUSTOM else knobs_for(str(variant))
     if knobs is None:
-        raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}, a name they combine to "
-                        "(static_compiled_int8), all, or custom")
+        raise SpecError(
+            f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}, a name they combine to "
+            "(static_compiled_int8), all, or custom"
+        )
     fields = {**trial, **knobs, **point}
     fields.pop("variant", None)
     return resolve(None, **fields)
@@ -151,8 +155,12 @@ def _excluded(point: dict, spec: TrialSpec, rules: list[dict]) -> dict | None:
 def expand(trial: dict, grid: dict | None, accelerator_types: list[str] | None = None) -> GridPlan:
     """All runnable trials of the grid, de-duplicated by key; SpecError for a config error."""
     grid = dict(grid or {})
-    rules = [dict(r) for r in _mappings(grid, "exclude", "rules (each a mapping of trial fields to values)",
-                                         "[{cache: none, batch_size: 1}]")]
+    rules = [
+        dict(r)
+        for r in _mappings(
+            grid, "exclude", "rules (each a mapping of trial fields to values)", "[{cache: none, batch_size: 1}]"
+        )
+    ]
     for rule in rules:
         unknown = set(rule) - TRIAL_FIELDS
         if unknown:
@@ -193,6 +201,8 @@ def plan_sweep(config: dict) -> GridPlan:
         raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling, serving, harness)")
     points, limit = count_points(config["grid"]), int(config["sweep"]["max_trials"])
     if points > limit:
-        raise SpecError(f"the grid has {points:,} points, more than sweep.max_trials={limit}: narrow its axes, "
-                        "or raise sweep.max_trials to run them all")
+        raise SpecError(
+            f"the grid has {points:,} points, more than sweep.max_trials={limit}: narrow its axes, "
+            "or raise sweep.max_trials to run them all"
+        )
     return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])

@@ -32,11 +32,15 @@ def trials_to_run(plan: GridPlan, outbox, resume: bool, expected: dict[str, set]
     index = outbox.recorder.index()
     earlier = outbox.take_over(index.attempts, index.half_written, {t.key for t in plan.trials})
     if outbox.outside:
-        _say(f"journal: {outbox.outside} result(s) in {outbox.journal.path} are for keys outside this sweep's plan: "
-             "left there, not recorded (rerun the grid that planned them to record them)")
+        _say(
+            f"journal: {outbox.outside} result(s) in {outbox.journal.path} are for keys outside this sweep's plan: "
+            "left there, not recorded (rerun the grid that planned them to record them)"
+        )
     if earlier:
-        _say(f"journal: {len(earlier)} result(s) of an earlier run are not yet recorded: recording them first, "
-             "without running their trials again")
+        _say(
+            f"journal: {len(earlier)} result(s) of an earlier run are not yet recorded: recording them first, "
+            "without running their trials again"
+        )
     if not resume:
         return plan.trials
     finished = {key: dict(prints) for key, prints in index.finished.items()}
@@ -45,7 +49,13 @@ def trials_to_run(plan: GridPlan, outbox, resume: bool, expected: dict[str, set]
             finished.setdefault(record["key"], {})[record.get("env_fingerprint")] = record.get("env_facts")
     trials = [t for t in plan.trials if not finished.get(t.key, {}).keys() & expected.get(t.key, {}).keys()]
     elsewhere = [t for t in trials if t.key in finished]
-    _say(f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment"
-         + (f"; measuring {len(elsewhere)} again that finished in another environment "
-            f"({environment_change(elsewhere, finished, expected)})" if elsewhere else ""))
+    _say(
+        f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment"
+        + (
+            f"; measuring {len(elsewhere)} again that finished in another environment "
+            f"({environment_change(elsewhere, finished, expected)})"
+            if elsewhere
+            else ""
+        )
+    )
     return trials

@@ -34,37 +34,53 @@ def check_settings(sweep: dict) -> None:
     name = str(sweep["name"])
     if not NAME.fullmatch(name) or name in (".", ".."):
         shown = name if len(name) <= 80 else name[:77] + "..."
-        raise SpecError(f"sweep.name={shown!r}: use a plain name of letters, digits, '_', '-' and '.', starting with a "
-                        "letter or digit, at most 64 characters (it names runs and folders)")
+        raise SpecError(
+            f"sweep.name={shown!r}: use a plain name of letters, digits, '_', '-' and '.', starting with a "
+            "letter or digit, at most 64 characters (it names runs and folders)"
+        )
     if not _number(sweep["trial_timeout_s"]) or sweep["trial_timeout_s"] <= 0:
-        raise SpecError(f"sweep.trial_timeout_s={sweep['trial_timeout_s']!r}: give a timeout in seconds above 0, "
-                        "e.g. sweep.trial_timeout_s=1800")
+        raise SpecError(
+            f"sweep.trial_timeout_s={sweep['trial_timeout_s']!r}: give a timeout in seconds above 0, "
+            "e.g. sweep.trial_timeout_s=1800"
+        )
     if not _integer(sweep["retries"]) or sweep["retries"] < 0:
-        raise SpecError(f"sweep.retries={sweep['retries']!r}: give 0 or more retries for a lost node, e.g. sweep.retries=1")
+        raise SpecError(
+            f"sweep.retries={sweep['retries']!r}: give 0 or more retries for a lost node, e.g. sweep.retries=1"
+        )
     cpus = sweep["cpus_per_trial"]
     if cpus is not None and (not _integer(cpus) or cpus < 1):
         raise SpecError(f"sweep.cpus_per_trial={cpus!r}: give 1 or more CPUs, or null for all of a node's CPUs")
     gpus = sweep.get("trial_gpus")
     if gpus is not None and (not _integer(gpus) or gpus < 0):
-        raise SpecError(f"sweep.trial_gpus={gpus!r}: give 0 or more GPUs per trial, or null (1 for CUDA trials, 0 for CPU)")
+        raise SpecError(
+            f"sweep.trial_gpus={gpus!r}: give 0 or more GPUs per trial, or null (1 for CUDA trials, 0 for CPU)"
+        )
     if inductor_mode(sweep["inductor_cache"]) not in INDUCTOR_CACHES:
         raise SpecError(f"sweep.inductor_cache={sweep['inductor_cache']!r}: use one of {', '.join(INDUCTOR_CACHES)}")
     if not _integer(sweep["max_trials"]) or sweep["max_trials"] < 1:
         raise SpecError(f"sweep.max_trials={sweep['max_trials']!r}: give 1 or more")
     gate = sweep.get("fidelity_gate", 0.99)
     if not _number(gate) or not 0 < gate <= 1:
-        raise SpecError(f"sweep.fidelity_gate={gate!r}: give the top-1 agreement a lossy trial must reach, a fraction "
-                        "in (0, 1], e.g. sweep.fidelity_gate=0.99")
+        raise SpecError(
+            f"sweep.fidelity_gate={gate!r}: give the top-1 agreement a lossy trial must reach, a fraction "
+            "in (0, 1], e.g. sweep.fidelity_gate=0.99"
+        )
     guard = sweep.get("memory_guard")
     if guard is not None and (not _number(guard) or guard <= 0):
-        raise SpecError(f"sweep.memory_guard={guard!r}: give a fraction of the free memory a trial may take, e.g. "
-                        "sweep.memory_guard=0.9, or null for no guard")
+        raise SpecError(
+            f"sweep.memory_guard={guard!r}: give a fraction of the free memory a trial may take, e.g. "
+            "sweep.memory_guard=0.9, or null for no guard"
+        )
     prices = sweep["prices"]
     if not isinstance(prices, dict) or not all(isinstance(k, str) and _number(v) and v >= 0 for k, v in prices.items()):
-        raise SpecError(f"sweep.prices={prices!r}: give USD per device-hour by type, e.g. 'sweep.prices={{cpu:0.1,L40S:1.86}}'")
+        raise SpecError(
+            f"sweep.prices={prices!r}: give USD per device-hour by type, e.g. 'sweep.prices={{cpu:0.1,L40S:1.86}}'"
+        )
     for kind in sweep["accelerator_types"]:
         if not NAME.fullmatch(str(kind)):
-            raise SpecError(f"sweep.accelerator_types has {kind!r}: use Ray's accelerator type names, e.g. [L40S, H100]")
+            raise SpecError(
+                f"sweep.accelerator_types has {kind!r}: use Ray's accelerator type names, e.g. [L40S, H100]"
+            )
 
 
 def prepare_workdir(workdir: str) -> None:
@@ -79,8 +95,10 @@ def prepare_workdir(workdir: str) -> None:
         probe.unlink()
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename and str(exc.filename) != workdir else ""
-        raise SpecError(f"sweep.workdir={workdir} cannot be used{where}: {exc.strerror or exc}: give a writable "
-                        "directory, e.g. sweep.workdir=/tmp/tokengen-sweeps") from None
+        raise SpecError(
+            f"sweep.workdir={workdir} cannot be used{where}: {exc.strerror or exc}: give a writable "
+            "directory, e.g. sweep.workdir=/tmp/tokengen-sweeps"
+        ) from None
 
 
 def _number(value) -> bool:
@@ -118,8 +136,9 @@ def _nvidia_smi_names() -> list[str] | None:
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []

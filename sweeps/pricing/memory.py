@@ -55,8 +55,14 @@ class MemoryEstimate:
 
     def parts(self) -> str:
         """`weights 0.50 GB, KV cache 0.24 GB, logits 32.49 GB, ...`: where the figure comes from."""
-        named = {"weights": self.weights, "KV cache": self.kv_cache, "logits": self.logits,
-                 "activations": self.activations, "prompts": self.prompts, "runtime": self.runtime}
+        named = {
+            "weights": self.weights,
+            "KV cache": self.kv_cache,
+            "logits": self.logits,
+            "activations": self.activations,
+            "prompts": self.prompts,
+            "runtime": self.runtime,
+        }
         return ", ".join(f"{name} {gb(value)}" for name, value in named.items() if value >= 0.005 * GB)
 
 
@@ -138,8 +144,12 @@ def _gpus_free() -> list[float]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     select = ["-i", visible] if visible else []
     try:
-        out = subprocess.run(["nvidia-smi", *select, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["nvidia-smi", *select, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [float(line) * 2**20 for line in out.stdout.split() if out.returncode == 0 and line.strip().isdigit()]
@@ -148,8 +158,9 @@ def _gpus_free() -> list[float]:
 SWEEP_FIX = "narrow the grid, or set sweep.memory_guard=null to run it anyway"
 
 
-def memory_refusal(trials, free: FreeMemory, guard: float | None, setting: str = "sweep.memory_guard=",
-                   fix: str = SWEEP_FIX) -> str | None:
+def memory_refusal(
+    trials, free: FreeMemory, guard: float | None, setting: str = "sweep.memory_guard=", fix: str = SWEEP_FIX
+) -> str | None:
     """One line for the first trial whose estimate passes `guard` (a fraction) of its device's free memory,
     with the figure and its parts; None where every trial fits, or the guard is off (None). `setting` and
     `fix` name the guard as the caller's user sets it (the sweep's, or `python -m tokengen --memory-guard`)."""
@@ -165,10 +176,12 @@ def memory_refusal(trials, free: FreeMemory, guard: float | None, setting: str =
         for device, needed, room in checks:
             if room is not None and needed > guard * room:
                 spec = trial.spec
-                return (f"trial {trial.key} ({spec.variant}, {spec.model}, batch_size={spec.batch_size}, "
-                        f"prompt_len={spec.prompt_len}, max_seqlen={spec.max_seqlen}) would take about "
-                        f"{gb(needed)} of {device} memory ({found.parts()}), over {setting}{guard:g} of "
-                        f"the {gb(room)} free: {fix}")
+                return (
+                    f"trial {trial.key} ({spec.variant}, {spec.model}, batch_size={spec.batch_size}, "
+                    f"prompt_len={spec.prompt_len}, max_seqlen={spec.max_seqlen}) would take about "
+                    f"{gb(needed)} of {device} memory ({found.parts()}), over {setting}{guard:g} of "
+                    f"the {gb(room)} free: {fix}"
+                )
     return None
 
 

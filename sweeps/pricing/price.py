@@ -21,9 +21,9 @@ import pandas as pd
 
 from sweeps.planning.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.planning.settings import SHARED, inductor_mode
-from sweeps.pricing.estimate.history import device_kind
 from sweeps.pricing.estimate import Estimate, estimate, fit
 from sweeps.pricing.estimate.hardware import DEFAULT_GPU
+from sweeps.pricing.estimate.history import device_kind
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, compiles, number, profile_runs
 from sweeps.pricing.memory import memory_columns
 from sweeps.pricing.priced import PLAN_COLUMNS, REUSED, RUN, Priced, _ordered, resume_runs
@@ -34,11 +34,18 @@ from tracking.measurement import OK, attempt_of
 from tracking.store.history import History, StoreReadError, load_history
 
 LIMITS = ("max_device_hours", "max_cost")
-REMEASURE_PRIOR = {"cpu": (0.25, "a shared CPU machine's share, assumed"),
-                   "gpu": (3 / 12, "3 of the 12 trials of the H200 article table (docs/results.md, On a GPU) were "
-                                   "judged noisy; its one contended verdict was the table's own launcher")}
+REMEASURE_PRIOR = {
+    "cpu": (0.25, "a shared CPU machine's share, assumed"),
+    "gpu": (
+        3 / 12,
+        "3 of the 12 trials of the H200 article table (docs/results.md, On a GPU) were "
+        "judged noisy; its one contended verdict was the table's own launcher",
+    ),
+}
 """The share of first attempts sent back to measure, where the history has no verdict on that kind of device."""
 TRUSTED = OK
+
+
 def trial_fields(trial: PlannedTrial, key: str | None = None) -> dict:
     return {**trial.spec.to_dict(), "key": key or trial.key, "accelerator_type": trial.accelerator_type}
 
@@ -97,13 +104,19 @@ def breakdown(fields: dict, model, found: Estimate) -> dict:
     """The estimate's parts: each kind of run (a run's seconds x how many), the compile (the first run's
     extra), the model's build and the harness around the trial process. A trial measured before as it
     is (basis history, one measured total) is split by its own runs' derived columns."""
-    counts = {"warmup_s": float(number(fields, "warmup")), "timed_s": model.timed_runs(fields).mid,
-              "instrumented_s": float(INSTRUMENTED_RUNS),
-              "profiled_s": profile_runs(fields) if str(fields.get("profile", "off")) != "off" else 0.0}
+    counts = {
+        "warmup_s": float(number(fields, "warmup")),
+        "timed_s": model.timed_runs(fields).mid,
+        "instrumented_s": float(INSTRUMENTED_RUNS),
+        "profiled_s": profile_runs(fields) if str(fields.get("profile", "off")) != "off" else 0.0,
+    }
     if "runs" in found.parts:
         run = found.parts["run"]
-        fixed = {"compile_s": found.parts["compile"], "build_s": found.parts["build"],
-                 "harness_s": found.parts["harness"]}
+        fixed = {
+            "compile_s": found.parts["compile"],
+            "build_s": found.parts["build"],
+            "harness_s": found.parts["harness"],
+        }
     else:
         _, exact = model.identical(fields)
         compile_, build = _median(exact, "compile_s") or 0.0, _median(exact, "build_s") or 0.0
@@ -119,8 +132,16 @@ COMPILED_GRAPH = GRAPH_FIELDS
 declared to change the graph (twins differing in their stop check share them)."""
 
 
-def price_rows(trials: list[PlannedTrial], model, rounds: int, share, cluster_types: list[str],
-               finished: set[str], resume: bool, shared_compiles: bool = False) -> tuple[pd.DataFrame, int]:
+def price_rows(
+    trials: list[PlannedTrial],
+    model,
+    rounds: int,
+    share,
+    cluster_types: list[str],
+    finished: set[str],
+    resume: bool,
+    shared_compiles: bool = False,
+) -> tuple[pd.DataFrame, int]:
     """One row per planned trial; also how many device types were assumed. With `shared_compiles`
     (sweep.inductor_cache=shared) the first trial of each compiled graph pays its cold compile and its twins a
     warm one (the cost model's: the history's warm compiles, else the measured prior share), as does every
@@ -149,16 +170,30 @@ def price_rows(trials: list[PlannedTrial], model, rounds: int, share, cluster_ty
             extra = rounds * share(model.device_kind(fields)) * one_round
             seconds, high = seconds + extra, high + rounds * one_round
         assumed += guessed
-        rows.append({**fields, "action": RUN if runs else REUSED, "device_type": device,
-                     "pool": pool_of(fields["device"], trial.accelerator_type), "estimated_s": seconds,
-                     "low_s": low, "high_s": high, "basis": found.basis,
-                     "in_trial_s": seconds - parts["harness_s"], **parts, "remeasure_s": extra, "start_s": 0.0,
-                     "order": None, **memory_columns(trial.spec)})
+        rows.append(
+            {
+                **fields,
+                "action": RUN if runs else REUSED,
+                "device_type": device,
+                "pool": pool_of(fields["device"], trial.accelerator_type),
+                "estimated_s": seconds,
+                "low_s": low,
+                "high_s": high,
+                "basis": found.basis,
+                "in_trial_s": seconds - parts["harness_s"],
+                **parts,
+                "remeasure_s": extra,
+                "start_s": 0.0,
+                "order": None,
+                **memory_columns(trial.spec),
+            }
+        )
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS)), assumed
 
 
-def price_sweep(config: dict, plan: GridPlan | None = None, history: History | None = None,
-                reader=None, waiting: list[dict] = ()) -> Priced:
+def price_sweep(
+    config: dict, plan: GridPlan | None = None, history: History | None = None, reader=None, waiting: list[dict] = ()
+) -> Priced:
     """Plan the sweep as a real run would (grid, drops, resume against the store and the journal), read
     the store read-only, fit the cost model once and estimate every planned trial (`waiting`: the results
     an earlier driver journaled and did not record, sweeps.delivery.journal.journaled_results). SpecError for a bad
@@ -180,16 +215,28 @@ def price_sweep(config: dict, plan: GridPlan | None = None, history: History | N
         return shares[kind][0]
 
     cluster_types = list(workers.types)
-    table, assumed = price_rows(plan.trials, model, rounds, share, cluster_types, finished, bool(sweep["resume"]),
-                                shared_compiles=inductor_mode(sweep.get("inductor_cache")) == SHARED)
+    table, assumed = price_rows(
+        plan.trials,
+        model,
+        rounds,
+        share,
+        cluster_types,
+        finished,
+        bool(sweep["resume"]),
+        shared_compiles=inductor_mode(sweep.get("inductor_cache")) == SHARED,
+    )
     share_note = "; ".join(note for _, note in shares.values())
     notes = []
     if assumed:
-        notes.append(f"{assumed} unpinned CUDA trial(s) priced as {DEFAULT_GPU}: the store has not run them on a "
-                     "GPU and sweep.accelerator_types pins none")
+        notes.append(
+            f"{assumed} unpinned CUDA trial(s) priced as {DEFAULT_GPU}: the store has not run them on a "
+            "GPU and sweep.accelerator_types pins none"
+        )
     if rounds:
-        notes.append(f"sweep.remeasure: {rounds} round(s), each the whole trial again, priced at {share_note}; "
-                     "the high end counts every round for every trial")
+        notes.append(
+            f"sweep.remeasure: {rounds} round(s), each the whole trial again, priced at {share_note}; "
+            "the high end counts every round for every trial"
+        )
     if workers.assumed:
         notes.append(f"workers: {workers.source}")
     limits = {name: sweep.get(name) for name in LIMITS}
@@ -198,8 +245,18 @@ def price_sweep(config: dict, plan: GridPlan | None = None, history: History | N
         pool = pool_of(trial.spec.device, trial.accelerator_type)
         if pool not in starts:
             starts[pool] = model.cold_start({**trial.spec.to_dict(), "accelerator_type": trial.accelerator_type})
-    priced = Priced(plan, table, workers, history, dict(sweep.get("prices") or {}), bool(sweep["resume"]), limits,
-                    notes, journaled=len(waiting), starts=starts)
+    priced = Priced(
+        plan,
+        table,
+        workers,
+        history,
+        dict(sweep.get("prices") or {}),
+        bool(sweep["resume"]),
+        limits,
+        notes,
+        journaled=len(waiting),
+        starts=starts,
+    )
     priced = _ordered(priced)
     priced.seconds = time.perf_counter() - started
     return priced
@@ -223,13 +280,13 @@ def price_for_run(config: dict, say, waiting: list[dict] = ()) -> Priced | None:
     except Exception as exc:  # noqa: BLE001 - the estimate is an aid: a sweep without one still runs
         limits = [f"sweep.{n}" for n in LIMITS if config["sweep"].get(n) is not None]
         if limits:
-            raise Refused(f"the sweep cannot be priced ({first_line(exc)}), so {' and '.join(limits)} cannot be "
-                          "checked: drop the limit, or report the error") from None
+            raise Refused(
+                f"the sweep cannot be priced ({first_line(exc)}), so {' and '.join(limits)} cannot be "
+                "checked: drop the limit, or report the error"
+            ) from None
         say(f"estimate: none ({type(exc).__name__}: {first_line(exc)}): trials go in the grid's order")
         return None
     refusal = priced.refusal()
     if refusal:
         raise Refused(refusal)
     return priced
-
-

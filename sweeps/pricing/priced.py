@@ -19,13 +19,44 @@ from tracking.store.history import History
 
 RUN, REUSED = "run", "reused (unverified)"
 RUN, REUSED = "run", "reused (unverified)"
-PLAN_COLUMNS = ("order", "key", *SPEC_FIELDS, "accelerator_type", "action", "device_type", "pool", "estimated_s",
-                "low_s", "high_s", "basis", "in_trial_s", "warmup_s", "timed_s", "instrumented_s", "profiled_s",
-                "compile_s", "build_s", "harness_s", "remeasure_s", "start_s", "memory_rss_gb", "memory_cuda_gb")
+PLAN_COLUMNS = (
+    "order",
+    "key",
+    *SPEC_FIELDS,
+    "accelerator_type",
+    "action",
+    "device_type",
+    "pool",
+    "estimated_s",
+    "low_s",
+    "high_s",
+    "basis",
+    "in_trial_s",
+    "warmup_s",
+    "timed_s",
+    "instrumented_s",
+    "profiled_s",
+    "compile_s",
+    "build_s",
+    "harness_s",
+    "remeasure_s",
+    "start_s",
+    "memory_rss_gb",
+    "memory_cuda_gb",
+)
 
 
-PARTS = ("warmup_s", "timed_s", "instrumented_s", "profiled_s", "compile_s", "build_s", "harness_s", "remeasure_s",
-         "start_s")
+PARTS = (
+    "warmup_s",
+    "timed_s",
+    "instrumented_s",
+    "profiled_s",
+    "compile_s",
+    "build_s",
+    "harness_s",
+    "remeasure_s",
+    "start_s",
+)
 """Where a trial's estimated seconds go; they add up to estimated_s."""
 
 
@@ -77,13 +108,33 @@ class Priced:
         for device, group in self.runs.groupby("device_type", sort=True):
             price = price_per_hour(self.prices, device)
             hours = group[["estimated_s", "low_s", "high_s"]].sum() / 3600
-            rows.append({"device": device, "trials": len(group), "device_hours": hours["estimated_s"],
-                         "low_hours": hours["low_s"], "high_hours": hours["high_s"],
-                         "usd_per_hour": price, "cost_usd": None if price is None else hours["estimated_s"] * price,
-                         "cost_range_usd": None if price is None else
-                         f"{money(hours['low_s'] * price)}-{money(hours['high_s'] * price)}"})
-        return pd.DataFrame(rows, columns=["device", "trials", "device_hours", "low_hours", "high_hours",
-                                           "usd_per_hour", "cost_usd", "cost_range_usd"])
+            rows.append(
+                {
+                    "device": device,
+                    "trials": len(group),
+                    "device_hours": hours["estimated_s"],
+                    "low_hours": hours["low_s"],
+                    "high_hours": hours["high_s"],
+                    "usd_per_hour": price,
+                    "cost_usd": None if price is None else hours["estimated_s"] * price,
+                    "cost_range_usd": None
+                    if price is None
+                    else f"{money(hours['low_s'] * price)}-{money(hours['high_s'] * price)}",
+                }
+            )
+        return pd.DataFrame(
+            rows,
+            columns=[
+                "device",
+                "trials",
+                "device_hours",
+                "low_hours",
+                "high_hours",
+                "usd_per_hour",
+                "cost_usd",
+                "cost_range_usd",
+            ],
+        )
 
     @property
     def device_hours(self) -> float:
@@ -107,9 +158,16 @@ class Priced:
         for pool, group in self.runs.groupby("pool", sort=True):
             workers = self.workers.of(pool)
             schedule = makespan(group["estimated_s"].tolist(), workers)
-            rows.append({"pool": pool, "trials": len(group), "workers": workers, "wall_s": schedule.seconds,
-                         "lower_bound_s": schedule.lower_bound,
-                         "longest_s": float(group["estimated_s"].max())})
+            rows.append(
+                {
+                    "pool": pool,
+                    "trials": len(group),
+                    "workers": workers,
+                    "wall_s": schedule.seconds,
+                    "lower_bound_s": schedule.lower_bound,
+                    "longest_s": float(group["estimated_s"].max()),
+                }
+            )
         return pd.DataFrame(rows, columns=["pool", "trials", "workers", "wall_s", "lower_bound_s", "longest_s"])
 
     @property
@@ -126,16 +184,23 @@ class Priced:
         hours_limit, cost_limit = self.limits.get("max_device_hours"), self.limits.get("max_cost")
         hours = self.device_hours
         cost = self.cost
-        told = (f"the sweep's estimate is {hours:,.2f} device-hours "
-                f"({self.runs['low_s'].sum() / 3600:,.2f}-{self.runs['high_s'].sum() / 3600:,.2f})"
-                + (f", {money(cost)}" if cost is not None else "") + f" for {len(self.runs)} trial(s)")
-        see = ("see it trial by trial with sweep.dry_run=true (reports/<sweep>/plan.md), then narrow the grid or "
-               "raise the limit")
+        told = (
+            f"the sweep's estimate is {hours:,.2f} device-hours "
+            f"({self.runs['low_s'].sum() / 3600:,.2f}-{self.runs['high_s'].sum() / 3600:,.2f})"
+            + (f", {money(cost)}" if cost is not None else "")
+            + f" for {len(self.runs)} trial(s)"
+        )
+        see = (
+            "see it trial by trial with sweep.dry_run=true (reports/<sweep>/plan.md), then narrow the grid or "
+            "raise the limit"
+        )
         if hours_limit is not None and hours > float(hours_limit):
             return f"{told}, over sweep.max_device_hours={hours_limit:g}: {see}"
         if cost_limit is not None and cost is None:
-            return (f"{told}, and sweep.max_cost={cost_limit:g} cannot be checked: no price for "
-                    f"{', '.join(self.unpriced)} (set sweep.prices.{self.unpriced[0]}=USD_PER_HOUR); {see}")
+            return (
+                f"{told}, and sweep.max_cost={cost_limit:g} cannot be checked: no price for "
+                f"{', '.join(self.unpriced)} (set sweep.prices.{self.unpriced[0]}=USD_PER_HOUR); {see}"
+            )
         if cost_limit is not None and cost > float(cost_limit):
             return f"{told}, over sweep.max_cost={cost_limit:g} (USD): {see}"
         return None
@@ -153,11 +218,17 @@ def money(usd: float) -> str:
 
 def _summary(label: str, runs: pd.DataFrame, reused: int) -> dict:
     bases = runs["basis"].value_counts()
-    return {"variant": label, "to_run": len(runs), "reused_unverified": reused,
-            "estimated_s": float(runs["estimated_s"].sum()), "low_s": float(runs["low_s"].sum()),
-            "high_s": float(runs["high_s"].sum()), **{part: float(runs[part].sum()) for part in PARTS},
-            "device_hours": float(runs["estimated_s"].sum()) / 3600,
-            "basis": ", ".join(f"{b} {n}" for b, n in bases.items()) or "-"}
+    return {
+        "variant": label,
+        "to_run": len(runs),
+        "reused_unverified": reused,
+        "estimated_s": float(runs["estimated_s"].sum()),
+        "low_s": float(runs["low_s"].sum()),
+        "high_s": float(runs["high_s"].sum()),
+        **{part: float(runs[part].sum()) for part in PARTS},
+        "device_hours": float(runs["estimated_s"].sum()) / 3600,
+        "basis": ", ".join(f"{b} {n}" for b, n in bases.items()) or "-",
+    }
 
 
 def _ordered(priced: Priced) -> Priced:
@@ -187,7 +258,9 @@ def summary_line(priced: Priced) -> str:
     cost = priced.cost
     pools = priced.walls()
     workers = ", ".join(f"{p} {w}" for p, w in zip(pools["pool"], pools["workers"]))
-    return (f"estimate: {runs['estimated_s'].sum():,.0f} s of trials ({runs['low_s'].sum():,.0f}-"
-            f"{runs['high_s'].sum():,.0f}), {priced.device_hours:,.3f} device-hours"
-            + (f", {money(cost)}" if cost is not None else "")
-            + f"; wall about {wall:,.0f} s on {workers or 'no'} worker(s) (bound {bound:,.0f} s); longest first")
+    return (
+        f"estimate: {runs['estimated_s'].sum():,.0f} s of trials ({runs['low_s'].sum():,.0f}-"
+        f"{runs['high_s'].sum():,.0f}), {priced.device_hours:,.3f} device-hours"
+        + (f", {money(cost)}" if cost is not None else "")
+        + f"; wall about {wall:,.0f} s on {workers or 'no'} worker(s) (bound {bound:,.0f} s); longest first"
+    )

@@ -13,22 +13,34 @@ from tokengen.contract.names import PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
 from tracking.report.markdown import to_markdown
 
 PLAN_CSV, PLAN_MD = PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
-MEMORY_NOTE = ("Each trial's estimated peak (sweeps/pricing/memory.py; plan.csv: memory_rss_gb, memory_cuda_gb), the "
-               "largest per variant: rss_gb the trial process's resident memory (torch and transformers included), "
-               "cuda_gb what CUDA's allocator reserves (n/a on the CPU). A local Ray's sweep refuses a trial above "
-               "sweep.memory_guard of the free memory.")
-ESTIMATE_NOTE = ("estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented "
-                 "(the per-step timer's run) and profiled runs, the compile (the first run's extra), the model's "
-                 "build, the harness around each trial process (its start-up and exit, the Ray task), remeasure "
-                 "rounds where sweep.remeasure is set, and start_s, a worker's start-up, on the first trial each "
-                 "worker takes (columns left out are zero); range_s: the model's low..high; basis: "
-                 "history (the trial, or its spec, ran before), fit (its family's law) or prior (first principles, "
-                 "rescaled by the nearest runs).")
+MEMORY_NOTE = (
+    "Each trial's estimated peak (sweeps/pricing/memory.py; plan.csv: memory_rss_gb, memory_cuda_gb), the "
+    "largest per variant: rss_gb the trial process's resident memory (torch and transformers included), "
+    "cuda_gb what CUDA's allocator reserves (n/a on the CPU). A local Ray's sweep refuses a trial above "
+    "sweep.memory_guard of the free memory."
+)
+ESTIMATE_NOTE = (
+    "estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented "
+    "(the per-step timer's run) and profiled runs, the compile (the first run's extra), the model's "
+    "build, the harness around each trial process (its start-up and exit, the Ray task), remeasure "
+    "rounds where sweep.remeasure is set, and start_s, a worker's start-up, on the first trial each "
+    "worker takes (columns left out are zero); range_s: the model's low..high; basis: "
+    "history (the trial, or its spec, ran before), fit (its family's law) or prior (first principles, "
+    "rescaled by the nearest runs)."
+)
 
 
-HOURS_GO = {"timed_s": "timed runs", "compile_s": "compiles", "remeasure_s": "remeasure rounds",
-            "warmup_s": "warmups", "instrumented_s": "instrumented runs", "profiled_s": "profiled runs",
-            "build_s": "model builds", "harness_s": "the harness", "start_s": "worker start-ups"}
+HOURS_GO = {
+    "timed_s": "timed runs",
+    "compile_s": "compiles",
+    "remeasure_s": "remeasure rounds",
+    "warmup_s": "warmups",
+    "instrumented_s": "instrumented runs",
+    "profiled_s": "profiled runs",
+    "build_s": "model builds",
+    "harness_s": "the harness",
+    "start_s": "worker start-ups",
+}
 
 
 def where_hours_go(runs) -> str:
@@ -36,7 +48,9 @@ def where_hours_go(runs) -> str:
     the rest pays for."""
     total = float(runs["estimated_s"].sum()) or 1.0
     shares = {name: float(runs[column].sum()) / total for column, name in HOURS_GO.items() if column in runs}
-    rest = ", ".join(f"{name} {share:.1%}" for name, share in shares.items() if name != "timed runs" and share >= 0.0005)
+    rest = ", ".join(
+        f"{name} {share:.1%}" for name, share in shares.items() if name != "timed runs" and share >= 0.0005
+    )
     return f"Device-hours in timed runs: {shares.get('timed runs', 0.0):.1%}" + (f" ({rest})" if rest else "")
 
 
@@ -82,14 +96,17 @@ def render(priced: Priced, config: dict, dry: bool = True) -> str:
         f"# Plan of sweep `{sweep['name']}` " + ("(dry run: nothing ran)" if dry else "(made before its first trial)"),
         "",
         f"{len(priced.table)} planned trial(s): {len(runs)} to run, {reused} reused (unverified: a key finished in "
-        f"the store, its environment not checked)" + ("" if priced.resume else "; sweep.resume=false runs them all")
+        f"the store, its environment not checked)"
+        + ("" if priced.resume else "; sweep.resume=false runs them all")
         + ".",
         f"History: {len(priced.history.frame)} finished run(s) in {priced.history.source}, experiment "
         f"`{tracking['experiment']}`; {len(priced.history.trusted())} measured ok fit the cost model.",
     ]
     if priced.journaled:
-        lines.append(f"Journal: {priced.journaled} result(s) of an earlier driver wait to be recorded (a real run "
-                     "records them first, without running their trials).")
+        lines.append(
+            f"Journal: {priced.journaled} result(s) of an earlier driver wait to be recorded (a real run "
+            "records them first, without running their trials)."
+        )
     lines += [""] + [f"- {line}" for line in priced.plan.describe()] + ([""] if priced.plan.describe() else [])
     variants = priced.by_variant()
     ranges = [f"{_figure(lo)}-{_figure(hi)}" for lo, hi in zip(variants["low_s"], variants["high_s"])]
@@ -100,23 +117,43 @@ def render(priced: Priced, config: dict, dry: bool = True) -> str:
     lines += ["## Per variant", "", ESTIMATE_NOTE, "", to_markdown(shown(variants, {"device_hours": 3})), ""]
     devices = priced.by_device()
     if not devices.empty:
-        lines += ["## Device-hours and cost per accelerator type", "",
-                  "Prices from sweep.prices (USD per device-hour; `cpu`: one CPU trial's node).", "",
-                  to_markdown(shown(devices, {"device_hours": 3, "low_hours": 3, "high_hours": 3, "usd_per_hour": 2,
-                                              "cost_usd": 2})), ""]
-    lines += ["## Memory", "", MEMORY_NOTE, "", to_markdown(shown(memory_table(priced.table), {"rss_gb": 2, "cuda_gb": 2})),
-              ""]
+        lines += [
+            "## Device-hours and cost per accelerator type",
+            "",
+            "Prices from sweep.prices (USD per device-hour; `cpu`: one CPU trial's node).",
+            "",
+            to_markdown(
+                shown(devices, {"device_hours": 3, "low_hours": 3, "high_hours": 3, "usd_per_hour": 2, "cost_usd": 2})
+            ),
+            "",
+        ]
+    lines += [
+        "## Memory",
+        "",
+        MEMORY_NOTE,
+        "",
+        to_markdown(shown(memory_table(priced.table), {"rss_gb": 2, "cuda_gb": 2})),
+        "",
+    ]
     walls = priced.walls()
-    lines += ["## Wall on the workers", "",
-              f"Workers: {priced.workers.source}. Trials are submitted longest first (LPT); no schedule beats "
-              "max(total / workers, longest trial).", ""]
+    lines += [
+        "## Wall on the workers",
+        "",
+        f"Workers: {priced.workers.source}. Trials are submitted longest first (LPT); no schedule beats "
+        "max(total / workers, longest trial).",
+        "",
+    ]
     if not walls.empty:
         lines += [to_markdown(shown(walls)), ""]
-    lines += [f"**Total**: {len(runs)} trial(s), {priced.device_hours:,.3f} device-hours "
-              f"({runs['low_s'].sum() / 3600:,.3f}-{runs['high_s'].sum() / 3600:,.3f}), "
-              + (money(cost) if cost is not None else f"cost n/a (no price for {', '.join(priced.unpriced)})")
-              + f", wall about {duration(wall)} (no schedule beats {duration(bound)}).", "",
-              where_hours_go(runs), ""]
+    lines += [
+        f"**Total**: {len(runs)} trial(s), {priced.device_hours:,.3f} device-hours "
+        f"({runs['low_s'].sum() / 3600:,.3f}-{runs['high_s'].sum() / 3600:,.3f}), "
+        + (money(cost) if cost is not None else f"cost n/a (no price for {', '.join(priced.unpriced)})")
+        + f", wall about {duration(wall)} (no schedule beats {duration(bound)}).",
+        "",
+        where_hours_go(runs),
+        "",
+    ]
     refusal = priced.refusal()
     limits = {k: v for k, v in priced.limits.items() if v is not None}
     if refusal:
@@ -131,8 +168,15 @@ def render(priced: Priced, config: dict, dry: bool = True) -> str:
 
 def memory_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per variant, the largest estimated peak of its trials (plan.csv has every trial's)."""
-    rows = [{"variant": variant, "trials": len(group), "rss_gb": group["memory_rss_gb"].max(),
-             "cuda_gb": group["memory_cuda_gb"].max()} for variant, group in table.groupby("variant", sort=False)]
+    rows = [
+        {
+            "variant": variant,
+            "trials": len(group),
+            "rss_gb": group["memory_rss_gb"].max(),
+            "cuda_gb": group["memory_cuda_gb"].max(),
+        }
+        for variant, group in table.groupby("variant", sort=False)
+    ]
     return pd.DataFrame(rows, columns=["variant", "trials", "rss_gb", "cuda_gb"])
 
 
@@ -150,10 +194,16 @@ def plan_metrics(priced: Priced) -> dict[str, float]:
     """The estimate's totals as the parent run's metrics (the trials this run will run)."""
     runs = priced.runs
     wall, bound = priced.wall
-    metrics = {"estimated_s": runs["estimated_s"].sum(), "estimated_low_s": runs["low_s"].sum(),
-               "estimated_high_s": runs["high_s"].sum(), "estimated_in_trial_s": runs["in_trial_s"].sum(),
-               "estimated_wall_s": wall, "estimated_wall_lower_bound_s": bound,
-               "estimated_device_hours": priced.device_hours, "estimated_trials": len(runs)}
+    metrics = {
+        "estimated_s": runs["estimated_s"].sum(),
+        "estimated_low_s": runs["low_s"].sum(),
+        "estimated_high_s": runs["high_s"].sum(),
+        "estimated_in_trial_s": runs["in_trial_s"].sum(),
+        "estimated_wall_s": wall,
+        "estimated_wall_lower_bound_s": bound,
+        "estimated_device_hours": priced.device_hours,
+        "estimated_trials": len(runs),
+    }
     if priced.cost is not None:
         metrics["estimated_cost_usd"] = priced.cost
     return {k: float(v) for k, v in metrics.items()}

@@ -127,8 +127,12 @@ def find_workers(config: dict, pools: set[str], reader=read_cluster) -> Workers:
         sizes = cluster_sizes(nodes, pools, sweep.get("cpus_per_trial"))
         gpus = int(sum(n.gpus for n in nodes))
         types = tuple(sorted({t for n in nodes for t in n.accelerator_types}))
-        return Workers(sizes, f"the cluster at ray.address={address}: {len(nodes)} node(s), {gpus} GPU(s)"
-                       + (f" ({', '.join(types)})" if types else ""), types=types)
+        return Workers(
+            sizes,
+            f"the cluster at ray.address={address}: {len(nodes)} node(s), {gpus} GPU(s)"
+            + (f" ({', '.join(types)})" if types else ""),
+            types=types,
+        )
     cpus = ray_settings.get("num_cpus") or os.cpu_count() or 1
     sizes, notes, assumed = {}, [], False
     for pool in pools:

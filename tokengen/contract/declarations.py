@@ -67,6 +67,8 @@ class Declared:
     server: str | None = None  # engines: "module:attribute" of what serves request workloads (requests > 0)
 
 
+# fmt: off
+# (the tables read best one declaration to a line or two: the formatter leaves them as written)
 KNOB_DECLARATIONS: tuple[Knob, ...] = (
     Knob("cache", LOOP, BASELINE, graph=True, keyed=True, doc="what a step feeds the model: the whole prefix, or kept keys and values"),
     Knob("compile", LOOP, BASELINE, graph=True, keyed=True, doc="how the decode step runs: eager, or compiled by torch.compile"),
@@ -138,6 +140,9 @@ DECLARED: tuple[Declared, ...] = (
     _D("attention", "cudnn", "tokengen.knobs.attention:CUDNN", preset="sdpa_cudnn", fidelity=EQUIVALENT,
        cuda_only=True, min_capability=(8, 0), doc="cuDNN's fused attention"),
 )
+# fmt: on
+
+
 KNOBS = tuple(k.field for k in KNOB_DECLARATIONS)
 """The knobs declared here, in order: TrialSpec's knob fields are made from them (tokengen.contract.spec)."""
 assert set(KNOBS) == {d.knob for d in DECLARED}, "every value belongs to a declared knob, every knob has values"

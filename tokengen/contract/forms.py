@@ -60,5 +60,7 @@ def parse_window(window: str) -> tuple[int, int]:
     """The profiled steps START-STOP (0-based, STOP excluded)."""
     match = re.fullmatch(r"(\d+)-(\d+)", window)
     if not match or int(match[1]) >= int(match[2]):
-        raise SpecError(f"profile_steps={window!r} is not understood: use START-STOP with START < STOP (steps, 0-based)")
+        raise SpecError(
+            f"profile_steps={window!r} is not understood: use START-STOP with START < STOP (steps, 0-based)"
+        )
     return int(match[1]), int(match[2])

@@ -56,8 +56,19 @@ class Preset:
 
 def _gpt2(layers: int, hidden: int, heads: int) -> Preset:
     """GPT-2's family: 50257 ids, 1024 positions, an MLP 4x wide, the head tied, <|endoftext|> both ends."""
-    return Preset("gpt2", layers, hidden, heads, heads, 4 * hidden, vocab=50257, positions=1024, tied=True,
-                  bos_id=50256, eos_ids=(50256,))
+    return Preset(
+        "gpt2",
+        layers,
+        hidden,
+        heads,
+        heads,
+        4 * hidden,
+        vocab=50257,
+        positions=1024,
+        tied=True,
+        bos_id=50256,
+        eos_ids=(50256,),
+    )
 
 
 PRESETS: dict[str, Preset] = {
@@ -67,11 +78,34 @@ PRESETS: dict[str, Preset] = {
     "gpt2-large": _gpt2(36, 1280, 20),
     "gpt2-xl": _gpt2(48, 1600, 25),
     # Llama-style (RoPE, RMSNorm, SwiGLU, grouped-query attention), tiny for tests: LlamaConfig's ids, untied
-    "llama-tiny": Preset("llama", layers=2, hidden=128, heads=4, kv_heads=2, intermediate=352, vocab=32000,
-                         positions=2048, tied=False, bos_id=1, eos_ids=(2,)),
+    "llama-tiny": Preset(
+        "llama",
+        layers=2,
+        hidden=128,
+        heads=4,
+        kv_heads=2,
+        intermediate=352,
+        vocab=32000,
+        positions=2048,
+        tied=False,
+        bos_id=1,
+        eos_ids=(2,),
+    ),
     # shaped like Llama-3.2-1B (1.2B parameters)
-    "llama-1b": Preset("llama", layers=16, hidden=2048, heads=32, kv_heads=8, intermediate=8192, vocab=128256,
-                       positions=131072, tied=True, bos_id=128000, eos_ids=(128001,), rope_theta=500000.0),
+    "llama-1b": Preset(
+        "llama",
+        layers=16,
+        hidden=2048,
+        heads=32,
+        kv_heads=8,
+        intermediate=8192,
+        vocab=128256,
+        positions=131072,
+        tied=True,
+        bos_id=128000,
+        eos_ids=(128001,),
+        rope_theta=500000.0,
+    ),
 }
 """The model presets by name (their transformers configs: tokengen.models.MODELS)."""
 
@@ -96,8 +130,10 @@ def checkpoint_dir(model: str) -> Path:
     if not (path / "config.json").is_file():
         raise SpecError(f"model path {model!r} has no config.json: give a directory saved with save_pretrained()")
     if needs_own_code(path / "config.json"):
-        raise SpecError(f"model path {model!r} needs its own Python code (auto_map in config.json), which is never "
-                        "run here: save the model as one of transformers' own architectures (e.g. GPT2LMHeadModel)")
+        raise SpecError(
+            f"model path {model!r} needs its own Python code (auto_map in config.json), which is never "
+            "run here: save the model as one of transformers' own architectures (e.g. GPT2LMHeadModel)"
+        )
     return path
 
 

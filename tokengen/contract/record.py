@@ -36,7 +36,9 @@ class TrialResult:
     # identity
     key: str | None = _f(TAG)  # TrialSpec.key(), or the sweep's key of a GPU-pinned trial
     status: str = _f(TAG, FINISHED)  # finished | failed (tokengen.contract.names)
-    attempt: int | None = _f(TAG)  # 1, or 2.. for a remeasure of the same key (sweeps/execution/remeasure.py); set by the sweep
+    attempt: int | None = _f(
+        TAG
+    )  # 1, or 2.. for a remeasure of the same key (sweeps/execution/remeasure.py); set by the sweep
     accelerator_type: str | None = _f(PARAM)  # the GPU type a sweep pinned the trial to
     # work done
     steps: int | None = _f(METRIC)  # decode steps of the last timed run (requests: forwards, prefills included)
@@ -72,9 +74,13 @@ class TrialResult:
     cuda_graphs: str | None = _f(TAG)  # reduce-overhead only: ran | skipped (a skipped one is not a CUDA-graph result)
     compile_notes: str | None = _f(TAG)  # the first graph-break, recompile and cudagraph-skip reasons
     compile_cache: str | None = _f(TAG)  # warm | cold | partly warm: inductor's FX graph cache over the compiles
-    compile_shared_from: str | None = _f(TAG)  # warm from the sweep's shared graphs: the key of the trial that compiled them
+    compile_shared_from: str | None = _f(
+        TAG
+    )  # warm from the sweep's shared graphs: the key of the trial that compiled them
     compile_share_note: str | None = _f(TAG)  # why graphs handed to the trial were not used (other versions, a miss)
-    compile_load_s: float | None = _f(METRIC)  # unpacking the shared graphs before the build (their re-trace: first_run_s)
+    compile_load_s: float | None = _f(
+        METRIC
+    )  # unpacking the shared graphs before the build (their re-trace: first_run_s)
     child_wall_s: float | None = _f(METRIC)  # the trial process as the sweep saw it
     # memory
     mem_allocated_peak_bytes: int | None = _f(METRIC)

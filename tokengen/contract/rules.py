@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import shutil
 
-from tokengen.contract.declarations import BOUND, KNOBS as DECLARED_KNOBS, PEER as PEER_FAMILY, declared, trial_values
+from tokengen.contract.declarations import BOUND, declared, trial_values
+from tokengen.contract.declarations import KNOBS as DECLARED_KNOBS
+from tokengen.contract.declarations import PEER as PEER_FAMILY
 from tokengen.contract.declarations import values as knob_values
 from tokengen.contract.forms import parse_sampling, parse_stop, parse_window
 from tokengen.contract.models import is_local_path, model_facts
@@ -32,12 +34,16 @@ def resolve(variant: str | None = None, **fields) -> TrialSpec:
     Hydra or a grid axis, "auto" runs), labelled by its knobs."""
     unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrialSpec)})
     if unknown:
-        raise SpecError(f"unknown trial field(s) {', '.join(unknown)}: fields are {', '.join(f.name for f in dataclasses.fields(TrialSpec))}")
+        raise SpecError(
+            f"unknown trial field(s) {', '.join(unknown)}: fields are {', '.join(f.name for f in dataclasses.fields(TrialSpec))}"
+        )
     values = {}
     if variant is not None and variant != CUSTOM:
         knobs = knobs_for(variant)
         if knobs is None:
-            raise SpecError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}, or any name they combine to")
+            raise SpecError(
+                f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}, or any name they combine to"
+            )
         values.update(knobs)
     values.update({k: parse_field(k, v) for k, v in fields.items() if v is not None and k != "variant"})
     spec = TrialSpec(**values)
@@ -80,11 +86,15 @@ def value_incompatibility(spec: TrialSpec) -> str | None:
     cache = declared("cache", spec.cache)
     for value in trial_values(spec.knobs):
         if value.dtypes and spec.dtype not in value.dtypes:
-            return (f"{value.knob}={value.name} runs in {' or '.join(value.dtypes)} only (got dtype={spec.dtype}): "
-                    f"use dtype={value.dtypes[0]}")
+            return (
+                f"{value.knob}={value.name} runs in {' or '.join(value.dtypes)} only (got dtype={spec.dtype}): "
+                f"use dtype={value.dtypes[0]}"
+            )
         if value.no_mask and cache.masked and spec.device == "cuda":
-            return (f"{value.knob}={value.name} takes no explicit attention mask on CUDA and cache={spec.cache} passes "
-                    f"one: use cache={', cache='.join(c.name for c in knob_values('cache') if not c.masked)}")
+            return (
+                f"{value.knob}={value.name} takes no explicit attention mask on CUDA and cache={spec.cache} passes "
+                f"one: use cache={', cache='.join(c.name for c in knob_values('cache') if not c.masked)}"
+            )
     return None
 
 
@@ -93,7 +103,9 @@ def peer_incompatibility(spec: TrialSpec) -> str | None:
     if declared("engine", spec.engine).family != PEER_FAMILY:
         return None
     if spec.sampling != "greedy":
-        return f"engine={spec.engine} is greedy only (generate() samples with its own random draws): use sampling=greedy"
+        return (
+            f"engine={spec.engine} is greedy only (generate() samples with its own random draws): use sampling=greedy"
+        )
     if spec.stop_check != PLAIN.stop_check:
         return f"engine={spec.engine} has its own stop check: use stop_check={PLAIN.stop_check}"
     if spec.compile != PLAIN.compile and not declared("cache", spec.cache).fixed_shapes:
@@ -115,23 +127,30 @@ def serving_incompatibility(spec: TrialSpec) -> str | None:
         if spec.engine == PEER:
             return "engine=generate_batch serves requests: set requests=N (N > 0)"
         if spec.batching == "continuous":
-            return ("batching=continuous refills slots with waiting requests: "
-                    "set requests=N (N > 0) or use batching=static")
+            return (
+                "batching=continuous refills slots with waiting requests: set requests=N (N > 0) or use batching=static"
+            )
         return None
     if spec.engine == "generate":
         return "engine=generate runs one batch: use engine=generate_batch (variant hf_generate_batch) for requests"
     if spec.sampling != "greedy":
-        return (f"sampling={spec.sampling} with requests: a request's draws would depend on its slot; "
-                "use sampling=greedy")
+        return (
+            f"sampling={spec.sampling} with requests: a request's draws would depend on its slot; use sampling=greedy"
+        )
     if spec.engine == PEER:
-        wrong = [f"{k}={getattr(spec, k)}" for k, v in declared("engine", spec.engine).requires if getattr(spec, k) != v]
+        wrong = [
+            f"{k}={getattr(spec, k)}" for k, v in declared("engine", spec.engine).requires if getattr(spec, k) != v
+        ]
         if wrong:
-            return (f"engine=generate_batch has its own batching, paged cache and loop ({', '.join(wrong)}): "
-                    "use variant hf_generate_batch")
+            return (
+                f"engine=generate_batch has its own batching, paged cache and loop ({', '.join(wrong)}): "
+                "use variant hf_generate_batch"
+            )
         return None
     if spec.cache != "static":
-        return (f"requests with cache={spec.cache}: slots keep their own positions in per-slot KV buffers; "
-                "use cache=static")
+        return (
+            f"requests with cache={spec.cache}: slots keep their own positions in per-slot KV buffers; use cache=static"
+        )
     if declared("stop_check", spec.stop_check).family == BOUND:
         return f"requests end through the stop check: use stop_check={PLAIN.stop_check} (or a lagged check)"
     return None
@@ -195,8 +214,10 @@ def prompts_problem(spec: TrialSpec, vocab: int) -> str | None:
         return None
     what = "batch_size" if not spec.requests else "requests"
     if spec.prompt_len == 2:
-        return (f"{what}={rows} with prompt_len=2 wants more distinct prompts than model {spec.model!r} has ids "
-                f"({vocab}): use prompt_len >= 3, prompt_len=1 (BOS only) or {what} <= {vocab}")
+        return (
+            f"{what}={rows} with prompt_len=2 wants more distinct prompts than model {spec.model!r} has ids "
+            f"({vocab}): use prompt_len >= 3, prompt_len=1 (BOS only) or {what} <= {vocab}"
+        )
     return f"{what}={rows} wants more distinct prompts than {vocab}^2: use {what} <= {vocab * vocab}"
 
 
@@ -234,6 +255,8 @@ def capability_problem(spec: TrialSpec, capability: tuple[int, int]) -> str | No
     for value in trial_values(spec.knobs):
         if value.min_capability and tuple(capability) < value.min_capability:
             need = ".".join(map(str, value.min_capability))
-            return (f"{value.knob}={value.name} needs a GPU of compute capability {need} or later (this one has "
-                    f"{'.'.join(map(str, capability))}): drop it on this GPU")
+            return (
+                f"{value.knob}={value.name} needs a GPU of compute capability {need} or later (this one has "
+                f"{'.'.join(map(str, capability))}): drop it on this GPU"
+            )
     return None

@@ -65,7 +65,9 @@ class SpecError(ValueError):
 @_with_knobs(after="max_seqlen")
 class TrialSpec:
     variant: str = _field("baseline", LABEL)  # resolved from the knobs (see tokengen.contract.variants.label_for)
-    model: str = _field("gpt2", WORKLOAD)  # a preset in tokengen.contract.models.PRESET_FACTS or a local directory of a causal LM
+    model: str = _field(
+        "gpt2", WORKLOAD
+    )  # a preset in tokengen.contract.models.PRESET_FACTS or a local directory of a causal LM
     dtype: str = _field("float32", WORKLOAD)  # float32 keeps every variant's tokens bit-comparable
     device: str = _field("cpu", WORKLOAD)
     batch_size: int = _field(32, WORKLOAD)  # the article's main batch
@@ -95,7 +97,8 @@ class TrialSpec:
         """Hash of the canonical spec: same spec, same key, on any machine. The first release's fields
         are always hashed; a later field only away from its default, so adding one keeps every key."""
         canonical = {
-            f.name: getattr(self, f.name) for f in fields(self)
+            f.name: getattr(self, f.name)
+            for f in fields(self)
             if f.metadata["role"] != LABEL and (f.name in FIRST_RELEASE or getattr(self, f.name) != f.default)
         }
         blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
@@ -134,7 +137,9 @@ def parse_field(name: str, text):
         return SPELLINGS[name][text.strip().lower()]
     if kind in (int, float) and isinstance(text, bool) or kind is int and isinstance(text, float):
         # int(1.5) is 1 and int(True) is 1: a grid's 1.5 or true would run (and share the key of) batch 1
-        raise SpecError(f"{name}={text!r} is not a valid {kind.__name__}" + (" (a whole number)" if kind is int else ""))
+        raise SpecError(
+            f"{name}={text!r} is not a valid {kind.__name__}" + (" (a whole number)" if kind is int else "")
+        )
     if text is None or isinstance(text, kind) and not (kind is int and isinstance(text, bool)):
         return text
     try:
@@ -143,4 +148,6 @@ def parse_field(name: str, text):
         return kind(text)
     except (KeyError, TypeError, ValueError):
         words = " or ".join(repr(w) for w in SPELLINGS.get(name, {}))
-        raise SpecError(f"{name}={text!r} is not a valid {kind.__name__}" + (f" (nor {words})" if words else "")) from None
+        raise SpecError(
+            f"{name}={text!r} is not a valid {kind.__name__}" + (f" (nor {words})" if words else "")
+        ) from None

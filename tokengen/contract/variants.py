@@ -59,24 +59,41 @@ def _request_presets():
             for check in (c for c in values("stop_check") if c.family != BOUND):
                 for batching in continuous:
                     words = (_stem(cache, mode), check.preset, batching.preset)
-                    yield "_".join(filter(None, words)), {**PLAIN, "cache": cache.name, "compile": mode.name,
-                                                          "stop_check": check.name, "batching": batching.name}
+                    yield (
+                        "_".join(filter(None, words)),
+                        {
+                            **PLAIN,
+                            "cache": cache.name,
+                            "compile": mode.name,
+                            "stop_check": check.name,
+                            "batching": batching.name,
+                        },
+                    )
 
 
 def _peer_presets():
     for engine in values("engine")[1:]:
         if engine.impl is None:  # serves requests only: its own paged cache, continuous batching
             cache = next(c for c in values("cache") if c.fixed_shapes)
-            yield engine.preset, {**PLAIN, "engine": engine.name, "cache": cache.name,
-                                  "batching": next(b.name for b in values("batching") if b.preset)}
+            yield (
+                engine.preset,
+                {
+                    **PLAIN,
+                    "engine": engine.name,
+                    "cache": cache.name,
+                    "batching": next(b.name for b in values("batching") if b.preset),
+                },
+            )
             continue
         for cache in (c for c in values("cache") if c.family == CACHED):
             for mode in values("compile"):
                 if mode.preset and not cache.fixed_shapes:
                     continue
                 word = mode.preset or (cache.preset.split("_")[0] if cache.fixed_shapes else "")
-                yield "_".join(filter(None, (engine.preset, word))), {**PLAIN, "engine": engine.name,
-                                                                      "cache": cache.name, "compile": mode.name}
+                yield (
+                    "_".join(filter(None, (engine.preset, word))),
+                    {**PLAIN, "engine": engine.name, "cache": cache.name, "compile": mode.name},
+                )
 
 
 VARIANTS: dict[str, dict] = dict([*_loop_presets(), *_request_presets(), *_peer_presets()])

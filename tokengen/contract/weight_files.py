@@ -30,8 +30,10 @@ def _judged(path: str, size: int, mtime_ns: int) -> str | None:
         head = handle.read(8)
         length = int.from_bytes(head, "little") if len(head) == 8 else 0
         if not 2 <= length <= min(MAX_HEADER_BYTES, size - 8):
-            return (f"{path} is not a safetensors file (its first 8 bytes give a {length:,}-byte header in a "
-                    f"{size:,}-byte file): {FIX}")
+            return (
+                f"{path} is not a safetensors file (its first 8 bytes give a {length:,}-byte header in a "
+                f"{size:,}-byte file): {FIX}"
+            )
         raw = handle.read(length)
     try:
         header = json.loads(raw)

@@ -22,7 +22,6 @@ import torch
 from transformers import DynamicCache, StaticCache
 from transformers.masking_utils import create_causal_mask
 
-
 MASK_CACHE_KWARG = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
 """create_causal_mask's cache keyword: `cache` from transformers 5.24.0, `past_key_values` up to 5.23."""
 
@@ -66,8 +65,12 @@ def causal_mask(model, length: int) -> torch.Tensor | None:
     weight = next(model.parameters())
     shape_only = torch.empty(1, length, 0, dtype=weight.dtype, device=weight.device)  # (1, T, 0): read for its shape
     mask = create_causal_mask(
-        config=model.config, inputs_embeds=shape_only, attention_mask=None, **{MASK_CACHE_KWARG: None},
-        position_ids=None, allow_is_causal_skip=False,  # no position ids: no packed-sequence check here either
+        config=model.config,
+        inputs_embeds=shape_only,
+        attention_mask=None,
+        **{MASK_CACHE_KWARG: None},
+        position_ids=None,
+        allow_is_causal_skip=False,  # no position ids: no packed-sequence check here either
     )
     return mask if isinstance(mask, torch.Tensor) and mask.ndim == 4 else None
 

@@ -17,12 +17,12 @@ from typing import Callable
 import torch
 
 from tokengen.contract.declarations import declared, load
-from tokengen.models import eos_ids
-from tokengen.decode.ranges import NO_RANGES, NoRanges
-from tokengen.decode.prompts import prompt_ids
-from tokengen.decode.sampling import make_sampler
 from tokengen.contract.spec import TrialSpec
+from tokengen.decode.prompts import prompt_ids
+from tokengen.decode.ranges import NO_RANGES, NoRanges
+from tokengen.decode.sampling import make_sampler
 from tokengen.decode.stopping import StopPolicy
+from tokengen.models import eos_ids
 
 
 @dataclass

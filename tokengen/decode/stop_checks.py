@@ -25,7 +25,9 @@ Step = Callable[[int], None]
 AllFinished = Callable[[], torch.Tensor]
 
 
-def sync_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES, *, device=None) -> int:
+def sync_check(
+    step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES, *, device=None
+) -> int:
     """The article's check: the host blocks on `.item()` every step, so the GPU idles meanwhile."""
     for i in range(max_steps):
         with ranges.step(i):
@@ -36,7 +38,9 @@ def sync_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: No
     return max_steps
 
 
-def no_check(step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES, *, device=None) -> int:
+def no_check(
+    step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES, *, device=None
+) -> int:
     """The upper bound: never asks, always runs max_steps."""
     for i in range(max_steps):
         with ranges.step(i):
@@ -88,7 +92,12 @@ class _PinnedFlags:
 
 
 def deferred_check(
-    step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES, *, device: CudaPrimitives = CUDA
+    step: Step,
+    all_finished: AllFinished,
+    max_steps: int,
+    ranges: NoRanges = NO_RANGES,
+    *,
+    device: CudaPrimitives = CUDA,
 ) -> int:
     """One stream: enqueue step i, then wait for step i-1's flag while the GPU runs step i."""
     flags = _PinnedFlags(device)
@@ -103,7 +112,12 @@ def deferred_check(
 
 
 def pipelined_check(
-    step: Step, all_finished: AllFinished, max_steps: int, ranges: NoRanges = NO_RANGES, *, device: CudaPrimitives = CUDA
+    step: Step,
+    all_finished: AllFinished,
+    max_steps: int,
+    ranges: NoRanges = NO_RANGES,
+    *,
+    device: CudaPrimitives = CUDA,
 ) -> int:
     """The article's ping-pong: steps alternate between two streams, each waiting on the other."""
     origin = device.current_stream()
@@ -126,4 +140,3 @@ def pipelined_check(
     for stream in streams:
         origin.wait_stream(stream)  # whoever reads the tokens next reads them on origin
     return steps
-

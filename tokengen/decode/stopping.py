@@ -67,8 +67,9 @@ class StopPolicy:
         return torch.where(finished, self.eos[0], new_tokens)
 
 
-def row_lengths(stop: str, seed: int, max_seqlen: int, prompt_len: int, tokens: torch.Tensor, eos: list[int],
-                limit: int) -> torch.Tensor:
+def row_lengths(
+    stop: str, seed: int, max_seqlen: int, prompt_len: int, tokens: torch.Tensor, eos: list[int], limit: int
+) -> torch.Tensor:
     """(rows,) generated tokens of each row of `tokens` (rows, prompt_len + generated) up to its end,
     its EOS included, at most `limit`: a drawn length (an earlier EOS is an ordinary token there),
     the first EOS under stop=model, every token under stop=never. What a user receives; padding not."""
@@ -79,6 +80,6 @@ def row_lengths(stop: str, seed: int, max_seqlen: int, prompt_len: int, tokens: 
     targets = target_lengths(stop, rows, max_seqlen, seed)
     if targets is not None:
         return targets.clamp(max=limit)
-    generated = tokens[:, prompt_len: prompt_len + limit].cpu()  # (rows, <= limit)
+    generated = tokens[:, prompt_len : prompt_len + limit].cpu()  # (rows, <= limit)
     said = torch.isin(generated, torch.tensor(eos or [-1]))
     return torch.where(said.any(dim=1), said.int().argmax(dim=1) + 1, torch.full((rows,), limit))

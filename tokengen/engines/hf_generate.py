@@ -22,12 +22,12 @@ from transformers import (
 
 from tokengen.contract.declarations import RECOMPUTE, declared, load
 from tokengen.contract.forms import parse_stop
-from tokengen.models import eos_ids
 from tokengen.contract.spec import SpecError, TrialSpec
 from tokengen.decode.loop import Generation
 from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.ranges import NO_RANGES, NoRanges
 from tokengen.decode.stopping import target_lengths
+from tokengen.models import eos_ids
 
 
 def comparable(spec: TrialSpec) -> bool:
@@ -99,7 +99,9 @@ def hf_generate(
     eos = eos_ids(config)
     rules = _stop_rules(spec, eos, device)
     recompute = declared("cache", spec.cache).family == RECOMPUTE
-    cache = {"use_cache": False} if recompute else {"cache_implementation": spec.cache}  # dynamic | static, generate()'s names too
+    cache = (
+        {"use_cache": False} if recompute else {"cache_implementation": spec.cache}
+    )  # dynamic | static, generate()'s names too
     generation = GenerationConfig(
         do_sample=False,
         max_new_tokens=spec.max_seqlen,
@@ -176,13 +178,20 @@ class GenerateEngine:
 
     @torch.inference_mode()
     def __call__(self, wrap_step: Callable | None = None, ranges: NoRanges = NO_RANGES) -> Generation:
-        watchers = [w for w in (StepMarks(wrap_step) if wrap_step else None,
-                                StepRanges(ranges) if ranges is not NO_RANGES else None) if w]
+        watchers = [
+            w
+            for w in (
+                StepMarks(wrap_step) if wrap_step else None,
+                StepRanges(ranges) if ranges is not NO_RANGES else None,
+            )
+            if w
+        ]
         for watcher in watchers:
             watcher.start()
         try:
-            tokens = hf_generate(self.model, self.spec, logits_processors=watchers,
-                                 compile_config=self.compile_config)  # (B, P + steps)
+            tokens = hf_generate(
+                self.model, self.spec, logits_processors=watchers, compile_config=self.compile_config
+            )  # (B, P + steps)
         finally:
             for watcher in watchers:
                 getattr(watcher, "close", lambda: None)()

@@ -11,12 +11,12 @@ from transformers import GenerationConfig
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
 from tokengen.contract.forms import parse_stop
-from tokengen.models import eos_ids
 from tokengen.contract.spec import TrialSpec
 from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.ranges import NO_RANGES, NoRanges
 from tokengen.decode.stopping import target_lengths
 from tokengen.engines.request_server import Served
+from tokengen.models import eos_ids
 
 PAGE_KWARG = "page_size" if "page_size" in inspect.signature(ContinuousBatchingConfig).parameters else "block_size"
 """Tokens per KV page: ContinuousBatchingConfig's `page_size` from transformers 5.18 (`block_size` a deprecated
@@ -41,8 +41,10 @@ class GenerateBatchEngine:
     """
 
     PAGE = 16  # tokens per page: small pages waste little on short requests
-    PROFILE_SKIPPED = ("engine=generate_batch runs its forwards on a thread of its own, outside the trial's "
-                       "step ranges: it has no per-step profile")
+    PROFILE_SKIPPED = (
+        "engine=generate_batch runs its forwards on a thread of its own, outside the trial's "
+        "step ranges: it has no per-step profile"
+    )
 
     def __init__(self, model: torch.nn.Module, spec: TrialSpec):
         self.model, self.spec = model, spec
@@ -53,12 +55,17 @@ class GenerateBatchEngine:
         eos = eos_ids(model.config)
         self.pad = eos[0] if eos else 0
         self.eos = eos if parse_stop(spec.stop)[0] == "model" else -1  # -1: no EOS stops a request
-        self.generation = GenerationConfig(do_sample=False, max_new_tokens=spec.max_seqlen, eos_token_id=self.eos,
-                                           pad_token_id=self.pad)
+        self.generation = GenerationConfig(
+            do_sample=False, max_new_tokens=spec.max_seqlen, eos_token_id=self.eos, pad_token_id=self.pad
+        )
         pages = -(-(prompt_len + spec.max_seqlen) // self.PAGE)  # per request, rounded up
         self.batching = ContinuousBatchingConfig(
-            **{PAGE_KWARG: self.PAGE}, num_blocks=slots * pages + slots, max_requests_per_batch=slots,
-            max_batch_tokens=slots * prompt_len + slots, allow_block_sharing=False, seed=spec.seed,
+            **{PAGE_KWARG: self.PAGE},
+            num_blocks=slots * pages + slots,
+            max_requests_per_batch=slots,
+            max_batch_tokens=slots * prompt_len + slots,
+            allow_block_sharing=False,
+            seed=spec.seed,
         )
         model.destroy_cached_continuous_batching_manager()  # an earlier trial's, sized for its workload
         self.warm = False
@@ -90,7 +97,7 @@ class GenerateBatchEngine:
             said = list(result.generated_tokens)[: spec.max_seqlen]
             if self.lengths:
                 said = said[: self.lengths[i] - 1] + [self.pad]
-            tokens[i, spec.prompt_len: spec.prompt_len + len(said)] = torch.tensor(said, dtype=torch.long)
+            tokens[i, spec.prompt_len : spec.prompt_len + len(said)] = torch.tensor(said, dtype=torch.long)
         return tokens
 
     def _marks(self, wrap_step: Callable | None):
@@ -116,13 +123,21 @@ class GenerateBatchEngine:
         hook = self._marks(wrap_step)
         try:
             with self.model.continuous_batching_context_manager(
-                generation_config=self.generation, continuous_batching_config=self.batching, block=True,
-                persistent_manager=True, warmup=not self.warm,
+                generation_config=self.generation,
+                continuous_batching_config=self.batching,
+                block=True,
+                persistent_manager=True,
+                warmup=not self.warm,
             ) as manager:
                 results, arrived = self._results(manager, start)
         finally:
             if hook:
                 hook.remove()
         self.warm = True
-        return Served(tokens=self._tokens(results), steps=manager.current_batch, prompt_len=self.spec.prompt_len,
-                      latencies_s=[arrived[i] for i in range(len(self.prompts))], slots=self.spec.batch_size)
+        return Served(
+            tokens=self._tokens(results),
+            steps=manager.current_batch,
+            prompt_len=self.spec.prompt_len,
+            latencies_s=[arrived[i] for i in range(len(self.prompts))],
+            slots=self.spec.batch_size,
+        )

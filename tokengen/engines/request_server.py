@@ -36,16 +36,17 @@ from typing import Callable
 import torch
 
 from tokengen.contract.declarations import declared, load
+from tokengen.contract.forms import parse_stop
+from tokengen.contract.spec import TrialSpec
 from tokengen.decode.loop import Generation, compile_model
+from tokengen.decode.prompts import prompt_ids
+from tokengen.decode.ranges import NO_RANGES, NoRanges, RelayRanges
+from tokengen.decode.sampling import make_sampler
+from tokengen.decode.stopping import row_lengths, target_lengths
+from tokengen.engines.slot_cache import SlotKV
 from tokengen.measure.clocks import percentile
 from tokengen.models import eos_ids
-from tokengen.decode.ranges import NO_RANGES, NoRanges, RelayRanges
-from tokengen.decode.prompts import prompt_ids
-from tokengen.decode.sampling import make_sampler
-from tokengen.engines.slot_cache import SlotKV
-from tokengen.contract.spec import TrialSpec
-from tokengen.contract.forms import parse_stop
-from tokengen.decode.stopping import row_lengths, target_lengths
+
 
 @dataclass
 class Served(Generation):
@@ -170,9 +171,14 @@ class RequestServer:
         tokens = torch.full((self.count + 1, spec.prompt_len + spec.max_seqlen), self.pad, device=self.device)
         tokens[:, : spec.prompt_len] = self.prompts
         spare = torch.full((slots,), self.count, device=self.device)
-        return _Slots(request=spare, generated=torch.zeros_like(spare), last=torch.zeros_like(spare),
-                      finished=torch.ones(slots, dtype=torch.bool, device=self.device),
-                      unseen=torch.zeros(slots, dtype=torch.bool, device=self.device), tokens=tokens)
+        return _Slots(
+            request=spare,
+            generated=torch.zeros_like(spare),
+            last=torch.zeros_like(spare),
+            finished=torch.ones(slots, dtype=torch.bool, device=self.device),
+            unseen=torch.zeros(slots, dtype=torch.bool, device=self.device),
+            tokens=tokens,
+        )
 
     @torch.inference_mode()
     def __call__(self, wrap_step: Callable | None = None, ranges: NoRanges = NO_RANGES) -> Served:
@@ -214,5 +220,10 @@ class RequestServer:
             self.stop_check(marked, lambda: (state.finished & state.unseen).any(), spec.max_seqlen + 1, steps)
             free = [s for s, done in enumerate(state.finished.tolist()) if done]  # the host reads the mask
             state.unseen &= ~state.finished
-        return Served(tokens=state.tokens[: self.count], steps=forwards, prompt_len=spec.prompt_len,
-                      latencies_s=ended_at, slots=self.slots)
+        return Served(
+            tokens=state.tokens[: self.count],
+            steps=forwards,
+            prompt_len=spec.prompt_len,
+            latencies_s=ended_at,
+            slots=self.slots,
+        )

@@ -101,8 +101,13 @@ class SlotKV:
         """Every slot feeds last (S,) at its position; logits (S, V)."""
         self.write_at = self.positions[:, None]  # (S, 1)
         allowed = self.columns[None, :] <= self.positions[:, None]  # (S, T + P - 1)
-        out = model(last[:, None], position_ids=self.positions[:, None],
-                    attention_mask=self._mask(allowed)[:, None, None], use_cache=True, **{self.kwarg: self.cache})
+        out = model(
+            last[:, None],
+            position_ids=self.positions[:, None],
+            attention_mask=self._mask(allowed)[:, None, None],
+            use_cache=True,
+            **{self.kwarg: self.cache},
+        )
         self._advance()
         return out.logits[:, -1, :]  # (S, 1, V) -> (S, V)
 
@@ -116,10 +121,18 @@ class SlotKV:
         self.write_at = torch.where(admitted[:, None], query, torch.where(query == 0, self.positions[:, None], spare))
         positions = torch.where(admitted[:, None], query, self.positions[:, None])  # (S, P): padding repeats the slot's
         seen = self.columns[None, None, :]  # (1, 1, T + P - 1)
-        allowed = torch.where(admitted[:, None, None], seen <= query[None, :, None],  # a prompt: causal
-                              seen <= self.positions[:, None, None])  # the others: up to their position
-        out = model.base_model(tokens, position_ids=positions, attention_mask=self._mask(allowed)[:, None],
-                               use_cache=True, **{self.kwarg: self.cache})  # allowed: (S, P, T + P - 1)
+        allowed = torch.where(
+            admitted[:, None, None],
+            seen <= query[None, :, None],  # a prompt: causal
+            seen <= self.positions[:, None, None],
+        )  # the others: up to their position
+        out = model.base_model(
+            tokens,
+            position_ids=positions,
+            attention_mask=self._mask(allowed)[:, None],
+            use_cache=True,
+            **{self.kwarg: self.cache},
+        )  # allowed: (S, P, T + P - 1)
         last = torch.where(admitted, prompt_len - 1, 0)  # (S,)
         hidden = out.last_hidden_state.take_along_dim(last[:, None, None], dim=1)  # (S, 1, E)
         self._advance(admitted)

@@ -46,11 +46,17 @@ def int4(model: torch.nn.Module) -> torch.nn.Module:
 
     linear_from_conv1d(model)
     for group in (128, 64, 32):
-        def fits(module, _name, group=group):
-            return (isinstance(module, torch.nn.Linear) and module.in_features % group == 0
-                    and all(module.in_features % g for g in (128, 64, 32) if g > group))
 
-        quantize_(model, Int4WeightOnlyConfig(group_size=group, int4_packing_format="tile_packed_to_4d"), filter_fn=fits)
+        def fits(module, _name, group=group):
+            return (
+                isinstance(module, torch.nn.Linear)
+                and module.in_features % group == 0
+                and all(module.in_features % g for g in (128, 64, 32) if g > group)
+            )
+
+        quantize_(
+            model, Int4WeightOnlyConfig(group_size=group, int4_packing_format="tile_packed_to_4d"), filter_fn=fits
+        )
     return model
 
 

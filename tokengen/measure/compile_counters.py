@@ -32,8 +32,15 @@ def read(compile_mode: str) -> dict:
     """The record's compile fields; all None for an eager trial."""
     mode = declared("compile", compile_mode)
     if mode.family == EAGER:
-        return {"compile_graphs": None, "compile_graph_breaks": None, "compile_recompiles": None,
-                "cudagraph_skips": None, "cuda_graphs": None, "compile_notes": None, "compile_cache": None}
+        return {
+            "compile_graphs": None,
+            "compile_graph_breaks": None,
+            "compile_recompiles": None,
+            "cudagraph_skips": None,
+            "cuda_graphs": None,
+            "compile_notes": None,
+            "compile_cache": None,
+        }
     metrics = get_compilation_metrics()
     breaks = counters["graph_break"]
     recompiles = [m.recompile_reason for m in metrics if m.recompile_reason]
@@ -50,7 +57,9 @@ def read(compile_mode: str) -> dict:
         "cudagraph_skips": skips if graphed else None,
         "cuda_graphs": (SKIPPED if skips else RAN) if graphed else None,
         "compile_notes": "; ".join(notes) or None,
-        "compile_cache": cache_state(counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]),
+        "compile_cache": cache_state(
+            counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+        ),
     }
 
 

@@ -47,8 +47,12 @@ def measure(spec: TrialSpec, model: torch.nn.Module, tokens: torch.Tensor | None
     figures = teacher_forced(ref_model, around_steps(model, spec), expected, spec.prompt_len)
     del ref_model
     figures.update(free_running(tokens, expected, spec.prompt_len) if tokens is not None and not spec.requests else {})
-    return {"fidelity": kind, "fidelity_gate": gate, **figures,
-            "fidelity_verdict": fidelity.verdict(kind, figures["top1_agreement"], gate, spec.model)}
+    return {
+        "fidelity": kind,
+        "fidelity_gate": gate,
+        **figures,
+        "fidelity_verdict": fidelity.verdict(kind, figures["top1_agreement"], gate, spec.model),
+    }
 
 
 @torch.inference_mode()
@@ -59,9 +63,9 @@ def teacher_forced(reference, candidate, tokens: torch.Tensor, prompt_len: int) 
     chunk = max(1, LOGIT_BYTES_PER_CHUNK // (2 * length * vocab * 4))
     agree, count, worst, kl_sum, margins = 0, 0, 0.0, 0.0, []
     for start in range(0, rows, chunk):
-        seq = tokens[start:start + chunk]
-        ref = reference(seq).logits[:, prompt_len - 1:-1].float()  # (b, steps, V)
-        mine = candidate(seq).logits[:, prompt_len - 1:-1].float()
+        seq = tokens[start : start + chunk]
+        ref = reference(seq).logits[:, prompt_len - 1 : -1].float()  # (b, steps, V)
+        mine = candidate(seq).logits[:, prompt_len - 1 : -1].float()
         agree += int((ref.argmax(-1) == mine.argmax(-1)).sum())
         count += ref.shape[0] * ref.shape[1]
         worst = max(worst, float((ref - mine).abs().max()))
@@ -69,16 +73,19 @@ def teacher_forced(reference, candidate, tokens: torch.Tensor, prompt_len: int) 
         kl_sum += float((log_ref.exp() * (log_ref - log_mine)).sum())
         top2 = ref.topk(2, dim=-1).values  # (b, steps, 2)
         margins.append((top2[..., 0] - top2[..., 1]).flatten())
-    return {"top1_agreement": agree / count if count else None, "max_logit_diff": worst,
-            "kl_divergence": kl_sum / count if count else None,
-            "top1_margin_median": float(torch.cat(margins).median()) if margins else None}
+    return {
+        "top1_agreement": agree / count if count else None,
+        "max_logit_diff": worst,
+        "kl_divergence": kl_sum / count if count else None,
+        "top1_margin_median": float(torch.cat(margins).median()) if margins else None,
+    }
 
 
 def free_running(tokens: torch.Tensor, expected: torch.Tensor, prompt_len: int) -> dict:
     """Rows whose generated tokens equal the reference's (over the shorter of the two), and the first
     decode step where some row differs (None where none does)."""
     length = min(tokens.shape[1], expected.shape[1])
-    differs = (tokens[:, prompt_len:length].cpu() != expected[:, prompt_len:length].cpu())  # (B, steps)
+    differs = tokens[:, prompt_len:length].cpu() != expected[:, prompt_len:length].cpu()  # (B, steps)
     rows_differ = differs.any(dim=1)
     first = int(differs.any(dim=0).nonzero()[0]) if bool(rows_differ.any()) else None
     return {"rows_exact": int((~rows_differ).sum()), "first_divergence_step": first}

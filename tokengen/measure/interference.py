@@ -71,8 +71,14 @@ GPU_PROCS_MAX = 0
 NOISY_CV = 0.10
 # NVML clock event reason bits (nvml.h nvmlClocksEventReason*); 0x1 gpu_idle is left out, the start is sampled drained
 THROTTLE_REASONS = {
-    0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
-    0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clocks",
+    0x2: "applications_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+    0x100: "display_clocks",
 }
 # heat or power limits from outside the trial; sw_power_cap is recorded, not judged: a heavy trial holds its own
 # GPU at its power limit on every run, so it is the trial's speed, not interference
@@ -169,8 +175,9 @@ class Watch:
 
     def _sample(self) -> Sample:
         gpu = self._nvml() if self._nvml else (None, None, None)
-        return Sample(time.perf_counter(), time.process_time(), host_busy_s(self._cpus), _load(),
-                      threads_waited_s(), gpu)
+        return Sample(
+            time.perf_counter(), time.process_time(), host_busy_s(self._cpus), _load(), threads_waited_s(), gpu
+        )
 
     def start(self) -> "Watch":
         if self.device.startswith("cuda"):

@@ -29,9 +29,36 @@ AUTO = "auto"
 Z_975 = 1.959963984540054
 
 T_975 = (  # two-sided 95%: t quantile 0.975 by degrees of freedom 1..30
-    12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
-    2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
-    2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272,
+    12.706205,
+    4.302653,
+    3.182446,
+    2.776445,
+    2.570582,
+    2.446912,
+    2.364624,
+    2.306004,
+    2.262157,
+    2.228139,
+    2.200985,
+    2.178813,
+    2.160369,
+    2.144787,
+    2.131450,
+    2.119905,
+    2.109816,
+    2.100922,
+    2.093024,
+    2.085963,
+    2.079614,
+    2.073873,
+    2.068658,
+    2.063899,
+    2.059539,
+    2.055529,
+    2.051831,
+    2.048407,
+    2.045230,
+    2.042272,
 )
 
 
@@ -92,8 +119,9 @@ class Runs:
     target_met: bool | None  # None: a fixed count pursues no target
 
 
-def run_until_sure(run: Callable[[], float], policy: RunPolicy,
-                   give_up: Callable[[list[float]], bool] | None = None) -> Runs:
+def run_until_sure(
+    run: Callable[[], float], policy: RunPolicy, give_up: Callable[[list[float]], bool] | None = None
+) -> Runs:
     """Call `run` (one timed run, returns seconds) as often as `policy` says. With runs=auto, `give_up`
     (asked after each run from min_runs on, with the runtimes so far) may end the runs before the target:
     more runs cannot make the mean sure (the machine is interfering) or there is no time left for one."""

@@ -26,22 +26,22 @@ from pathlib import Path
 import numpy
 import torch
 
+from tokengen import models
 from tokengen.contract.fidelity import DEFAULT_GATE, GATE_ENV
 from tokengen.contract.names import DEADLINE_ENV
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import check_runnable
 from tokengen.contract.spec import AUTO_RUNS, TrialSpec
-from tokengen import models
 from tokengen.decode.stopping import row_lengths
 from tokengen.engines import make_generator
 from tokengen.engines.request_server import request_lengths, serving_figures
 from tokengen.knobs import on_model
 from tokengen.measure import clocks, compile_counters, fidelity, memory
-from tokengen.measure.memory import live_allocator_tag, set_allocator
 from tokengen.measure.checksum import tokens_array, tokens_sha256
 from tokengen.measure.energy import EnergyMeter, nvml_device_handle
 from tokengen.measure.environment import environment, peak_bandwidth_gbs
 from tokengen.measure.interference import CONTENDED, Watch, record_fields, verdict
+from tokengen.measure.memory import live_allocator_tag, set_allocator
 from tokengen.measure.profiler.run import profile_run
 from tokengen.measure.run_count import AUTO, RunPolicy, run_until_sure, warm_until_settled
 
@@ -99,8 +99,9 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         first_run_s=first_run_s,
         **compiled,
         warmup_done=warmup_done,
-        **record_fields(runs.evidence, cv=clocks.runtime_stats(runs.runtimes)["runtime_cv"],
-                        target_ci_reached=runs.target_met),
+        **record_fields(
+            runs.evidence, cv=clocks.runtime_stats(runs.runtimes)["runtime_cv"], target_ci_reached=runs.target_met
+        ),
         **held,
         allocator_live=allocator_live,
         tokens_sha256=runs.checksum,  # the last timed run's
@@ -201,7 +202,9 @@ def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]
         useful = int(request_lengths(spec, result.tokens, eos).sum())
         requests = serving_figures(runs.served, useful)
     else:
-        useful = int(row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, result.tokens, eos, steps).sum())
+        useful = int(
+            row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, result.tokens, eos, steps).sum()
+        )
         requests = {}
     generated = spec.batch_size * steps  # slot-steps for requests: padding and idle slots included
     weight_bytes = models.weight_bytes(model)

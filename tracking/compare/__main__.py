@@ -22,12 +22,12 @@ import pandas as pd
 
 from tokengen.contract.names import path_component
 from tokengen.contract.record import first_line as one_line
+from tokengen.writable import unwritable
 from tracking.compare.overview import models_warning, overview, ranking_changes
 from tracking.compare.plot import ratio_plot
 from tracking.compare.points import compare
 from tracking.compare.render import csv_frame, render
 from tracking.compare.sides import DEFAULT_EXPERIMENT, Side, differences, first_line, load_side
-from tokengen.writable import unwritable
 from tracking.store.reading import ReportError
 
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -50,17 +50,29 @@ class Comparison:
 
 def no_common_point(a: Side, b: Side) -> ReportError:
     """Two sweeps that share no point: the line says what each ran, so the fix is plain."""
+
     def ran(side: Side, column: str) -> str:
         return ", ".join(sorted({str(v) for v in side.runs.trials[column]}))
-    named = [f"{c} {ran(a, c)} vs {ran(b, c)}" for c in ("model", "dtype", "device", "variant")
-             if ran(a, c) != ran(b, c)]
-    return ReportError(f"{a.name} and {b.name} have no point in common (same knobs and workload)"
-                       + (f": {'; '.join(named)}" if named else "")
-                       + ": compare two sweeps of the same grid")
+
+    named = [
+        f"{c} {ran(a, c)} vs {ran(b, c)}" for c in ("model", "dtype", "device", "variant") if ran(a, c) != ran(b, c)
+    ]
+    return ReportError(
+        f"{a.name} and {b.name} have no point in common (same knobs and workload)"
+        + (f": {'; '.join(named)}" if named else "")
+        + ": compare two sweeps of the same grid"
+    )
 
 
-def build_comparison(a_name: str, b_name: str, uri_a: str, uri_b: str, experiment: str = DEFAULT_EXPERIMENT,
-                     out: str | Path = "reports", write: bool = True) -> Comparison:
+def build_comparison(
+    a_name: str,
+    b_name: str,
+    uri_a: str,
+    uri_b: str,
+    experiment: str = DEFAULT_EXPERIMENT,
+    out: str | Path = "reports",
+    write: bool = True,
+) -> Comparison:
     """Load both sweeps, match and compare them, write the files and (`write`) record the comparison in A's store."""
     a, b = load_side("A", a_name, uri_a, experiment), load_side("B", b_name, uri_b, experiment)
     pairs, only, columns = compare(a, b)
@@ -73,8 +85,19 @@ def build_comparison(a_name: str, b_name: str, uri_a: str, uri_b: str, experimen
     directory.mkdir(parents=True, exist_ok=True)
     title = f"B = {b.name} against A = {a.name}"
     plot = ratio_plot(pairs, directory, title)
-    text, main = render(a, b, found, pairs, columns, table, changes, noise, only, models_warning(pairs, only),
-                        plot.name if plot else None)
+    text, main = render(
+        a,
+        b,
+        found,
+        pairs,
+        columns,
+        table,
+        changes,
+        noise,
+        only,
+        models_warning(pairs, only),
+        plot.name if plot else None,
+    )
     (directory / FILES[0]).write_text(text)
     csv_frame(pairs).to_csv(directory / FILES[1], index=False)
     files = [directory / name for name in FILES] + ([plot] if plot else [])
@@ -88,17 +111,24 @@ def _record(result: Comparison, uri_a: str, uri_b: str, differs: str, main: str)
     """The comparison in A's store; a store that refuses the write leaves the files standing, said in one line."""
     from tracking.compare.record import how_to_open, record
 
-    note = main if len(main) <= MAX_NOTE_CHARS else main[:MAX_NOTE_CHARS - 20] + "\n\n(cut short)"
-    summary = {"mlflow.note.content": note, "differs": differs[:6000],
-               "points": str(len(result.pairs)), "sweep_a_run_id": result.a.runs.parent_id,
-               "sweep_b_run_id": result.b.runs.parent_id}
+    note = main if len(main) <= MAX_NOTE_CHARS else main[: MAX_NOTE_CHARS - 20] + "\n\n(cut short)"
+    summary = {
+        "mlflow.note.content": note,
+        "differs": differs[:6000],
+        "points": str(len(result.pairs)),
+        "sweep_a_run_id": result.a.runs.parent_id,
+        "sweep_b_run_id": result.b.runs.parent_id,
+    }
     experiment = result.a.runs.experiment
     try:
-        result.run_id, experiment_id, key = record(uri_a, experiment, result.a.name, result.b.name, uri_b,
-                                                   result.pairs, result.files, summary)
+        result.run_id, experiment_id, key = record(
+            uri_a, experiment, result.a.name, result.b.name, uri_b, result.pairs, result.files, summary
+        )
     except Exception as exc:  # noqa: BLE001 - TrackingError or any refused write: the files stand
-        result.warnings.append(f"mlflow: the comparison was not recorded in {uri_a} ({one_line(exc)}): "
-                               "rerun when the store takes writes, or pass --no-record")
+        result.warnings.append(
+            f"mlflow: the comparison was not recorded in {uri_a} ({one_line(exc)}): "
+            "rerun when the store takes writes, or pass --no-record"
+        )
         return
     result.ui = how_to_open(uri_a, experiment_id, key)
 

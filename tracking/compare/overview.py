@@ -18,10 +18,10 @@ import pandas as pd
 
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import WORKLOAD_FIELDS
-from tracking.report.figures.baselines import as_float, key_part, match_keys
 from tracking.compare.points import FASTER, NOT_SIGNIFICANT, SAME_TOKENS, SLOWER, rank
-from tracking.report.figures.intervals import ratio_interval, significant
 from tracking.measurement import MARK, OK, judged
+from tracking.report.figures.baselines import as_float, key_part, match_keys
+from tracking.report.figures.intervals import ratio_interval, significant
 
 NOT_SURE = "~"  # beside a pair's ratio whose interval holds 1.0 (the report's mark)
 
@@ -41,13 +41,20 @@ def overview(pairs: pd.DataFrame) -> pd.DataFrame:
         sure = group[~group["marked"].astype(bool)]
         ratios = [r for r in sure["ratio"] if r > 0]
         measured = int((group["ratio"] > 0).sum())
-        rows.append({
-            "variant": variant, "points": len(group), "ratio_geomean": geomean(ratios),
-            "ratio_min": min(ratios, default=math.nan), "ratio_max": max(ratios, default=math.nan),
-            "faster": int((group["verdict"] == FASTER).sum()), "slower": int((group["verdict"] == SLOWER).sum()),
-            "not_significant": int((group["verdict"] == NOT_SIGNIFICANT).sum()), "left_out": measured - len(ratios),
-            "tokens_differ": int(group["tokens"].astype(str).str.startswith("differ").sum()),
-        })
+        rows.append(
+            {
+                "variant": variant,
+                "points": len(group),
+                "ratio_geomean": geomean(ratios),
+                "ratio_min": min(ratios, default=math.nan),
+                "ratio_max": max(ratios, default=math.nan),
+                "faster": int((group["verdict"] == FASTER).sum()),
+                "slower": int((group["verdict"] == SLOWER).sum()),
+                "not_significant": int((group["verdict"] == NOT_SIGNIFICANT).sum()),
+                "left_out": measured - len(ratios),
+                "tokens_differ": int(group["tokens"].astype(str).str.startswith("differ").sum()),
+            }
+        )
     table = pd.DataFrame(rows)
     if not table.empty and not table["left_out"].any():
         table = table.drop(columns="left_out")
@@ -102,10 +109,16 @@ def ranking_changes(pairs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFra
                 noise += 1
                 continue
             point = {c: group[first][k] for c, k in zip(workload, keyed) if k in group[first]}
-            rows.append({**point, "first": first, "second": second,
-                         "A": _said(on_a, sure_a, _unsure(group, "a", first, second)),
-                         "B": _said(on_b, sure_b, _unsure(group, "b", first, second)),
-                         "sure on both": bool(sure_a and sure_b)})
+            rows.append(
+                {
+                    **point,
+                    "first": first,
+                    "second": second,
+                    "A": _said(on_a, sure_a, _unsure(group, "a", first, second)),
+                    "B": _said(on_b, sure_b, _unsure(group, "b", first, second)),
+                    "sure on both": bool(sure_a and sure_b),
+                }
+            )
     return pd.DataFrame(rows), noise
 
 
@@ -124,21 +137,28 @@ def models_warning(pairs: pd.DataFrame, only: pd.DataFrame) -> str | None:
                 named.append(f"{variant} ran {field} {', '.join(seen['A'])} on A and {', '.join(seen['B'])} on B")
     if not named:
         return None
-    return ("Warning: the same variant names ran other models or dtypes on the two sides (" + "; ".join(named)
-            + "): only the points both ran are compared; the rest are listed as on one side only.")
+    return (
+        "Warning: the same variant names ran other models or dtypes on the two sides ("
+        + "; ".join(named)
+        + "): only the points both ran are compared; the rest are listed as on one side only."
+    )
 
 
 def one_side_line(only: pd.DataFrame) -> str:
     if only.empty:
         return "Every point of each side has its match on the other."
     counts = only["side"].value_counts()
-    return (f"On one side only: {int(counts.get('A', 0))} point(s) of A, {int(counts.get('B', 0))} of B "
-            "(listed at the end); they are in no ratio or mean.")
+    return (
+        f"On one side only: {int(counts.get('A', 0))} point(s) of A, {int(counts.get('B', 0))} of B "
+        "(listed at the end); they are in no ratio or mean."
+    )
 
 
 def tokens_line(pairs: pd.DataFrame) -> str:
     same = int((pairs["tokens"] == SAME_TOKENS).sum())
     differ = int(pairs["tokens"].astype(str).str.startswith("differ").sum())
-    return (f"Tokens: {same} of {len(pairs)} matched points returned the same tokens on both sides"
-            + (f", {differ} differ (column `tokens`: each row's first k of N decode steps agree)" if differ else "")
-            + ".")
+    return (
+        f"Tokens: {same} of {len(pairs)} matched points returned the same tokens on both sides"
+        + (f", {differ} differ (column `tokens`: each row's first k of N decode steps agree)" if differ else "")
+        + "."
+    )

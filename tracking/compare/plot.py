@@ -12,10 +12,10 @@ import math
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: I001 - after plots chose the backend
 
 from tracking.compare.points import rank
 from tracking.report.plots import DPI, LINESTYLES, MARKERS, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: I001 - after plots chose the backend
 
 FILE = "ratio_by_point.png"
 SPREAD = 0.6  # of the distance between two points, shared by the variants drawn at each
@@ -29,8 +29,14 @@ def point_label(row) -> str:
 
 def styles(variants) -> dict[str, dict]:
     ordered = sorted(variants, key=rank)
-    return {v: {"color": OKABE_ITO[i % len(OKABE_ITO)], "marker": MARKERS[i % len(MARKERS)],
-                "linestyle": LINESTYLES[(i // len(OKABE_ITO)) % len(LINESTYLES)]} for i, v in enumerate(ordered)}
+    return {
+        v: {
+            "color": OKABE_ITO[i % len(OKABE_ITO)],
+            "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": LINESTYLES[(i // len(OKABE_ITO)) % len(LINESTYLES)],
+        }
+        for i, v in enumerate(ordered)
+    }
 
 
 def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
@@ -38,13 +44,20 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
     rows = pairs[pd.to_numeric(pairs["ratio"], errors="coerce") > 0]
     if rows.empty:
         return None
-    rows = rows.assign(_panel=[f"{m} {d}" for m, d in zip(rows["model"], rows["dtype"])],
-                       _point=[point_label(r) for _, r in rows.iterrows()])
+    rows = rows.assign(
+        _panel=[f"{m} {d}" for m, d in zip(rows["model"], rows["dtype"])],
+        _point=[point_label(r) for _, r in rows.iterrows()],
+    )
     order = rows.sort_values(["batch_size", "prompt_len", "max_seqlen", "requests"])["_point"].drop_duplicates()
     panels = list(dict.fromkeys(rows["_panel"]))[:MAX_PANELS]
     style = styles(rows["variant"].unique())
-    fig, axes = plt.subplots(len(panels), 1, squeeze=False, layout="constrained",
-                             figsize=(max(WIDTH_PX / DPI, 0.9 * len(order) + 4), PANEL_HEIGHT_IN * len(panels)))
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        squeeze=False,
+        layout="constrained",
+        figsize=(max(WIDTH_PX / DPI, 0.9 * len(order) + 4), PANEL_HEIGHT_IN * len(panels)),
+    )
     width = SPREAD / max(len(style), 1)
     for ax, panel in zip(axes[:, 0], panels):
         at = rows[rows["_panel"] == panel]
@@ -60,9 +73,16 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
             hollow = points["marked"].astype(bool).to_numpy()
             ax.errorbar(x, ratio, yerr=[below, above], color=s["color"], linestyle="none", capsize=3, linewidth=1.3)
             for filled, mask in ((True, ~hollow), (False, hollow)):
-                ax.plot([v for v, m in zip(x, mask) if m], ratio[mask], linestyle="none", marker=s["marker"],
-                        markersize=7, color=s["color"], markerfacecolor=s["color"] if filled else "white",
-                        label=variant if filled or not (~hollow).any() else None)
+                ax.plot(
+                    [v for v, m in zip(x, mask) if m],
+                    ratio[mask],
+                    linestyle="none",
+                    marker=s["marker"],
+                    markersize=7,
+                    color=s["color"],
+                    markerfacecolor=s["color"] if filled else "white",
+                    label=variant if filled or not (~hollow).any() else None,
+                )
         ax.axhline(1.0, color="grey", linewidth=1, linestyle=":")
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=TICKS))

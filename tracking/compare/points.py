@@ -19,12 +19,12 @@ import pandas as pd
 from tokengen.contract.names import FINISHED, TOKENS_FILE
 from tokengen.contract.spec import KNOBS, WORKLOAD_FIELDS
 from tokengen.contract.variants import VARIANTS
-from tracking.report.figures.baselines import as_float, match_keys, timed_runs
 from tracking.compare.sides import Side
-from tracking.report.figures.intervals import ratio_interval
-from tracking.store.reading import fetch_artifacts, is_missing
 from tracking.report.comparison import POINT, price_of, speedup_unsure, varying
+from tracking.report.figures.baselines import as_float, match_keys, timed_runs
+from tracking.report.figures.intervals import ratio_interval
 from tracking.report.figures.token_verdicts import agreed_steps
+from tracking.store.reading import fetch_artifacts, is_missing
 
 MATCH = [*KNOBS, *WORKLOAD_FIELDS]
 FASTER, SLOWER, NOT_SIGNIFICANT, NO_INTERVAL = "faster", "slower", "not significant", "no interval"
@@ -32,8 +32,21 @@ VERDICTS = (FASTER, SLOWER, NOT_SIGNIFICANT, NO_INTERVAL)
 """B against A: faster (B's interval wholly below 1.0), slower (above), not significant (it holds 1.0), no
 interval (a side made fewer than two timed runs); a point that failed on a side says so instead."""
 SAME_TOKENS = "same"
-PER_SIDE = ("run_id", "trial_key", "status", "measurement", "gpu_type", "steps", "runtime_mean_s", "runtime_std_s",
-            "runtime_cv", "useful_tokens_per_s", "cost_per_mtok", "energy_j_per_token", "tokens_sha256")
+PER_SIDE = (
+    "run_id",
+    "trial_key",
+    "status",
+    "measurement",
+    "gpu_type",
+    "steps",
+    "runtime_mean_s",
+    "runtime_std_s",
+    "runtime_cv",
+    "useful_tokens_per_s",
+    "cost_per_mtok",
+    "energy_j_per_token",
+    "tokens_sha256",
+)
 """Each side's figures in a pair's row, as `<name>_a` and `<name>_b`."""
 
 
@@ -56,8 +69,12 @@ def _side_figures(row, side: Side) -> dict:
     useful = _useful(row)
     price = price_of(side.prices, row.get("gpu_type"), row.get("device"))
     figures = {name: row.get(name) for name in PER_SIDE}
-    figures.update(useful_tokens_per_s=useful, cost_per_mtok=price / 3600 / useful * 1e6 if useful > 0 else math.nan,
-                   energy_j_per_token=as_float(row.get("energy_j_per_token")), runs=timed_runs(row))
+    figures.update(
+        useful_tokens_per_s=useful,
+        cost_per_mtok=price / 3600 / useful * 1e6 if useful > 0 else math.nan,
+        energy_j_per_token=as_float(row.get("energy_j_per_token")),
+        runs=timed_runs(row),
+    )
     return figures
 
 
@@ -95,10 +112,15 @@ def pair(a, b, side_a: Side, side_b: Side, columns: list[str]) -> dict:
     row = {name: a.get(name) for name in ["variant", *columns] if name != "gpu_type"}
     for suffix, side, trial in (("a", side_a, a), ("b", side_b, b)):
         row.update({f"{name}_{suffix}": value for name, value in _side_figures(trial, side).items()})
-    row.update(ratio=ratio, ratio_low=low, ratio_high=high, compared=compared,
-               verdict=verdict(a.get("status"), b.get("status"), low, high),
-               marked=bool(speedup_unsure(a.get("measurement"), b.get("measurement")) and not math.isnan(ratio)),
-               compile=compile_note(a.get("compile_cache"), b.get("compile_cache")))
+    row.update(
+        ratio=ratio,
+        ratio_low=low,
+        ratio_high=high,
+        compared=compared,
+        verdict=verdict(a.get("status"), b.get("status"), low, high),
+        marked=bool(speedup_unsure(a.get("measurement"), b.get("measurement")) and not math.isnan(ratio)),
+        compile=compile_note(a.get("compile_cache"), b.get("compile_cache")),
+    )
     return row
 
 
@@ -123,8 +145,9 @@ def match(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[
     for label, key in zip(a.index, keys_a):
         if key in in_b and key not in seen:
             seen.add(key)
-            rows.append({**pair(plain_a[label], plain_b[in_b[key]], side_a, side_b, columns),
-                         "_a": label, "_b": in_b[key]})
+            rows.append(
+                {**pair(plain_a[label], plain_b[in_b[key]], side_a, side_b, columns), "_a": label, "_b": in_b[key]}
+            )
     pairs = pd.DataFrame(rows)
     only = [rows_of(a[[k not in in_b for k in keys_a]], "A"), rows_of(b[[k not in seen for k in keys_b]], "B")]
     return pairs, pd.concat(only, ignore_index=True), columns

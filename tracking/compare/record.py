@@ -17,19 +17,33 @@ import uuid
 
 import pandas as pd
 
-from tracking.store.recorder import ChildRun, Recorder
-from tracking.store.connect import is_server, redacted
 from tracking.run_names import run_name
+from tracking.store.comparisons import ChildRun, record_comparison
+from tracking.store.connect import is_server, redacted
+from tracking.store.recorder import Recorder
 from tracking.store.view import VIEW_PREFIX, column, envelope, view_state
 from tracking.ui import base_url, server_command, view_url
 
-METRICS = ("ratio", "ratio_low", "ratio_high", "runtime_mean_s_a", "runtime_mean_s_b", "useful_tokens_per_s_a",
-           "useful_tokens_per_s_b", "cost_per_mtok_a", "cost_per_mtok_b", "energy_j_per_token_a",
-           "energy_j_per_token_b")
+METRICS = (
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "runtime_mean_s_a",
+    "runtime_mean_s_b",
+    "useful_tokens_per_s_a",
+    "useful_tokens_per_s_b",
+    "cost_per_mtok_a",
+    "cost_per_mtok_b",
+    "energy_j_per_token_a",
+    "energy_j_per_token_b",
+)
 TAGS = ("verdict", "tokens", "compared", "measurement_a", "measurement_b", "run_id_a", "run_id_b")
 PARAMS = ("variant", "batch_size", "prompt_len", "max_seqlen", "requests", "model", "dtype", "device")
-COLUMNS = ([column("metrics", m) for m in METRICS[:5]] + [column("tags", t) for t in TAGS[:3]]
-           + [column("params", p) for p in PARAMS[:4]])
+COLUMNS = (
+    [column("metrics", m) for m in METRICS[:5]]
+    + [column("tags", t) for t in TAGS[:3]]
+    + [column("params", p) for p in PARAMS[:4]]
+)
 """The view's columns after the run's name: the ratio and its interval first, so a narrow window shows them."""
 COMPARISON_TAG = "comparison"  # on the comparison's run: "A vs B"
 ID_TAG = "comparison_id"
@@ -49,9 +63,14 @@ def children_filter(comparison_id: str) -> str:
 
 def comparison_view(name: str, comparison_id: str) -> str:
     """The saved view's tag value: the children, sorted by ratio (fastest on B first), the comparison's columns."""
-    state = {**view_state(children_filter(comparison_id)), "orderByKey": column("metrics", "ratio"), "orderByAsc": True,
-             "selectedColumns": COLUMNS, "columnOrder": COLUMNS,
-             "columnWidths": {c: 110 for c in COLUMNS if c.startswith("metrics.")}}
+    state = {
+        **view_state(children_filter(comparison_id)),
+        "orderByKey": column("metrics", "ratio"),
+        "orderByAsc": True,
+        "selectedColumns": COLUMNS,
+        "columnOrder": COLUMNS,
+        "columnWidths": {c: 110 for c in COLUMNS if c.startswith("metrics.")},
+    }
     now = int(time.time() * 1000)
     return envelope(name, state, now, now)
 
@@ -65,26 +84,42 @@ def children(pairs: pd.DataFrame, comparison_id: str) -> list[ChildRun]:
     out = []
     for _, row in pairs.iterrows():
         fields = row.to_dict()
-        out.append(ChildRun(
-            name=run_name(fields),
-            params={p: fields[p] for p in PARAMS if p in fields and _known(fields[p])},
-            metrics={m: fields[m] for m in METRICS if m in fields and _known(fields[m])},
-            tags={ID_TAG: comparison_id, **{t: str(fields[t]) for t in TAGS if t in fields and _known(fields[t])}},
-        ))
+        out.append(
+            ChildRun(
+                name=run_name(fields),
+                params={p: fields[p] for p in PARAMS if p in fields and _known(fields[p])},
+                metrics={m: fields[m] for m in METRICS if m in fields and _known(fields[m])},
+                tags={ID_TAG: comparison_id, **{t: str(fields[t]) for t in TAGS if t in fields and _known(fields[t])}},
+            )
+        )
     return out
 
 
-def record(uri: str, experiment: str, name_a: str, name_b: str, uri_b: str, pairs: pd.DataFrame,
-           files: list, summary: dict[str, str]) -> tuple[str, str, str]:
+def record(
+    uri: str,
+    experiment: str,
+    name_a: str,
+    name_b: str,
+    uri_b: str,
+    pairs: pd.DataFrame,
+    files: list,
+    summary: dict[str, str],
+) -> tuple[str, str, str]:
     """The comparison's run in A's store (uri, experiment) with its children, files and view.
     Returns (run id, experiment id, view key). TrackingError where the store refuses the write."""
     recorder = Recorder(uri, experiment)
     key, comparison_id = view_key(name_a, name_b), uuid.uuid4().hex[:12]
     title = f"compare {name_a} vs {name_b}"
-    tags = {COMPARISON_TAG: f"{name_a} vs {name_b}", FILTER_TAG: children_filter(comparison_id), "compare_a": name_a,
-            "compare_b": name_b, "compare_b_uri": redacted(uri_b), **summary}
+    tags = {
+        COMPARISON_TAG: f"{name_a} vs {name_b}",
+        FILTER_TAG: children_filter(comparison_id),
+        "compare_a": name_a,
+        "compare_b": name_b,
+        "compare_b_uri": redacted(uri_b),
+        **summary,
+    }
     view = {VIEW_PREFIX + key: comparison_view(title, comparison_id)}
-    run_id = recorder.record_comparison(title, tags, children(pairs, comparison_id), files, view)
+    run_id = record_comparison(recorder, title, tags, children(pairs, comparison_id), files, view)
     return run_id, recorder.experiment_id, key
 
 

@@ -19,16 +19,21 @@ from tokengen.contract.machine.fingerprint import FACTS, from_text
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line as one_line
 from tokengen.contract.spec import AUTO_RUNS, MEASUREMENT, TrialSpec
-from tracking.report.figures.baselines import key_part
 from tracking.measurement import summary_line
+from tracking.report.figures.baselines import key_part
 from tracking.store.reading import ReportError, SweepRuns, load_sweep, open_experiment, parent_run
 from tracking.store.search import search
 
 DEFAULT_EXPERIMENT = "tokengen"
 FACT_NAMES = {"project": "code (tokengen-sweeps version)", "model_files": "model files"}
 """How a fingerprint fact is named in the comparison, where its own name says too little."""
-SYSTEM = {"gpu_type": "GPU type", "env_cuda": "CUDA", "env_python": "python", "env_cpu_count": "CPUs",
-          "env_host": "host"}
+SYSTEM = {
+    "gpu_type": "GPU type",
+    "env_cuda": "CUDA",
+    "env_python": "python",
+    "env_cpu_count": "CPUs",
+    "env_host": "host",
+}
 """Facts every record carries beside its fingerprint, worth naming when they differ."""
 MEASUREMENT_FIELDS = tuple(f.name for f in fields(TrialSpec) if f.metadata["role"] == MEASUREMENT)
 SWEEP_SETTINGS = ("cpus_per_trial", "inductor_cache", "remeasure", "accelerator_types", "prices")
@@ -75,12 +80,15 @@ def load_side(label: str, text: str, uri: str, experiment: str = DEFAULT_EXPERIM
             raise ReportError(f"sweep name {sweep!r} has a quote: pass the name without it")
         client, experiment_id = _opened(uri, experiment)
         if parent_run(client, experiment_id, sweep) is None:
-            names = sorted({r.data.tags["sweep_parent"] for r in
-                            search(client, experiment_id, "tags.sweep_parent LIKE '%'")})
+            names = sorted(
+                {r.data.tags["sweep_parent"] for r in search(client, experiment_id, "tags.sweep_parent LIKE '%'")}
+            )
             known = ", ".join(names[:KNOWN_SHOWN]) + (", ..." if len(names) > KNOWN_SHOWN else "")
-            raise ReportError(f"no sweep named '{sweep}' in {uri} experiment '{experiment}' "
-                              f"({'its sweeps: ' + known if names else 'it has none'}): name one of them, or run "
-                              f"python -m sweeps.run +grid=smoke sweep.name={sweep} first")
+            raise ReportError(
+                f"no sweep named '{sweep}' in {uri} experiment '{experiment}' "
+                f"({'its sweeps: ' + known if names else 'it has none'}): name one of them, or run "
+                f"python -m sweeps.run +grid=smoke sweep.name={sweep} first"
+            )
         runs = load_sweep(uri, experiment, sweep)
         if runs.trials.empty:
             raise ReportError(f"sweep '{sweep}' in {uri} has no trials yet: run it with python -m sweeps.run first")
@@ -144,16 +152,22 @@ def differences(a: Side, b: Side) -> pd.DataFrame:
     """Each fact whose value differs between the sides: kind (environment, measurement, sweep), fact, A, B;
     the environment first (the fingerprint's facts in their order), then how each side was measured."""
     facts_a, facts_b = facts_of(a), facts_of(b)
-    rows = [{"kind": _kind(name), "fact": name, "A": facts_a[name], "B": facts_b[name]}
-            for name in facts_a if facts_a[name] != facts_b[name]]
+    rows = [
+        {"kind": _kind(name), "fact": name, "A": facts_a[name], "B": facts_b[name]}
+        for name in facts_a
+        if facts_a[name] != facts_b[name]
+    ]
     return pd.DataFrame(rows, columns=["kind", "fact", "A", "B"])
 
 
 def same_environment(a: Side, b: Side) -> str:
     """The environment facts both sides share, as one line: 'torch 2.13.0, transformers 5.24.0, ...'."""
     facts_a, facts_b = facts_of(a), facts_of(b)
-    return ", ".join(f"{name} {facts_a[name]}" for name in facts_a
-                     if name in ENVIRONMENT and facts_a[name] == facts_b[name] and facts_a[name] != "unknown")
+    return ", ".join(
+        f"{name} {facts_a[name]}"
+        for name in facts_a
+        if name in ENVIRONMENT and facts_a[name] == facts_b[name] and facts_a[name] != "unknown"
+    )
 
 
 def _kind(name: str) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tokengen.writable import unwritable
 from tracking.report.build import __doc__ as ABOUT
 from tracking.report.build import attach, build_report
-from tokengen.writable import unwritable
 from tracking.store.reading import ReportError
 
 
@@ -17,9 +17,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", default="tokengen", help="default: %(default)s")
     parser.add_argument("--sweep", help="sweep name (default: the latest sweep in the experiment)")
     parser.add_argument("--out", default="reports", help="reports go to OUT/<sweep>/ (default: %(default)s)")
-    parser.add_argument("--no-attach", action="store_true",
-                        help="write nothing to the store: no report files on the sweep's run, no figures on the "
-                             "trials' runs, no view")
+    parser.add_argument(
+        "--no-attach",
+        action="store_true",
+        help="write nothing to the store: no report files on the sweep's run, no figures on the trials' runs, no view",
+    )
     args = parser.parse_args(argv)
     why = unwritable(args.out, folder=True)
     if why:
@@ -34,8 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(report.main)
     where = "" if args.no_attach else f", attached to run {report.parent_id} under report/"
-    print(f"report: {report.directory / 'report.md'} ({report.trials} trials, {report.failed} failed){where}",
-          file=sys.stderr)
+    print(
+        f"report: {report.directory / 'report.md'} ({report.trials} trials, {report.failed} failed){where}",
+        file=sys.stderr,
+    )
     for line in report.warnings + report.ui:
         print(line, file=sys.stderr)
     return 0

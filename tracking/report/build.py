@@ -15,7 +15,6 @@ description, and the experiment gets a saved view of the sweep whose URL is prin
 from __future__ import annotations
 
 import datetime
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,33 +23,30 @@ import pandas as pd
 from tokengen.contract.declarations import plain
 from tokengen.contract.names import FINISHED, PLAN_FILE, path_component
 from tokengen.contract.record import first_line
-from tokengen.contract.spec import TrialSpec
 from tracking.report import comparison, tables
-from tracking.report.figures.baselines import key_part
-from tracking.report.figures.derived import figures
-from tracking.store.connect import redacted
-from tracking.store.view import attach_files, set_note
-from tracking.store.derived import DERIVED_METRICS, write_back
-from tracking.report.markdown import to_markdown
-from tracking.report.plan_report import plan_against_actual
-from tracking.measurement import OK, judged, summary_line
-from tracking.store.reading import (ReportError, add_outside_baselines, fill_error_messages, fill_runtimes,
-                                    load_sweep, parent_artifact)
 from tracking.report.compile_table import compile_table
-from tracking.report.knob_tables import knob_tables
-from tracking.report.notes import NOTES
-from tracking.report.serving_table import serving_table
+from tracking.report.figures.derived import figures
 from tracking.report.figures.token_verdicts import HOW
+from tracking.report.frames import measurement_summary, results_frame, runs_frame, system_facts
+from tracking.report.knob_tables import knob_tables
+from tracking.report.markdown import to_markdown
+from tracking.report.notes import NOTES
+from tracking.report.plan_report import plan_against_actual
+from tracking.report.serving_table import serving_table
+from tracking.store.connect import redacted
+from tracking.store.derived import DERIVED_METRICS, write_back
+from tracking.store.reading import (
+    ReportError,
+    add_outside_baselines,
+    fill_error_messages,
+    fill_runtimes,
+    load_sweep,
+    parent_artifact,
+)
+from tracking.store.view import attach_files, publish_view, set_note
 from tracking.ui import how_to_open
-from tracking.store.view import publish_view
 
-SYSTEM = ["env_gpu_name", "env_driver", "env_cuda", "env_torch", "env_transformers", "env_python", "env_host",
-          "env_cpu", "env_cpu_count", "env_torch_threads", "env_fingerprint"]
 OWN_FILES = ("report.md", "results.csv", "runs.csv", "runtime_vs_seqlen.png", "speedup_vs_batch.png", "memory.png")
-INTERNAL = ["in_sweep", "baseline_in_sweep", "variant_rank", "noisy"]
-REPEATS = ["key", "run_status", "interval"]
-"""Columns that say again what another says: key (trial_key), run_status (MLflow's word for status), interval
-(speedup_low and speedup_high as text)."""
 
 
 @dataclass
@@ -67,54 +63,6 @@ class Report:
     view_key: str = ""  # the sweep's saved view in the MLflow UI ("" when not published)
     ui: list[str] = field(default_factory=list)  # how to open it: the server command and the URL
     warnings: list[str] = field(default_factory=list)
-
-
-def system_facts(rows: pd.DataFrame) -> pd.DataFrame:
-    """The machines the trials ran on, from the env_* tags every trial carries."""
-    facts = []
-    for name in SYSTEM:
-        values = sorted({key_part(v) for v in rows[name]} - {""}) if name in rows else []
-        facts.append({"fact": name.removeprefix("env_"), "value": ", ".join(values) or None})
-    return pd.DataFrame(facts)
-
-
-def results_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every trial of the sweep, one row each (its best attempt), one column per fact: MLflow's flat names
-    first, then the report's verdicts; runtime_s holds every timed run as a JSON list."""
-    rows = frame[frame["in_sweep"].astype(bool)].drop(columns=INTERNAL + [c for c in REPEATS if c in frame])
-    rows = rows.assign(runtime_s=[json.dumps(v) if isinstance(v, list) else None for v in rows["runtime_s"]]) \
-        if "runtime_s" in rows else rows
-    first = ["run_id", "run_name", "status", "trial_key", "attempt", "attempts", "measurement", "measurement_reasons",
-             *TrialSpec.__dataclass_fields__, "accelerator_type", "gpu_type", "speedup", "speedup_low",
-             "speedup_high", "speedup_marked", "baseline_measurement", "significant", "compared", "vs_generate",
-             "tokens", "agreed_steps"]
-    first = [c for c in first if c in rows]
-    return rows[first + sorted(c for c in rows.columns if c not in first)]
-
-
-def runs_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per timed run of every finished trial (its best attempt): trial_key, attempt, the point, run
-    (0-based), runtime_s."""
-    rows = frame[frame["in_sweep"].astype(bool) & (frame["status"] == FINISHED)]
-    ids = ["trial_key", "attempt", "variant", *comparison.POINT, "measurement"]
-    present = [c for c in ids + ["runtime_s"] if c in rows]
-    out = [{**{c: row.get(c) for c in ids}, "run": i, "runtime_s": seconds}
-           for row in rows[present].to_dict("records") if isinstance(row.get("runtime_s"), list)
-           for i, seconds in enumerate(row["runtime_s"])]
-    return pd.DataFrame(out, columns=ids + ["run", "runtime_s"])
-
-
-def measurement_summary(mine: pd.DataFrame) -> str:
-    """The report's first line: how many finished trials are ok, noisy, contended, why, and what remeasuring did."""
-    done = mine[mine["status"] == FINISHED]
-    attempts = pd.to_numeric(done.get("attempts"), errors="coerce").fillna(1)
-    again = done[attempts > 1]
-    remeasured = ""
-    if len(again):
-        ok = int(again["measurement"].map(judged).eq(OK).sum())
-        remeasured = (f"{len(again)} remeasured, {ok} of them ok on a later attempt (each key speaks through its best "
-                      "attempt: ok first, then the lowest runtime_cv; column `attempt`)")
-    return summary_line(done["measurement"], done["measurement_reasons"], remeasured)
 
 
 def _section(title: str, note: str, table: pd.DataFrame | None) -> list[str]:
@@ -134,8 +82,11 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     reused = int(mine["reused_from"].notna().sum()) if "reused_from" in mine else 0
     noisy = mine[(mine["status"] == FINISHED) & mine["noisy"].astype(bool)]
     if not noisy.empty:  # trials recorded before trials were judged
-        note_a += (f" **Warning**: {len(noisy)} trial(s) vary by more than 5% from run to run (runtime_cv): "
-                   + ", ".join(sorted(set(noisy["variant"]))) + "; their speedups deserve more runs.")
+        note_a += (
+            f" **Warning**: {len(noisy)} trial(s) vary by more than 5% from run to run (runtime_cv): "
+            + ", ".join(sorted(set(noisy["variant"])))
+            + "; their speedups deserve more runs."
+        )
     first = measurement_summary(mine)
     note_overview = NOTES["overview"]
     if mine["speedup_marked"].astype(bool).any():
@@ -143,16 +94,30 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
         note_overview += " " + NOTES["marked_overview"]
     if (pd.to_numeric(mine["attempts"], errors="coerce") > 1).any():
         note_a += " " + NOTES["attempts"]
-    main = ([first, ""] + _section("Overview per variant", note_overview, tables.overview_table(frame))
-            + _section("(a) Runtime and speedup per trial", note_a, tables.runtime_table(frame)))
+    main = (
+        [first, ""]
+        + _section("Overview per variant", note_overview, tables.overview_table(frame))
+        + _section("(a) Runtime and speedup per trial", note_a, tables.runtime_table(frame))
+    )
     built = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     header = [
-        f"# Sweep `{runs.sweep}`", "", first, "",
+        f"# Sweep `{runs.sweep}`",
+        "",
+        first,
+        "",
         f"Store `{redacted(runs.uri)}`, experiment `{runs.experiment}`, parent run `{runs.parent_id}`: {done} finished, "
-        f"{len(mine) - done} failed trial(s)" + (f", {reused} of them reused by key from earlier sweeps (column "
-                                                  "`reused_from` of `results.csv`)" if reused else "")
-        + f". Built from MLflow {built}; every trial of the sweep's plan is in `results.csv`.", "",
-        "## System", "", to_markdown(system_facts(mine)), "",
+        f"{len(mine) - done} failed trial(s)"
+        + (
+            f", {reused} of them reused by key from earlier sweeps (column `reused_from` of `results.csv`)"
+            if reused
+            else ""
+        )
+        + f". Built from MLflow {built}; every trial of the sweep's plan is in `results.csv`.",
+        "",
+        "## System",
+        "",
+        to_markdown(system_facts(mine)),
+        "",
     ]
     sections = [
         ("(b) Memory", NOTES["b"], tables.memory_table(frame)),
@@ -160,14 +125,19 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
         ("(c) Runtime against max_seqlen", NOTES["c"], tables.seqlen_table(frame)),
         ("(d) Pipelining gain by batch size", NOTES["d"], tables.pipelining_table(frame)),
         ("(e) Stop-check overhead against the no-check upper bound", NOTES["e"], tables.nocheck_table(frame)),
-        *[(f"`{knob}` against its plain value ({plain(knob).name})", NOTES["knob"], table)
-          for knob, table in knob_tables(frame)],
+        *[
+            (f"`{knob}` against its plain value ({plain(knob).name})", NOTES["knob"], table)
+            for knob, table in knob_tables(frame)
+        ],
         *[(f"(f) {value} by GPU type", NOTES["f"], table) for value, table in tables.gpu_tables(frame)],
         ("(f) Tokens/s, cost and energy by GPU type", NOTES["f"] + " " + NOTES["cost"], tables.gpu_cost_table(frame)),
         ("Cost and energy per useful token", NOTES["cost"], tables.cost_table(frame)),
         ("Idle gap per variant beside its speedup", NOTES["idle"], tables.idle_table(frame)),
-        ("Serving requests: static against continuous batching against generate_batch", NOTES["serving"],
-         serving_table(frame)),
+        (
+            "Serving requests: static against continuous batching against generate_batch",
+            NOTES["serving"],
+            serving_table(frame),
+        ),
         ("(g) Failed trials", "", tables.failed_table(frame)),
     ]
     body = [line for section in sections for line in _section(*section)]
@@ -180,18 +150,29 @@ def description(runs, frame: pd.DataFrame) -> str:
     mine = frame[frame["in_sweep"].astype(bool)]
     done = int((mine["status"] == FINISHED).sum())
     table = tables.overview_table(frame)
-    text = "\n".join([
-        f"Sweep `{runs.sweep}`: {done} finished, {len(mine) - done} failed trial(s). The full report is this "
-        "run's artifact report/report.md; each trial's run carries the report's figures (metrics "
-        f"{', '.join(DERIVED_METRICS)}; tags tokens_verdict, compared, baseline_run_id).", "",
-        "## Overview per variant", "", NOTES["overview"], "", to_markdown(table) if table is not None else "", ""])
+    text = "\n".join(
+        [
+            f"Sweep `{runs.sweep}`: {done} finished, {len(mine) - done} failed trial(s). The full report is this "
+            "run's artifact report/report.md; each trial's run carries the report's figures (metrics "
+            f"{', '.join(DERIVED_METRICS)}; tags tokens_verdict, compared, baseline_run_id).",
+            "",
+            "## Overview per variant",
+            "",
+            NOTES["overview"],
+            "",
+            to_markdown(table) if table is not None else "",
+            "",
+        ]
+    )
     return text
 
 
 def publish(runs, frame: pd.DataFrame) -> str:
     """The comparison in MLflow itself: the derived figures on each trial's run, the overview as the
     sweep run's description, the sweep's view in the experiment. Returns the view's key."""
-    write_back(runs.client, runs.uri, runs.experiment_id, runs.sweep, runs.parent_id, figures(frame, comparison.REPORT_MATCH))
+    write_back(
+        runs.client, runs.uri, runs.experiment_id, runs.sweep, runs.parent_id, figures(frame, comparison.REPORT_MATCH)
+    )
     set_note(runs.client, runs.parent_id, description(runs, frame))
     return publish_view(runs.client, runs.experiment_id, runs.sweep, runs.parent_id)
 
@@ -203,12 +184,15 @@ def still_running(runs) -> str | None:
         return None
     planned = set((parent_artifact(runs.client, parent, PLAN_FILE) or {}).get("planned", []))
     done = set(runs.trials["trial_key"]) if "trial_key" in runs.trials else set()
-    return (f"sweep '{runs.sweep}' is still running: {len(planned - done)} of its {len(planned)} planned trial(s) "
-            "have no result yet; rebuild the report when it ends")
+    return (
+        f"sweep '{runs.sweep}' is still running: {len(planned - done)} of its {len(planned)} planned trial(s) "
+        "have no result yet; rebuild the report when it ends"
+    )
 
 
-def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = None,
-                 out: str | Path = "reports", write: bool = True) -> Report:
+def build_report(
+    uri: str, experiment: str = "tokengen", sweep: str | None = None, out: str | Path = "reports", write: bool = True
+) -> Report:
     """Load the sweep from MLflow, compare, and write report.md, results.csv and the plots; `write`:
     publish the comparison in MLflow too (figures on the runs, description, view)."""
     from tracking.report.plots import PLOTS
@@ -240,15 +224,27 @@ def build_report(uri: str, experiment: str = "tokengen", sweep: str | None = Non
     mine = frame[frame["in_sweep"].astype(bool)]
     failed = int((mine["status"] != FINISHED).sum())
     files = [directory / "report.md", directory / "results.csv", directory / "runs.csv", *plots.values(), *plan_files]
-    report = Report(runs.sweep, runs.parent_id, directory, main, len(mine), failed, downloads, files,
-                    experiment_id=runs.experiment_id, warnings=[f"report: {remaining}"] if remaining else [])
+    report = Report(
+        runs.sweep,
+        runs.parent_id,
+        directory,
+        main,
+        len(mine),
+        failed,
+        downloads,
+        files,
+        experiment_id=runs.experiment_id,
+        warnings=[f"report: {remaining}"] if remaining else [],
+    )
     if write:
         try:
             report.view_key = publish(runs, frame)
             report.ui = how_to_open(uri, runs.experiment_id, report.view_key, runs.sweep)
         except Exception as exc:  # noqa: BLE001 - the report's files stand; MLflow lacks the comparison
-            report.warnings.append(f"mlflow: the comparison was not written to the runs ({first_line(exc)}): "
-                                   f"rebuild with python -m tracking.report --uri {uri} --sweep {runs.sweep}")
+            report.warnings.append(
+                f"mlflow: the comparison was not written to the runs ({first_line(exc)}): "
+                f"rebuild with python -m tracking.report --uri {uri} --sweep {runs.sweep}"
+            )
     return report
 
 

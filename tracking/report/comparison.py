@@ -9,15 +9,15 @@ import math
 
 import pandas as pd
 
+from tokengen.contract.declarations import KNOBS, PEER, fidelity_of, in_family, knobs_except
+from tokengen.contract.fidelity import DEFAULT_GATE, below_gate, gated, verdict
 from tokengen.contract.machine.fingerprint import differences, from_text
 from tokengen.contract.machine.gpus import price_per_hour
 from tokengen.contract.names import FINISHED
-from tokengen.contract.declarations import KNOBS, PEER, fidelity_of, in_family, knobs_except
-from tokengen.contract.fidelity import DEFAULT_GATE, below_gate, gated, verdict
 from tokengen.contract.variants import VARIANTS
-from tracking.report.figures.baselines import MATCH, as_float, baseline_of, match_keys, with_speedup
 from tokengen.measure.interference import NOISY_CV
 from tracking.measurement import OK, judged
+from tracking.report.figures.baselines import MATCH, as_float, baseline_of, match_keys, with_speedup
 from tracking.report.figures.token_verdicts import check_tokens
 
 REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
@@ -27,14 +27,34 @@ KNOB_MATCH = REPORT_MATCH + knobs_except("stop_check")
 """A stop check's peers: the same workload and every other knob, only the stop check differs."""
 POINT = ["batch_size", "prompt_len", "max_seqlen"]
 PROFILE = ["gpu_idle_us_per_step", "gpu_busy_pct", "host_sync_us_per_step"]
-REQUIRED = REPORT_MATCH + list(KNOBS) + ["variant", "status", "steps", "runtime_mean_s", "tokens_sha256", "run_id",
-                                         "in_sweep", "useful_tokens_per_s", "top1_agreement", "fidelity_gate",
-                                         "energy_j_per_token", "runtime_cv", "prompt_len", "measurement",
-                                         "measurement_reasons", "attempt", "attempts"]
+REQUIRED = (
+    REPORT_MATCH
+    + list(KNOBS)
+    + [
+        "variant",
+        "status",
+        "steps",
+        "runtime_mean_s",
+        "tokens_sha256",
+        "run_id",
+        "in_sweep",
+        "useful_tokens_per_s",
+        "top1_agreement",
+        "fidelity_gate",
+        "energy_j_per_token",
+        "runtime_cv",
+        "prompt_len",
+        "measurement",
+        "measurement_reasons",
+        "attempt",
+        "attempts",
+    ]
+)
 
 
-def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None, client=None,
-            prices: dict | None = None):
+def prepare(
+    trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None, client=None, prices: dict | None = None
+):
     """One frame for every table: the sweep's trials (plus other sweeps' baselines they match, marked
     in_sweep=False), with `speedup`, `tokens` (the verdict), `agreed_steps` and `step_ms`.
     Returns (frame, number of token files downloaded)."""
@@ -58,10 +78,14 @@ def prepare(trials: pd.DataFrame, outside_baselines: pd.DataFrame | None = None,
     runtime, steps = (pd.to_numeric(frame[c], errors="coerce") for c in ("runtime_mean_s", "steps"))
     frame["step_ms"] = runtime / steps * 1e3
     frame["variant_rank"] = [list(VARIANTS).index(v) if v in VARIANTS else len(VARIANTS) for v in frame["variant"]]
-    frame["interval"] = [interval_text(*v) for v in zip(frame["speedup_low"], frame["speedup_high"], frame["significant"])]
+    frame["interval"] = [
+        interval_text(*v) for v in zip(frame["speedup_low"], frame["speedup_high"], frame["significant"])
+    ]
     frame["baseline_measurement"] = [None if b is None else judged(frame.at[b, "measurement"]) for b in base]
-    frame["speedup_marked"] = [(speedup_unsure(m, b) or below_gate(t)) and not math.isnan(as_float(s)) for m, b, s, t in
-                               zip(frame["measurement"], frame["baseline_measurement"], frame["speedup"], frame["tokens"])]
+    frame["speedup_marked"] = [
+        (speedup_unsure(m, b) or below_gate(t)) and not math.isnan(as_float(s))
+        for m, b, s, t in zip(frame["measurement"], frame["baseline_measurement"], frame["speedup"], frame["tokens"])
+    ]
     unjudged = frame["measurement"].map(judged).isna()  # recorded before trials were judged: the old cv warning
     frame["noisy"] = unjudged & (pd.to_numeric(frame.get("runtime_cv"), errors="coerce") > NOISY_CV)
     frame["vs_generate"] = vs_generate(frame)
@@ -85,8 +109,10 @@ def gated_rows(frame: pd.DataFrame) -> pd.Series:
 def fidelity_verdicts(rows: pd.DataFrame) -> list[str]:
     """Each gated trial's verdict, judged at the gate its sweep measured it with (tokengen.contract.fidelity)."""
     gates = pd.to_numeric(rows["fidelity_gate"], errors="coerce").fillna(DEFAULT_GATE)
-    return [verdict(fidelity_of(k), as_float(a), g, m) for k, a, g, m in
-            zip(row_knobs(rows), rows["top1_agreement"], gates, rows["model"])]
+    return [
+        verdict(fidelity_of(k), as_float(a), g, m)
+        for k, a, g, m in zip(row_knobs(rows), rows["top1_agreement"], gates, rows["model"])
+    ]
 
 
 def env_vs_baseline(frame: pd.DataFrame, base: pd.Series) -> list[str]:
@@ -129,8 +155,11 @@ def vs_generate(frame: pd.DataFrame) -> pd.Series:
     best = peers.assign(_key=match_keys(peers, REPORT_MATCH)).groupby("_key")["runtime_mean_s"].min()
     keys = match_keys(frame, REPORT_MATCH)
     runtime = pd.to_numeric(frame["runtime_mean_s"], errors="coerce")
-    return pd.Series([r / best[k] if ok and k in best.index else math.nan for k, r, ok in zip(keys, runtime, done)],
-                     index=frame.index, dtype=float)
+    return pd.Series(
+        [r / best[k] if ok and k in best.index else math.nan for k, r, ok in zip(keys, runtime, done)],
+        index=frame.index,
+        dtype=float,
+    )
 
 
 def lacks_baselines(trials: pd.DataFrame) -> bool:

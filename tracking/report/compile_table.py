@@ -31,10 +31,16 @@ def compile_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         cold_s = float(first["first_run_s"])
         warm_s = float(pd.to_numeric(warm["first_run_s"], errors="coerce").median())
         load = pd.to_numeric(warm.get("compile_load_s"), errors="coerce")
-        out.append({**{c: first.get(c) for c in varying(frame) + ["variant"] + POINT}, "cold_first_run_s": cold_s,
-                    "warm_trials": len(warm), "warm_first_run_s": warm_s,
-                    "warm_load_s": float(load.median()) if load.notna().any() else None,
-                    "warm_over_cold": warm_s / cold_s if cold_s > 0 else None})
+        out.append(
+            {
+                **{c: first.get(c) for c in varying(frame) + ["variant"] + POINT},
+                "cold_first_run_s": cold_s,
+                "warm_trials": len(warm),
+                "warm_first_run_s": warm_s,
+                "warm_load_s": float(load.median()) if load.notna().any() else None,
+                "warm_over_cold": warm_s / cold_s if cold_s > 0 else None,
+            }
+        )
     if not out:
         return None
     table = pd.DataFrame(out)

@@ -35,15 +35,27 @@ def knob_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
     ratios = []
     for label in mine.index:
         low, high = ratio_interval(*_stats(twin.loc[label]), *_stats(mine.loc[label]))
-        ratios.append((twin.at[label, "runtime_mean_s"] / mine.at[label, "runtime_mean_s"],
-                       interval_text(low, high, significant(low, high))))
-    table = pd.DataFrame({
-        **{c: mine[c] for c in varying(frame) + POINT}, knob: mine[knob], "variant": mine["variant"],
-        "plain_variant": twin["variant"], "runtime_mean_s": mine["runtime_mean_s"],
-        "plain_runtime_mean_s": twin["runtime_mean_s"], "vs_plain": [r for r, _ in ratios],
-        "interval": [i for _, i in ratios], "weight_bytes": mine.get("weight_bytes"),
-        "plain_weight_bytes": twin.get("weight_bytes"), "tokens": mine["tokens"],
-    })
+        ratios.append(
+            (
+                twin.at[label, "runtime_mean_s"] / mine.at[label, "runtime_mean_s"],
+                interval_text(low, high, significant(low, high)),
+            )
+        )
+    table = pd.DataFrame(
+        {
+            **{c: mine[c] for c in varying(frame) + POINT},
+            knob: mine[knob],
+            "variant": mine["variant"],
+            "plain_variant": twin["variant"],
+            "runtime_mean_s": mine["runtime_mean_s"],
+            "plain_runtime_mean_s": twin["runtime_mean_s"],
+            "vs_plain": [r for r, _ in ratios],
+            "interval": [i for _, i in ratios],
+            "weight_bytes": mine.get("weight_bytes"),
+            "plain_weight_bytes": twin.get("weight_bytes"),
+            "tokens": mine["tokens"],
+        }
+    )
     table.attrs["unit"] = {"vs_plain": "x"}
     return table.reset_index(drop=True)
 

@@ -57,6 +57,8 @@ def to_markdown(frame: pd.DataFrame) -> str:
     units = {c: frame.attrs.get("unit", {}).get(c) or _unit(str(c)) for c in frame.columns}
     header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---:" if units[c] else "---" for c in frame.columns) + "|"
-    body = ["| " + " | ".join(cell(v, units[c]) for c, v in zip(frame.columns, row)) + " |"
-            for row in frame.itertuples(index=False)]
+    body = [
+        "| " + " | ".join(cell(v, units[c]) for c, v in zip(frame.columns, row)) + " |"
+        for row in frame.itertuples(index=False)
+    ]
     return "\n".join([header, rule, *body])

@@ -8,48 +8,48 @@ from tracking.measurement import MARK
 _REFERENCE = in_family("stop_check", REFERENCE)[0]
 NOTES = {
     "overview": "Speedup: geometric mean, min and max over the variant's trials; not_significant: how many of "
-                "them have a 95% interval that holds 1.0; vs_generate: runtime over the fastest transformers "
-                "generate() peer at the same point (below 1.0: faster than the library).",
+    "them have a 95% interval that holds 1.0; vs_generate: runtime over the fastest transformers "
+    "generate() peer at the same point (below 1.0: faster than the library).",
     "a": "speedup = the matching baseline's runtime_mean_s / the trial's (same {match}); `compared` = `run`, or "
-         "`step` where the two ran different numbers of steps (a no-check variant under a length distribution "
-         "runs every step): then time per step is compared. interval: 95% interval of the ratio of mean runtimes "
-         "(delta method on the log scale, Student t with Welch's degrees of freedom, from each trial's mean, "
-         "std and timed runs); `~` marks one that holds 1.0, not significant. runtime_cv: run-to-run std / mean. "
-         "ttft_s: time to first token (prefill and first sample), tpot_s: time per output token after it. "
-         "vs_generate: runtime over the fastest generate() peer at the same point. tokens: `ok` = the "
-         "baseline's tokens; float32 must match exactly (else MISMATCH); in lower precision, {how}. "
-         "env_vs_baseline (shown where any differ): what differs between where the trial and its baseline were "
-         "measured (device, versions, threads, model files): such a speedup is not the variant's alone.",
+    "`step` where the two ran different numbers of steps (a no-check variant under a length distribution "
+    "runs every step): then time per step is compared. interval: 95% interval of the ratio of mean runtimes "
+    "(delta method on the log scale, Student t with Welch's degrees of freedom, from each trial's mean, "
+    "std and timed runs); `~` marks one that holds 1.0, not significant. runtime_cv: run-to-run std / mean. "
+    "ttft_s: time to first token (prefill and first sample), tpot_s: time per output token after it. "
+    "vs_generate: runtime over the fastest generate() peer at the same point. tokens: `ok` = the "
+    "baseline's tokens; float32 must match exactly (else MISMATCH); in lower precision, {how}. "
+    "env_vs_baseline (shown where any differ): what differs between where the trial and its baseline were "
+    "measured (device, versions, threads, model files): such a speedup is not the variant's alone.",
     "marked_overview": "Speedups marked " + MARK + " in (a) are left out of the geometric mean, min and max "
-                       "(left_out: how many).",
+    "(left_out: how many).",
     "marked_a": MARK + " marks a speedup whose trial or baseline was judged noisy (its spread stayed above target "
-                "after max_runs) or contended (the machine interfered): column `measurement`, the reasons in "
-                "results.csv (`measurement_reasons`).",
+    "after max_runs) or contended (the machine interfered): column `measurement`, the reasons in "
+    "results.csv (`measurement_reasons`).",
     "attempts": "attempt: which of the key's measurements speaks for it (remeasured: ok first, then the lowest "
-                "runtime_cv).",
+    "runtime_cv).",
     "b": "CUDA caching allocator peaks; fragmentation = reserved - allocated, as the article defines it (n/a on "
-         "the CPU, where peak_rss_bytes is the process's).",
+    "the CPU, where peak_rss_bytes is the process's).",
     "c": "runtime_mean_s (s) per max_seqlen; steps = decode steps taken at each; exponent = slope of log runtime "
-         "over log steps taken: ~2 is O(N^2) (full recompute), ~1 is O(N) (a KV cache); n/a where a length "
-         "distribution ended every max_seqlen at the same step.",
+    "over log steps taken: ~2 is O(N^2) (full recompute), ~1 is O(N) (a KV cache); n/a where a length "
+    "distribution ended every max_seqlen at the same step.",
     "d": f"Each lagged stop check ({', '.join(in_family('stop_check', LAGGED))}) beside the {_REFERENCE} check "
-         f"with the same cache and compile; gain_pct = time saved over {_REFERENCE}.",
+    f"with the same cache and compile; gain_pct = time saved over {_REFERENCE}.",
     "e": "Per decode step (a no-check run takes all max_seqlen steps, a checked one stops with its batch); "
-         "overhead_pct = extra time per step over the no-check variant with the same cache and compile.",
+    "overhead_pct = extra time per step over the no-check variant with the same cache and compile.",
     "f": "One column per GPU type, the trials run on more than one side by side.",
     "cost": "Cost per million useful tokens = the sweep's price per device-hour (sweep.prices, saved with the "
-            "sweep's configuration) / 3600 / useful tokens per second x 1e6; useful tokens exclude padding. "
-            "J/token: NVML's energy counter over the timed runs per useful token (n/a without a counter).",
+    "sweep's configuration) / 3600 / useful tokens per second x 1e6; useful tokens exclude padding. "
+    "J/token: NVML's energy counter over the timed runs per useful token (n/a without a counter).",
     "serving": "Request workloads: useful tokens/s (padding excluded), request latency p50/p90 from the run's "
-               "start, slot occupancy (slot-steps that produced a useful token); vs_static and vs_peer: useful "
-               "tokens/s over the static-batching and generate_batch trials of the same workload, with 95% "
-               "intervals; same_tokens: the checksum equals the static trial's.",
+    "start, slot occupancy (slot-steps that produced a useful token); vs_static and vs_peer: useful "
+    "tokens/s over the static-batching and generate_batch trials of the same workload, with 95% "
+    "intervals; same_tokens: the checksum equals the static trial's.",
     "compile": "Each compiled graph's cold compile (cold_first_run_s: the first run of the trial that compiled it) "
-               "beside its twins' warm loads of it (sweep.inductor_cache=shared): how many, their median first run "
-               "and time to unpack the graphs, warm over cold. (a)'s first_run_s is each trial's own.",
+    "beside its twins' warm loads of it (sweep.inductor_cache=shared): how many, their median first run "
+    "and time to unpack the graphs, warm over cold. (a)'s first_run_s is each trial's own.",
     "knob": "Each trial beside its twin at the knob's plain value (the workload and every other knob equal): "
-            "vs_plain = the twin's runtime_mean_s / the trial's, with its 95% interval; weight_bytes: what a step "
-            "streams; tokens: the trial's verdict (a lossy or equivalent value's top-1 agreement with the reference "
-            "model, judged at the sweep's gate).",
+    "vs_plain = the twin's runtime_mean_s / the trial's, with its 95% interval; weight_bytes: what a step "
+    "streams; tokens: the trial's verdict (a lossy or equivalent value's top-1 agreement with the reference "
+    "model, judged at the sweep's gate).",
     "idle": "From the profiled run: GPU idle time and host sync time per decode step, GPU busy share.",
 }

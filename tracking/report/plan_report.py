@@ -29,13 +29,15 @@ from tracking.store.reading import load_plan
 
 COMPARISON_FILE = "plan_vs_actual.csv"
 RUN = "run"
-NOTE = ("Estimated before the sweep started (the parent run's plan.csv and estimated_* metrics). held_s: what a "
-        "trial held its worker, node_finished_at - node_started_at (its Ray task on the node: the trial process "
-        "and its start-up; child_wall_s where a run lacks it), the time estimated_s predicts and device-hours "
-        "bill. in_trial_s against trial_wall_s: the estimate less the harness around the trial process, against "
-        "the process's own clock. error = (estimated - actual) / actual, over the finished trials the plan ran. "
-        "The makespan runs from the first trial's start to the last one's end; no schedule beats max(total held "
-        "/ workers, longest trial), workers being the most trials seen running at once.")
+NOTE = (
+    "Estimated before the sweep started (the parent run's plan.csv and estimated_* metrics). held_s: what a "
+    "trial held its worker, node_finished_at - node_started_at (its Ray task on the node: the trial process "
+    "and its start-up; child_wall_s where a run lacks it), the time estimated_s predicts and device-hours "
+    "bill. in_trial_s against trial_wall_s: the estimate less the harness around the trial process, against "
+    "the process's own clock. error = (estimated - actual) / actual, over the finished trials the plan ran. "
+    "The makespan runs from the first trial's start to the last one's end; no schedule beats max(total held "
+    "/ workers, longest trial), workers being the most trials seen running at once."
+)
 
 
 @dataclass
@@ -76,11 +78,16 @@ def _basis_rows(per_trial: pd.DataFrame) -> pd.DataFrame:
         error = group["error"].dropna()
         inside = group["in_trial_error"].dropna()
         in_range = (group["held_s"] >= group["low_s"]) & (group["held_s"] <= group["high_s"])
-        rows.append({"basis": basis, "trials": len(group),
-                     "median_error_pct": 100 * error.median() if len(error) else None,
-                     "median_abs_error_pct": 100 * error.abs().median() if len(error) else None,
-                     "in_trial_median_abs_error_pct": 100 * inside.abs().median() if len(inside) else None,
-                     "in_range_pct": 100 * in_range.mean() if len(group) else None})
+        rows.append(
+            {
+                "basis": basis,
+                "trials": len(group),
+                "median_error_pct": 100 * error.median() if len(error) else None,
+                "median_abs_error_pct": 100 * error.abs().median() if len(error) else None,
+                "in_trial_median_abs_error_pct": 100 * inside.abs().median() if len(inside) else None,
+                "in_range_pct": 100 * in_range.mean() if len(group) else None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -100,8 +107,21 @@ def compare(plan: pd.DataFrame, trials: pd.DataFrame, metrics: dict | None = Non
     finished["error"] = _errors(finished["estimated_s"], finished["held_s"])
     finished["trial_wall_s"] = _column(finished, "trial_wall_s")
     finished["in_trial_error"] = _errors(finished["in_trial_s"], finished["trial_wall_s"])
-    per_trial = finished[["key", "variant", "basis", "estimated_s", "low_s", "high_s", "held_s", "error", "in_trial_s",
-                          "trial_wall_s", "in_trial_error"]].reset_index(drop=True)
+    per_trial = finished[
+        [
+            "key",
+            "variant",
+            "basis",
+            "estimated_s",
+            "low_s",
+            "high_s",
+            "held_s",
+            "error",
+            "in_trial_s",
+            "trial_wall_s",
+            "in_trial_error",
+        ]
+    ].reset_index(drop=True)
 
     starts, ends = _column(joined, "node_started_at"), _column(joined, "node_finished_at")
     timed = starts.notna() & ends.notna()
@@ -109,24 +129,53 @@ def compare(plan: pd.DataFrame, trials: pd.DataFrame, metrics: dict | None = Non
     if timed.any():
         workers = peak_concurrency(starts[timed], ends[timed])
         held = joined.loc[timed, "held_s"]
-        makespan.update(makespan_s=float(ends[timed].max() - starts[timed].min()), workers=workers,
-                        total_held_s=float(held.sum()), longest_s=float(held.max()),
-                        lower_bound_s=max(float(held.sum()) / max(workers, 1), float(held.max())))
+        makespan.update(
+            makespan_s=float(ends[timed].max() - starts[timed].min()),
+            workers=workers,
+            total_held_s=float(held.sum()),
+            longest_s=float(held.max()),
+            lower_bound_s=max(float(held.sum()) / max(workers, 1), float(held.max())),
+        )
         makespan["over_bound"] = makespan["makespan_s"] / makespan["lower_bound_s"]
     makespan["planned_wall_s"] = metrics.get("estimated_wall_s")
     makespan["planned_lower_bound_s"] = metrics.get("estimated_wall_lower_bound_s")
 
     def total(measure, estimated, low, high, actual):
-        return {"measure": measure, "estimated_s": estimated, "low_s": low, "high_s": high, "actual_s": actual,
-                "actual_over_estimate": actual / estimated if estimated else None}
+        return {
+            "measure": measure,
+            "estimated_s": estimated,
+            "low_s": low,
+            "high_s": high,
+            "actual_s": actual,
+            "actual_over_estimate": actual / estimated if estimated else None,
+        }
 
-    rows = [total(f"held a worker, {len(finished)} finished trial(s)", finished["estimated_s"].sum(),
-                  finished["low_s"].sum(), finished["high_s"].sum(), finished["held_s"].sum()),
-            total("inside the trial process (trial_wall_s)", finished["in_trial_s"].sum(), None, None,
-                  finished["trial_wall_s"].sum())]
+    rows = [
+        total(
+            f"held a worker, {len(finished)} finished trial(s)",
+            finished["estimated_s"].sum(),
+            finished["low_s"].sum(),
+            finished["high_s"].sum(),
+            finished["held_s"].sum(),
+        ),
+        total(
+            "inside the trial process (trial_wall_s)",
+            finished["in_trial_s"].sum(),
+            None,
+            None,
+            finished["trial_wall_s"].sum(),
+        ),
+    ]
     if "makespan_s" in makespan and makespan["planned_wall_s"] is not None:
-        rows.append(total(f"makespan on {makespan['workers']} worker(s) (plan: LPT)", makespan["planned_wall_s"],
-                          None, None, makespan["makespan_s"]))
+        rows.append(
+            total(
+                f"makespan on {makespan['workers']} worker(s) (plan: LPT)",
+                makespan["planned_wall_s"],
+                None,
+                None,
+                makespan["makespan_s"],
+            )
+        )
     totals = pd.DataFrame(rows)
     totals.attrs["unit"] = {"actual_over_estimate": "x"}
     return PlanComparison(totals, _basis_rows(per_trial), per_trial, makespan)
@@ -134,14 +183,25 @@ def compare(plan: pd.DataFrame, trials: pd.DataFrame, metrics: dict | None = Non
 
 def render(comparison: PlanComparison, failed: int = 0) -> str:
     span = comparison.makespan
-    lines = ["## Plan against actual", "", NOTE, "", to_markdown(comparison.totals), "",
-             to_markdown(comparison.by_basis), ""]
+    lines = [
+        "## Plan against actual",
+        "",
+        NOTE,
+        "",
+        to_markdown(comparison.totals),
+        "",
+        to_markdown(comparison.by_basis),
+        "",
+    ]
     if "makespan_s" in span:
-        lines += [f"Makespan {span['makespan_s']:.1f} s over {span['trials']} trial(s) against a lower bound of "
-                  f"{span['lower_bound_s']:.1f} s (max({span['total_held_s']:.1f} s / {span['workers']} worker(s), "
-                  f"longest {span['longest_s']:.1f} s)): {span['over_bound']:.3f}x the bound"
-                  + (f"; the plan's LPT wall was {span['planned_wall_s']:.1f} s" if span.get("planned_wall_s") else "")
-                  + ".", ""]
+        lines += [
+            f"Makespan {span['makespan_s']:.1f} s over {span['trials']} trial(s) against a lower bound of "
+            f"{span['lower_bound_s']:.1f} s (max({span['total_held_s']:.1f} s / {span['workers']} worker(s), "
+            f"longest {span['longest_s']:.1f} s)): {span['over_bound']:.3f}x the bound"
+            + (f"; the plan's LPT wall was {span['planned_wall_s']:.1f} s" if span.get("planned_wall_s") else "")
+            + ".",
+            "",
+        ]
     if failed:
         lines += [f"{failed} failed trial(s) of the plan are left out of the errors (they count in the makespan).", ""]
     return "\n".join(lines)

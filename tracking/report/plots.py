@@ -25,9 +25,9 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from tracking.report.comparison import finished, varying  # noqa: E402
 from tracking.report.figures.baselines import match_keys, timed_runs  # noqa: E402
 from tracking.report.figures.intervals import mean_interval  # noqa: E402
-from tracking.report.comparison import finished, varying  # noqa: E402
 
 MAX_PANELS = 6
 MAX_LINES = 12  # variants per panel: beyond a dozen the lines cannot be told apart, and drawing them takes seconds
@@ -56,12 +56,30 @@ def palette(frame: pd.DataFrame) -> dict[str, dict]:
     variants another line style, so no two variants of a report look alike."""
     rows = frame[frame["in_sweep"].astype(bool)] if "in_sweep" in frame else frame
     variants = rows.sort_values(["variant_rank", "variant"])["variant"].dropna().unique()
-    return {v: {"color": OKABE_ITO[i % len(OKABE_ITO)], "marker": MARKERS[i % len(MARKERS)],
-                "linestyle": LINESTYLES[(i // len(OKABE_ITO)) % len(LINESTYLES)]} for i, v in enumerate(variants)}
+    return {
+        v: {
+            "color": OKABE_ITO[i % len(OKABE_ITO)],
+            "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": LINESTYLES[(i // len(OKABE_ITO)) % len(LINESTYLES)],
+        }
+        for i, v in enumerate(variants)
+    }
 
 
-LINE_COLUMNS = ("variant", "batch_size", "max_seqlen", "steps", "runtime_mean_s", "runtime_std_s", "runs", "runs_done",
-                "speedup", "speedup_low", "speedup_high", "speedup_marked")
+LINE_COLUMNS = (
+    "variant",
+    "batch_size",
+    "max_seqlen",
+    "steps",
+    "runtime_mean_s",
+    "runtime_std_s",
+    "runs",
+    "runs_done",
+    "speedup",
+    "speedup_low",
+    "speedup_high",
+    "speedup_marked",
+)
 """What a line plot reads: a frame of only these copies in milliseconds where the report's hundred columns take seconds."""
 
 
@@ -73,8 +91,10 @@ def fastest(rows: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if len(variants) <= MAX_LINES:
         return rows, ""
     medians = rows[rows["variant"] != "baseline"].groupby("variant")["speedup"].median().sort_values(ascending=False)
-    kept = {"baseline", *medians.index[:MAX_LINES - 1]}
-    return rows[rows["variant"].isin(kept)], f"the {MAX_LINES - 1} fastest of {len(variants) - 1} variants by median speedup"
+    kept = {"baseline", *medians.index[: MAX_LINES - 1]}
+    return rows[
+        rows["variant"].isin(kept)
+    ], f"the {MAX_LINES - 1} fastest of {len(variants) - 1} variants by median speedup"
 
 
 def _drawable(rows: pd.DataFrame, x: str, y: str) -> dict[str, pd.DataFrame]:
@@ -105,13 +125,31 @@ def speedup_bars(points: pd.DataFrame) -> tuple[list[float], list[float]]:
 
 def _line(ax, points: pd.DataFrame, x: str, y: str, style: dict, bars) -> object:
     """A variant's line with its error bars; points marked unsure (speedup_marked) hollow."""
-    marked = points["speedup_marked"].astype(bool) if "speedup_marked" in points else pd.Series(False, index=points.index)
-    ax.errorbar(points[x], points[y], yerr=bars(points), color=style["color"], linestyle=style["linestyle"], capsize=3,
-                linewidth=1.5)
+    marked = (
+        points["speedup_marked"].astype(bool) if "speedup_marked" in points else pd.Series(False, index=points.index)
+    )
+    ax.errorbar(
+        points[x],
+        points[y],
+        yerr=bars(points),
+        color=style["color"],
+        linestyle=style["linestyle"],
+        capsize=3,
+        linewidth=1.5,
+    )
     sure, unsure = points[~marked.to_numpy()], points[marked.to_numpy()]
     ax.plot(sure[x], sure[y], linestyle="none", marker=style["marker"], markersize=7, color=style["color"], zorder=3)
-    ax.plot(unsure[x], unsure[y], linestyle="none", marker=style["marker"], markersize=9, markerfacecolor="white",
-            markeredgecolor=style["color"], markeredgewidth=1.8, zorder=3)
+    ax.plot(
+        unsure[x],
+        unsure[y],
+        linestyle="none",
+        marker=style["marker"],
+        markersize=9,
+        markerfacecolor="white",
+        markeredgecolor=style["color"],
+        markeredgewidth=1.8,
+        zorder=3,
+    )
     return Line2D([], [], color=style["color"], marker=style["marker"], linestyle=style["linestyle"], markersize=7)
 
 
@@ -190,8 +228,11 @@ def speedup_vs_batch(frame: pd.DataFrame, out: Path) -> Path | None:
     rows, shown = fastest(rows)
     context = "; ".join(part for part in (context, shown) if part)
     styles = palette(frame)
-    panels = [(v, lines) for v in sorted(rows["max_seqlen"].dropna().unique())
-              if (lines := _drawable(rows[rows["max_seqlen"] == v], "batch_size", "speedup"))][:MAX_PANELS]
+    panels = [
+        (v, lines)
+        for v in sorted(rows["max_seqlen"].dropna().unique())
+        if (lines := _drawable(rows[rows["max_seqlen"] == v], "batch_size", "speedup"))
+    ][:MAX_PANELS]
     if not panels:
         return None
     fig, axes = _figure(1, len(panels))
@@ -213,8 +254,11 @@ def memory(frame: pd.DataFrame, out: Path) -> Path | None:
     rows = rows.dropna(subset=["mem_reserved_peak_bytes"])
     size = rows["batch_size"] * rows["max_seqlen"]
     rows = rows[size == size.max()]
-    rows = rows.groupby(["variant_rank", "variant"], sort=True).agg(
-        allocated=("mem_allocated_peak_bytes", "max"), reserved=("mem_reserved_peak_bytes", "max")).reset_index()
+    rows = (
+        rows.groupby(["variant_rank", "variant"], sort=True)
+        .agg(allocated=("mem_allocated_peak_bytes", "max"), reserved=("mem_reserved_peak_bytes", "max"))
+        .reset_index()
+    )
     unit, scale = ("GiB", 2**30) if rows["reserved"].max() >= 2**30 else ("MiB", 2**20)
     fig, ax = plt.subplots(figsize=(max(WIDTH_PX / DPI, 0.7 * len(rows) + 3), 5), layout="constrained")
     x = range(len(rows))

@@ -15,9 +15,9 @@ import math
 import pandas as pd
 
 from tokengen.contract.declarations import knobs_except
+from tracking.report.comparison import POINT, REPORT_MATCH, finished, interval_text, varying
 from tracking.report.figures.baselines import as_float, match_keys, timed_runs
 from tracking.report.figures.intervals import ratio_interval, significant
-from tracking.report.comparison import POINT, REPORT_MATCH, finished, interval_text, varying
 
 PEER_ENGINE = "generate_batch"
 SAME_KNOBS = knobs_except("batching")
@@ -31,8 +31,9 @@ def useful_ratio(base: pd.Series, row: pd.Series) -> tuple[float, float, float]:
     scale = as_float(row.get("useful_tokens")) / as_float(base.get("useful_tokens"))
     scale = scale if scale > 0 else 1.0  # NaN: compare runtimes alone
     stats = [(as_float(r["runtime_mean_s"]), as_float(r.get("runtime_std_s")), timed_runs(r)) for r in (base, row)]
-    (b_mean, b_std, b_runs), (mean, std, runs) = [(m, 0.0 if math.isnan(s) else s, 0 if math.isnan(n) else int(n))
-                                                  for m, s, n in stats]
+    (b_mean, b_std, b_runs), (mean, std, runs) = [
+        (m, 0.0 if math.isnan(s) else s, 0 if math.isnan(n) else int(n)) for m, s, n in stats
+    ]
     if not (b_mean > 0 and mean > 0):
         return math.nan, math.nan, math.nan
     low, high = ratio_interval(b_mean, b_std, b_runs, mean, std, runs)
@@ -56,9 +57,11 @@ def serving_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     rows = rows[pd.to_numeric(rows["requests"], errors="coerce").fillna(0) > 0]
     if rows.empty:
         return None
-    rows = rows.assign(_workload=match_keys(rows, REPORT_MATCH),
-                       _engine=rows.get("engine", pd.Series("loop", index=rows.index)).astype(str),
-                       _batching=rows.get("batching", pd.Series("static", index=rows.index)).astype(str))
+    rows = rows.assign(
+        _workload=match_keys(rows, REPORT_MATCH),
+        _engine=rows.get("engine", pd.Series("loop", index=rows.index)).astype(str),
+        _batching=rows.get("batching", pd.Series("static", index=rows.index)).astype(str),
+    )
     out = []
     for _, group in rows.groupby("_workload", sort=False):
         if len(group) < 2:

@@ -5,12 +5,25 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tracking.report.figures.baselines import with_speedup
 from tracking.measurement import best, summary_line
+from tracking.report.figures.baselines import with_speedup
 
 SUMMARY_COLUMNS = [
-    "variant", "model", "dtype", "device", "batch_size", "max_seqlen", "prompt_len", "accelerator_type",
-    "runtime_mean_s", "tokens_per_s", "speedup", "measurement", "attempt", "status", "error_type",
+    "variant",
+    "model",
+    "dtype",
+    "device",
+    "batch_size",
+    "max_seqlen",
+    "prompt_len",
+    "accelerator_type",
+    "runtime_mean_s",
+    "tokens_per_s",
+    "speedup",
+    "measurement",
+    "attempt",
+    "status",
+    "error_type",
 ]
 
 
@@ -27,7 +40,9 @@ def summary_table(records: list[dict]) -> pd.DataFrame:
     for column in SUMMARY_COLUMNS:
         if column not in frame:
             frame[column] = None
-    table = frame[SUMMARY_COLUMNS].sort_values(["model", "device", "batch_size", "max_seqlen", "variant"], kind="stable")
+    table = frame[SUMMARY_COLUMNS].sort_values(
+        ["model", "device", "batch_size", "max_seqlen", "variant"], kind="stable"
+    )
     return table.dropna(axis=1, how="all").reset_index(drop=True)
 
 

@@ -24,9 +24,27 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     rows = finished(frame)
     if rows.empty:
         return None
-    columns = varying(frame) + ["variant"] + POINT + ["steps", "runtime_mean_s", "runtime_cv", "ttft_s", "tpot_s",
-                                                      "tokens_per_s", "speedup", "interval", "compared", "vs_generate",
-                                                      "tokens", "env_vs_baseline", "first_run_s", "compile_cache"]
+    columns = (
+        varying(frame)
+        + ["variant"]
+        + POINT
+        + [
+            "steps",
+            "runtime_mean_s",
+            "runtime_cv",
+            "ttft_s",
+            "tpot_s",
+            "tokens_per_s",
+            "speedup",
+            "interval",
+            "compared",
+            "vs_generate",
+            "tokens",
+            "env_vs_baseline",
+            "first_run_s",
+            "compile_cache",
+        ]
+    )
     table = pick(rows, columns)
     table = table.drop(columns=[c for c in ("vs_generate", "compile_cache") if table[c].isna().all()])
     if "compile_cache" not in table:  # the first run says what a compile cost only beside whether it was warm
@@ -36,8 +54,11 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     marked = rows["speedup_marked"].astype(bool).to_numpy()
     if marked.any():  # on a quiet machine the table is as it always was
         table["speedup"] = [f"{s:.2f}x {MARK}" if m else s for s, m in zip(table["speedup"], marked)]
-        table.insert(list(table.columns).index("tokens"), "measurement",
-                     [measurement_text(m, b) for m, b in zip(rows["measurement"], rows["baseline_measurement"])])
+        table.insert(
+            list(table.columns).index("tokens"),
+            "measurement",
+            [measurement_text(m, b) for m, b in zip(rows["measurement"], rows["baseline_measurement"])],
+        )
     attempts = pd.to_numeric(rows["attempts"], errors="coerce").fillna(1).astype(int).to_numpy()
     if (attempts > 1).any():
         chosen = pd.to_numeric(rows["attempt"], errors="coerce").fillna(1).astype(int).to_numpy()
@@ -62,15 +83,25 @@ def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         bad = sum(v.startswith("MISMATCH") for v in verdicts)
         drift = sum(v.startswith(("agree", "differs")) for v in verdicts)
         words = [f"{bad} MISMATCH"] * bool(bad) + [f"{drift} drift"] * bool(drift)
-        words += [f"{n} {kind}" for kind in (BELOW_GATE, EQUIVALENT, LOSSY) if (n := sum(v.startswith(kind) for v in verdicts))]
-        out.append({
-            "variant": variant, "finished": len(done), "failed": len(group) - len(done),
-            "speedup_geomean": math.exp(np.mean(np.log(speedups))) if speedups else float("nan"),
-            "speedup_min": min(speedups, default=float("nan")), "speedup_max": max(speedups, default=float("nan")),
-            "not_significant": unsure, "left_out": len(measured) - len(speedups),
-            "vs_generate_geomean": _geomean(sure["vs_generate"]),
-            "tokens": ", ".join(words) or ("ok" if verdicts else ""),
-        })
+        words += [
+            f"{n} {kind}"
+            for kind in (BELOW_GATE, EQUIVALENT, LOSSY)
+            if (n := sum(v.startswith(kind) for v in verdicts))
+        ]
+        out.append(
+            {
+                "variant": variant,
+                "finished": len(done),
+                "failed": len(group) - len(done),
+                "speedup_geomean": math.exp(np.mean(np.log(speedups))) if speedups else float("nan"),
+                "speedup_min": min(speedups, default=float("nan")),
+                "speedup_max": max(speedups, default=float("nan")),
+                "not_significant": unsure,
+                "left_out": len(measured) - len(speedups),
+                "vs_generate_geomean": _geomean(sure["vs_generate"]),
+                "tokens": ", ".join(words) or ("ok" if verdicts else ""),
+            }
+        )
     table = pd.DataFrame(out)
     if not table["left_out"].any():  # nothing marked: the overview is as it always was
         table = table.drop(columns="left_out")
@@ -90,8 +121,13 @@ def memory_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     rows = finished(frame)
     if rows.empty:
         return None
-    memory = ["mem_allocated_peak_bytes", "mem_reserved_peak_bytes", "mem_fragmentation_bytes",
-              "mem_fragmentation_pct", "peak_rss_bytes"]
+    memory = [
+        "mem_allocated_peak_bytes",
+        "mem_reserved_peak_bytes",
+        "mem_fragmentation_bytes",
+        "mem_fragmentation_pct",
+        "peak_rss_bytes",
+    ]
     columns = varying(frame) + ["variant"] + POINT + memory
     return pick(rows, columns)
 
@@ -106,8 +142,12 @@ def seqlen_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     if len(lengths) < 2:
         return None
     rows = rows.assign(_group=match_keys(rows, group_by), _n=rows["max_seqlen"].astype(int))
-    grids = {value: rows.pivot_table(index="_group", columns="_n", values=value, aggfunc="first", sort=False)
-             .reindex(columns=lengths) for value in ("runtime_mean_s", "steps")}
+    grids = {
+        value: rows.pivot_table(index="_group", columns="_n", values=value, aggfunc="first", sort=False).reindex(
+            columns=lengths
+        )
+        for value in ("runtime_mean_s", "steps")
+    }
     runtime, steps = grids["runtime_mean_s"], grids["steps"].reindex(grids["runtime_mean_s"].index)
     out = runtime.rename(columns={n: f"n={n}" for n in lengths})
     out = out[runtime.notna().sum(axis=1) >= 2]
@@ -144,12 +184,16 @@ def pipelining_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     mine, sync = _peer_table(frame, in_family("stop_check", LAGGED), in_family("stop_check", REFERENCE)[0])
     if mine.empty:
         return None
-    table = pd.DataFrame({
-        **{c: mine[c] for c in varying(frame) + POINT},
-        "sync_variant": sync["variant"], "sync_runtime_mean_s": sync["runtime_mean_s"],
-        "variant": mine["variant"], "runtime_mean_s": mine["runtime_mean_s"],
-        "gain_pct": 100 * (sync["runtime_mean_s"] - mine["runtime_mean_s"]) / sync["runtime_mean_s"],
-    })
+    table = pd.DataFrame(
+        {
+            **{c: mine[c] for c in varying(frame) + POINT},
+            "sync_variant": sync["variant"],
+            "sync_runtime_mean_s": sync["runtime_mean_s"],
+            "variant": mine["variant"],
+            "runtime_mean_s": mine["runtime_mean_s"],
+            "gain_pct": 100 * (sync["runtime_mean_s"] - mine["runtime_mean_s"]) / sync["runtime_mean_s"],
+        }
+    )
     order = varying(frame) + ["max_seqlen", "batch_size", "sync_variant"]
     return table.sort_values(order, kind="stable").reset_index(drop=True)
 
@@ -160,12 +204,18 @@ def nocheck_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     mine, bound = _peer_table(frame, in_family("stop_check", REFERENCE, LAGGED), in_family("stop_check", BOUND)[0])
     if mine.empty:
         return None
-    table = pd.DataFrame({
-        **{c: mine[c] for c in varying(frame) + POINT},
-        "variant": mine["variant"], "steps": mine["steps"], "step_ms": mine["step_ms"],
-        "nocheck_variant": bound["variant"], "nocheck_steps": bound["steps"], "nocheck_step_ms": bound["step_ms"],
-        "overhead_pct": 100 * (mine["step_ms"] - bound["step_ms"]) / bound["step_ms"],
-    })
+    table = pd.DataFrame(
+        {
+            **{c: mine[c] for c in varying(frame) + POINT},
+            "variant": mine["variant"],
+            "steps": mine["steps"],
+            "step_ms": mine["step_ms"],
+            "nocheck_variant": bound["variant"],
+            "nocheck_steps": bound["steps"],
+            "nocheck_step_ms": bound["step_ms"],
+            "overhead_pct": 100 * (mine["step_ms"] - bound["step_ms"]) / bound["step_ms"],
+        }
+    )
     return table.reset_index(drop=True)
 
 
@@ -194,15 +244,18 @@ def gpu_cost_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     index = [c for c in varying(frame) if c != "gpu_type"] + ["variant"] + POINT
     parts = []
     for value, short in COST.items():
-        pivot = rows.pivot_table(index=index, columns="gpu_type", values=value, aggfunc="first", sort=False, dropna=False)
+        pivot = rows.pivot_table(
+            index=index, columns="gpu_type", values=value, aggfunc="first", sort=False, dropna=False
+        )
         parts.append(pivot.reindex(columns=gpus).rename(columns=lambda g, short=short: f"{g} {short}"))
     table = pd.concat(parts, axis=1)
     table = table[table[[f"{g} tokens/s" for g in gpus]].notna().sum(axis=1) >= 2]
     if table.empty:
         return None
     table = table[[f"{g} {short}" for g in gpus for short in COST.values()]].dropna(axis=1, how="all").reset_index()
-    table.attrs["unit"] = {c: {"tokens/s": "rate", "$/Mtok": "usd", "J/token": "g4"}[c.split(" ", 1)[1]]
-                           for c in table.columns if " " in c}
+    table.attrs["unit"] = {
+        c: {"tokens/s": "rate", "$/Mtok": "usd", "J/token": "g4"}[c.split(" ", 1)[1]] for c in table.columns if " " in c
+    }
     return table
 
 

@@ -45,13 +45,16 @@ def relocate(uri: str) -> int:
             new = db.parent / FOLDER / Path(old).name
             if str(new) == old or not new.is_dir():
                 continue
-            connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
-                               (str(new), experiment_id))
+            connection.execute(
+                "UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (str(new), experiment_id)
+            )
             for prefix in (old, "file://" + old):
                 target = str(new) if prefix == old else "file://" + str(new)
-                connection.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
-                                   "WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
-                                   (target, len(prefix) + 1, experiment_id, len(prefix), prefix))
+                connection.execute(
+                    "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
+                    "WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
+                    (target, len(prefix) + 1, experiment_id, len(prefix), prefix),
+                )
             moved += 1
     return moved
 

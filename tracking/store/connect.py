@@ -33,8 +33,11 @@ FILE_STORE_OPT_IN = "MLFLOW_ALLOW_FILE_STORE"
 CREDENTIALS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")  # MLflow's own names, read by its client
 # The driver's client gives up on a dead server in about a second, not after MLflow's default 7
 # retries with exponential back-off (minutes per call): the journal keeps what it could not send.
-FAIL_FAST_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+FAIL_FAST_HTTP = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
 
 
 def is_server(uri: str) -> bool:
@@ -66,15 +69,20 @@ def check_credentials(uri: str, option: str = "tracking.uri=") -> None:
     scheme = parsed.scheme.split("+", 1)[0].lower()
     key = option.rstrip("= ")
     if scheme in SERVER_SCHEMES and "@" in parsed.netloc:
-        raise TrackingError(f"{key} carries credentials: use {option}{redacted(uri)} and put them in "
-                            f"{CREDENTIALS[0]} and {CREDENTIALS[1]}, which stay with the driver")
+        raise TrackingError(
+            f"{key} carries credentials: use {option}{redacted(uri)} and put them in "
+            f"{CREDENTIALS[0]} and {CREDENTIALS[1]}, which stay with the driver"
+        )
     if "@" in parsed.netloc and ":" in parsed.netloc.rsplit("@", 1)[0]:
         user = parsed.netloc.rsplit("@", 1)[0].split(":", 1)[0]
         place = PASSWORD_PLACES.get(scheme, "the environment variable or file its database driver reads")
-        kept = parsed._replace(netloc=f"{user}@{parsed.netloc.rsplit('@', 1)[1]}" if user else
-                               parsed.netloc.rsplit("@", 1)[1]).geturl()
-        raise TrackingError(f"{key} carries a password: use {option}{kept} and put the password in {place}, "
-                            "which stays out of every file and printed line")
+        kept = parsed._replace(
+            netloc=f"{user}@{parsed.netloc.rsplit('@', 1)[1]}" if user else parsed.netloc.rsplit("@", 1)[1]
+        ).geturl()
+        raise TrackingError(
+            f"{key} carries a password: use {option}{kept} and put the password in {place}, "
+            "which stays out of every file and printed line"
+        )
 
 
 def check_uri(uri: str) -> None:
@@ -88,10 +96,14 @@ def check_uri(uri: str) -> None:
     if scheme in ("file", ""):
         if os.environ.get(FILE_STORE_OPT_IN, "").lower() in ("1", "true"):
             return
-        raise TrackingError(f"tracking.uri={uri} is MLflow's file store, which MLflow 3 refuses without "
-                            f"{FILE_STORE_OPT_IN}=true: use tracking.uri=sqlite:///mlflow.db")
-    raise TrackingError(f"tracking.uri={uri} has scheme {scheme!r}, which MLflow cannot store runs in: use "
-                        "sqlite:///PATH, http(s)://HOST:PORT (a tracking server) or postgresql:// / mysql://")
+        raise TrackingError(
+            f"tracking.uri={uri} is MLflow's file store, which MLflow 3 refuses without "
+            f"{FILE_STORE_OPT_IN}=true: use tracking.uri=sqlite:///mlflow.db"
+        )
+    raise TrackingError(
+        f"tracking.uri={uri} has scheme {scheme!r}, which MLflow cannot store runs in: use "
+        "sqlite:///PATH, http(s)://HOST:PORT (a tracking server) or postgresql:// / mysql://"
+    )
 
 
 def _get(url: str, timeout_s: float, headers: dict | None = None) -> bytes:
@@ -120,8 +132,10 @@ def _basic_auth() -> dict:
 def _credentials_problem(uri: str, status: int) -> str:
     user = os.environ.get(CREDENTIALS[0])
     if status == 401 and not _basic_auth():
-        return (f"tracking server {uri} needs credentials: set {CREDENTIALS[0]} and {CREDENTIALS[1]} "
-                "(a user of its basic-auth app)")
+        return (
+            f"tracking server {uri} needs credentials: set {CREDENTIALS[0]} and {CREDENTIALS[1]} "
+            "(a user of its basic-auth app)"
+        )
     if status == 401:
         return f"tracking server {uri} refused user {user!r} (401): check {CREDENTIALS[0]} and {CREDENTIALS[1]}"
     return f"tracking server {uri} denies user {user!r} (HTTP {status}): ask its admin for permission on the experiment"
@@ -169,10 +183,12 @@ def _fail_fast_http():
 
 def failing_fast(method):
     """A Recorder method whose HTTP calls give up in about a second on a dead server (see FAIL_FAST_HTTP)."""
+
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
         with _fail_fast_http():
             return method(*args, **kwargs)
+
     return wrapper
 
 
@@ -205,8 +221,10 @@ def sqlite_sharing_problem(uri: str, mounts: str | None = None) -> str | None:
     kind = filesystem_of(os.path.dirname(os.path.abspath(uri.removeprefix("sqlite:///"))), mounts)
     if kind not in NETWORK_FILESYSTEMS:
         return None
-    return (f"tracking: {uri} is on a network filesystem ({kind}), where SQLite's locks do not hold: for sweeps "
-            "from several machines use one tracking server (docs/cluster.md: One tracking server for a cluster)")
+    return (
+        f"tracking: {uri} is on a network filesystem ({kind}), where SQLite's locks do not hold: for sweeps "
+        "from several machines use one tracking server (docs/cluster.md: One tracking server for a cluster)"
+    )
 
 
 @contextlib.contextmanager
@@ -244,5 +262,6 @@ def open_client(uri: str, use: str = "write to"):
         relocate(uri)  # a store moved or copied with its mlartifacts/: its artifacts are beside it
         return client
     except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
-        raise TrackingError(f"cannot {use} tracking store {redacted(uri)} ({first_line(exc)}): "
-                            "fix tracking.uri") from None
+        raise TrackingError(
+            f"cannot {use} tracking store {redacted(uri)} ({first_line(exc)}): fix tracking.uri"
+        ) from None

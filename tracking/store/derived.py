@@ -21,10 +21,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from tracking.store.history import Tables, in_bulk
+from tracking.store.runs import (  # noqa: F401 - the report's
+    COLUMN_OF,
+    DERIVED,
+    DERIVED_METRICS,
+    DERIVED_TAGS,
+    REPORT_MARK,  # names, declared beside the flattener that drops them
+    is_derived,
+    mark_of,
+)
 from tracking.store.search import search
-
-from tracking.store.runs import (COLUMN_OF, DERIVED, DERIVED_METRICS, DERIVED_TAGS,  # noqa: F401 - the report's
-                                 REPORT_MARK, is_derived, mark_of)  # names, declared beside the flattener that drops them
 
 
 def view_filter(parent_id: str, sweep: str) -> str:
@@ -34,8 +40,10 @@ def view_filter(parent_id: str, sweep: str) -> str:
 
 def _same(wanted: dict, stored: dict) -> bool:
     """Whether the run already holds every wanted value (NaN equal to NaN)."""
+
     def equal(a, b) -> bool:
         return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
     return all(name in stored and equal(value, stored[name]) for name, value in wanted.items())
 
 
@@ -46,12 +54,21 @@ def marked_runs(client, uri: str, experiment_id: str, parent_id: str) -> dict[st
             tags = tables.tags(int(experiment_id), {mark_of(parent_id): None})
             metrics = tables.metrics(int(experiment_id), {mark_of(parent_id): None})
         return {run: (metrics.get(run, {}), tags[run]) for run in tags}
-    return {run.info.run_id: (run.data.metrics, run.data.tags)
-            for run in search(client, experiment_id, f"tags.`{mark_of(parent_id)}` LIKE '%'")}
+    return {
+        run.info.run_id: (run.data.metrics, run.data.tags)
+        for run in search(client, experiment_id, f"tags.`{mark_of(parent_id)}` LIKE '%'")
+    }
 
 
-def write_back(client, uri: str, experiment_id: str, sweep: str, parent_id: str,
-               figures: dict[str, tuple[dict[str, float], dict[str, str]]], threads: int = 8) -> int:
+def write_back(
+    client,
+    uri: str,
+    experiment_id: str,
+    sweep: str,
+    parent_id: str,
+    figures: dict[str, tuple[dict[str, float], dict[str, str]]],
+    threads: int = 8,
+) -> int:
     """The derived figures (run id -> its metrics and tags, tracking.report.figures) and the sweep's mark on the run
     of every trial the report used; returns how many runs were written. A run that already holds exactly these
     figures (a rebuild with nothing new) is not written again."""
@@ -82,19 +99,29 @@ def _write_tables(uri: str, batches: list, stale_tags: list, now: int) -> None:
     """Every run's figures in one transaction of a few statements, into the rows MLflow's own `log_batch` and
     `delete_tag` write (a metric's history row, its latest value, a tag): thousands of runs in a second, where
     one `log_batch` per run on a database takes minutes. MLflow stores a NaN as 0 marked is_nan."""
+
     def value(v: float) -> tuple[float, bool]:
         return (0.0, True) if math.isnan(v) else (float(v), False)
 
     metrics = [(name, *value(v), now, run_id) for run_id, named, _ in batches for name, v in named.items()]
     tags = [(name, text, run_id) for run_id, _, named in batches for name, text in named.items()]
     with Tables(uri, write=True) as tables:
-        tables.write("INSERT INTO metrics (key, value, is_nan, timestamp, run_uuid, step) VALUES (?, ?, ?, ?, ?, 0) "
-                     "ON CONFLICT DO NOTHING", metrics)
-        tables.write("INSERT INTO latest_metrics (key, value, is_nan, timestamp, run_uuid, step) VALUES "
-                     "(?, ?, ?, ?, ?, 0) ON CONFLICT (key, run_uuid) DO UPDATE SET value = excluded.value, "
-                     "is_nan = excluded.is_nan, timestamp = excluded.timestamp, step = 0", metrics)
-        tables.write("INSERT INTO tags (key, value, run_uuid) VALUES (?, ?, ?) ON CONFLICT (key, run_uuid) DO UPDATE "
-                     "SET value = excluded.value", tags)
+        tables.write(
+            "INSERT INTO metrics (key, value, is_nan, timestamp, run_uuid, step) VALUES (?, ?, ?, ?, ?, 0) "
+            "ON CONFLICT DO NOTHING",
+            metrics,
+        )
+        tables.write(
+            "INSERT INTO latest_metrics (key, value, is_nan, timestamp, run_uuid, step) VALUES "
+            "(?, ?, ?, ?, ?, 0) ON CONFLICT (key, run_uuid) DO UPDATE SET value = excluded.value, "
+            "is_nan = excluded.is_nan, timestamp = excluded.timestamp, step = 0",
+            metrics,
+        )
+        tables.write(
+            "INSERT INTO tags (key, value, run_uuid) VALUES (?, ?, ?) ON CONFLICT (key, run_uuid) DO UPDATE "
+            "SET value = excluded.value",
+            tags,
+        )
         tables.write("DELETE FROM tags WHERE run_uuid = ? AND key = ?", stale_tags)
         tables.commit()
 
@@ -107,8 +134,12 @@ def _write_client(client, batches: list, stale_tags: list, threads: int) -> None
 
     def send(batch) -> None:
         run_id, metrics, tags = batch
-        client.log_batch(run_id, metrics=[Metric(n, v, now, 0) for n, v in metrics.items()],
-                         tags=[RunTag(n, v) for n, v in tags.items()], synchronous=True)
+        client.log_batch(
+            run_id,
+            metrics=[Metric(n, v, now, 0) for n, v in metrics.items()],
+            tags=[RunTag(n, v) for n, v in tags.items()],
+            synchronous=True,
+        )
 
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(send, batches))

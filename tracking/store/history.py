@@ -109,8 +109,14 @@ class Tables:
     def columns(self, table: str) -> set[str]:
         if self.sqlite:
             return {row[1] for row in self.rows(f"PRAGMA table_info({table})")}
-        return {row[0] for row in self.rows("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                                            "AND table_schema = current_schema()", [table])}
+        return {
+            row[0]
+            for row in self.rows(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                "AND table_schema = current_schema()",
+                [table],
+            )
+        }
 
     def experiment_id(self, name: str):
         """The active experiment's id, or None (a store MLflow never opened has no experiments table)."""
@@ -126,8 +132,10 @@ class Tables:
 
     def _chosen(self, experiment_id, tags: dict) -> tuple[str, list]:
         """The active runs of the experiment with every tag given (a value, or None: present and not empty)."""
-        sql, args = "SELECT r.run_uuid FROM runs r WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active'", \
-            [experiment_id]
+        sql, args = (
+            "SELECT r.run_uuid FROM runs r WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active'",
+            [experiment_id],
+        )
         for key, value in tags.items():
             sql += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND t.key = ? AND "
             sql += "t.value = ?)" if value is not None else "t.value <> '')"
@@ -147,26 +155,38 @@ class Tables:
         chosen, args = self._chosen(experiment_id, tags)
         found: dict[str, dict] = {}
         for run, key, value, is_nan in self.rows(
-                f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({chosen})", args):
+            f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({chosen})", args
+        ):
             found.setdefault(run, {})[key] = float("nan") if is_nan else value
         return found
 
     def runs(self, experiment_id, tags: dict) -> pd.DataFrame:
         """The runs with every tag given, as flat rows (tracking/store/runs.py), oldest first."""
         chosen, args = self._chosen(experiment_id, tags)
-        runs = {run: (status, start, uri) for run, status, start, uri in self.rows(
-            f"SELECT run_uuid, status, start_time, artifact_uri FROM runs WHERE run_uuid IN ({chosen}) "
-            "ORDER BY start_time", args)}
+        runs = {
+            run: (status, start, uri)
+            for run, status, start, uri in self.rows(
+                f"SELECT run_uuid, status, start_time, artifact_uri FROM runs WHERE run_uuid IN ({chosen}) "
+                "ORDER BY start_time",
+                args,
+            )
+        }
         parts: dict[str, dict] = {name: {run: {} for run in runs} for name in ("tags", "metrics", "params")}
         for table in ("tags", "params"):
-            for run, key, value in self.rows(f"SELECT run_uuid, key, value FROM {table} WHERE run_uuid IN ({chosen})",
-                                             args):
+            for run, key, value in self.rows(
+                f"SELECT run_uuid, key, value FROM {table} WHERE run_uuid IN ({chosen})", args
+            ):
                 parts[table][run][key] = value
         for run, key, value, is_nan in self.rows(
-                f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({chosen})", args):
+            f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({chosen})", args
+        ):
             parts["metrics"][run][key] = float("nan") if is_nan else value
-        return pd.DataFrame([flat_row(run, *info, parts["tags"][run], parts["metrics"][run], parts["params"][run])
-                             for run, info in runs.items()])
+        return pd.DataFrame(
+            [
+                flat_row(run, *info, parts["tags"][run], parts["metrics"][run], parts["params"][run])
+                for run, info in runs.items()
+            ]
+        )
 
 
 def in_bulk(uri: str) -> bool:
@@ -190,8 +210,20 @@ def _read_mlflow(uri: str, experiment: str) -> pd.DataFrame:
     if found is None:
         return pd.DataFrame()
     runs = [r for r in search(client, found.experiment_id, f"tags.status = '{FINISHED}'") if PARENT_TAG in r.data.tags]
-    return pd.DataFrame([flat_row(r.info.run_id, r.info.status, r.info.start_time, r.info.artifact_uri, r.data.tags,
-                                  r.data.metrics, r.data.params) for r in runs])
+    return pd.DataFrame(
+        [
+            flat_row(
+                r.info.run_id,
+                r.info.status,
+                r.info.start_time,
+                r.info.artifact_uri,
+                r.data.tags,
+                r.data.metrics,
+                r.data.params,
+            )
+            for r in runs
+        ]
+    )
 
 
 def _read_after_rollback(uri: str, path: str, experiment: str) -> pd.DataFrame:
@@ -207,10 +239,12 @@ def _read_after_rollback(uri: str, path: str, experiment: str) -> pd.DataFrame:
             connection.close()
         return _read_tables(uri, experiment)
     except sqlite3.Error as exc:
-        raise StoreReadError(f"tracking store {uri} has a rollback journal {path}-journal left by a writer that was "
-                             f"killed, and it cannot be rolled back here ({exc}): open the store once as a user who "
-                             f"may write {os.path.dirname(os.path.abspath(path))}, e.g. sqlite3 {path} "
-                             "'PRAGMA integrity_check'") from None
+        raise StoreReadError(
+            f"tracking store {uri} has a rollback journal {path}-journal left by a writer that was "
+            f"killed, and it cannot be rolled back here ({exc}): open the store once as a user who "
+            f"may write {os.path.dirname(os.path.abspath(path))}, e.g. sqlite3 {path} "
+            "'PRAGMA integrity_check'"
+        ) from None
 
 
 def load_history(uri: str, experiment: str) -> History:

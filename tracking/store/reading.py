@@ -69,8 +69,9 @@ def best_per_trial(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _no_sweep(uri: str, experiment: str, why: str) -> ReportError:
-    return ReportError(f"no sweep in {uri} experiment '{experiment}' ({why}): "
-                       "run python -m sweeps.run +grid=smoke first")
+    return ReportError(
+        f"no sweep in {uri} experiment '{experiment}' ({why}): run python -m sweeps.run +grid=smoke first"
+    )
 
 
 def open_experiment(uri: str, experiment: str) -> tuple[MlflowClient, str]:
@@ -97,8 +98,9 @@ def open_experiment(uri: str, experiment: str) -> tuple[MlflowClient, str]:
 def parent_run(client: MlflowClient, experiment_id: str, sweep: str | None):
     """The sweep's parent run (the latest of that name), or the latest sweep's when sweep is None."""
     where = f"tags.sweep_parent = '{sweep}'" if sweep else "tags.sweep_parent LIKE '%'"
-    runs = client.search_runs([experiment_id], filter_string=where, max_results=1,
-                              order_by=["attributes.start_time DESC"])
+    runs = client.search_runs(
+        [experiment_id], filter_string=where, max_results=1, order_by=["attributes.start_time DESC"]
+    )
     return runs[0] if runs else None
 
 
@@ -109,8 +111,10 @@ def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None)
         raise ReportError(f"sweep name {sweep!r} has a quote: pass the name without it")
     parent = parent_run(client, experiment_id, sweep)
     if parent is None and sweep:
-        raise ReportError(f"no sweep named '{sweep}' in {uri} experiment '{experiment}': run python -m sweeps.run "
-                          f"+grid=smoke sweep.name={sweep} first, or drop --sweep for the latest")
+        raise ReportError(
+            f"no sweep named '{sweep}' in {uri} experiment '{experiment}': run python -m sweeps.run "
+            f"+grid=smoke sweep.name={sweep} first, or drop --sweep for the latest"
+        )
     if parent is None:
         raise ReportError(f"no sweep in {uri} experiment '{experiment}': run python -m sweeps.run +grid=smoke first")
     name = parent.data.tags["sweep_parent"]
@@ -141,8 +145,14 @@ def sweep_frame(uri: str, client: MlflowClient, experiment_id: str, parent, name
 def parent_artifact(client: MlflowClient, parent, name: str):
     """A JSON artifact of the sweep's parent run, or None."""
     with tempfile.TemporaryDirectory() as tmp:
-        return _read(client, parent.info.run_id, parent.info.artifact_uri, name, tmp,
-                     lambda path: json.loads(Path(path).read_text()))
+        return _read(
+            client,
+            parent.info.run_id,
+            parent.info.artifact_uri,
+            name,
+            tmp,
+            lambda path: json.loads(Path(path).read_text()),
+        )
 
 
 def reused_keys(client: MlflowClient, parent, measured: set[str]) -> set[str]:
@@ -159,8 +169,11 @@ def reused_runs(client: MlflowClient, experiment_id: str, parent, measured: set[
     wanted = reused_keys(client, parent, measured)
     if not wanted:
         return []
-    return [r for r in search(client, experiment_id, f"tags.status = '{FINISHED}'")
-            if r.data.tags.get("trial_key") in wanted and "mlflow.parentRunId" in r.data.tags]
+    return [
+        r
+        for r in search(client, experiment_id, f"tags.status = '{FINISHED}'")
+        if r.data.tags.get("trial_key") in wanted and "mlflow.parentRunId" in r.data.tags
+    ]
 
 
 def add_outside_baselines(runs: SweepRuns) -> None:
@@ -191,8 +204,9 @@ def _read(client: MlflowClient, run_id: str, artifact_uri: str, name: str, into:
         return None
 
 
-def fetch_artifacts(client: MlflowClient, frame: pd.DataFrame, labels, name: str, load: Callable,
-                    threads: int = 8) -> dict:
+def fetch_artifacts(
+    client: MlflowClient, frame: pd.DataFrame, labels, name: str, load: Callable, threads: int = 8
+) -> dict:
     """`load(path)` of artifact `name` of each listed row's run, by run id (None where it is missing);
     several at once, since a tracking server answers each over HTTP."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file buries the output
@@ -225,8 +239,11 @@ def fill_runtimes(client: MlflowClient, frame: pd.DataFrame, threads: int = 8) -
         return
     if "runtime_s" not in frame:
         frame["runtime_s"] = None
-    wanted = [label for label in frame.index
-              if frame.at[label, "status"] == FINISHED and not isinstance(frame.at[label, "runtime_s"], list)]
+    wanted = [
+        label
+        for label in frame.index
+        if frame.at[label, "status"] == FINISHED and not isinstance(frame.at[label, "runtime_s"], list)
+    ]
     if not wanted:
         return
 
@@ -239,8 +256,9 @@ def fill_runtimes(client: MlflowClient, frame: pd.DataFrame, threads: int = 8) -
 
     with ThreadPoolExecutor(threads) as pool:
         found = dict(zip(wanted, pool.map(history, [frame.at[label, "run_id"] for label in wanted])))
-    frame["runtime_s"] = pd.Series([found.get(label, value) for label, value in frame["runtime_s"].items()],
-                                   index=frame.index, dtype=object)
+    frame["runtime_s"] = pd.Series(
+        [found.get(label, value) for label, value in frame["runtime_s"].items()], index=frame.index, dtype=object
+    )
 
 
 def load_plan(client, parent_id: str) -> tuple[pd.DataFrame | None, dict]:

@@ -17,17 +17,29 @@ import tempfile
 import time
 from pathlib import Path
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, RunTag
 
 from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_LOG
 from tokengen.contract.record import first_line
 from tracking.run_names import run_name
 from tracking.store.artifact_root import artifact_location
+from tracking.store.connect import (
+    CREDENTIALS,
+    TrackingError,
+    _fail_fast_http,
+    _one_opener,
+    check_reachable,
+    check_uri,
+    failing_fast,
+    is_server,
+    open_client,
+    redacted,
+    server_answers,
+)
 from tracking.store.history import Tables, in_bulk
+from tracking.store.runs import MAX_PARAM_CHARS, PARENT_TAG, metrics_of, params_of, tags_of
 from tracking.store.search import search
-from tracking.store.runs import MAX_PARAM_CHARS, PARENT_TAG, metric_value, metrics_of, params_of, tags_of
-from tracking.store.connect import (CREDENTIALS, TrackingError, _fail_fast_http, _one_opener, check_reachable,
-                                    check_uri, failing_fast, is_server, open_client, redacted, server_answers)
+
 
 @dataclasses.dataclass
 class StoreIndex:
@@ -48,13 +60,16 @@ class Recorder:
         except TrackingError:
             raise
         except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
-            raise TrackingError(f"cannot write to tracking store {redacted(uri)} ({first_line(exc)}): "
-                                "fix tracking.uri") from None
+            raise TrackingError(
+                f"cannot write to tracking store {redacted(uri)} ({first_line(exc)}): fix tracking.uri"
+            ) from None
         self._check_writable(experiment)
         self.parent_id: str | None = None
         self.sweep = ""
         self.names: dict[str, str] = {}  # run name per trial key (tracking.run_names), set by start_sweep
-        self._cut: dict[str, list[str]] = {}  # attempt id -> runs left without their status, deleted before it is recorded
+        self._cut: dict[
+            str, list[str]
+        ] = {}  # attempt id -> runs left without their status, deleted before it is recorded
 
     def _check_writable(self, experiment: str) -> None:
         """A write the sweep would make anyway (the experiment's last-sweep tag), so a user who may read
@@ -67,10 +82,14 @@ class Recorder:
             text = str(exc)
             if "403" in text or "PERMISSION_DENIED" in text:
                 user = os.environ.get(CREDENTIALS[0])
-                raise TrackingError(f"user {user!r} may read experiment {experiment!r} at {redacted(self.uri)} but not "
-                                    "write to it (HTTP 403): ask its admin for EDIT permission") from None
-            raise TrackingError(f"cannot write to tracking store {redacted(self.uri)} ({first_line(exc)}): make it "
-                                "writable or fix tracking.uri") from None
+                raise TrackingError(
+                    f"user {user!r} may read experiment {experiment!r} at {redacted(self.uri)} but not "
+                    "write to it (HTTP 403): ask its admin for EDIT permission"
+                ) from None
+            raise TrackingError(
+                f"cannot write to tracking store {redacted(self.uri)} ({first_line(exc)}): make it "
+                "writable or fix tracking.uri"
+            ) from None
 
     def _experiment_id(self, name: str) -> str:
         """The experiment's id, created if missing; another driver creating it at the same moment is fine."""
@@ -128,11 +147,16 @@ class Recorder:
         for run in search(self.client, self.experiment_id, "tags.trial_key LIKE '%'"):
             tags = run.data.tags
             if tags.get("trial_key") in keys and PARENT_TAG in tags:
-                found.setdefault(tags["trial_key"], []).append({
-                    "attempt": tags.get("attempt"), "status": tags.get("status"), "measurement": tags.get("measurement"),
-                    "measurement_reasons": tags.get("measurement_reasons"),
-                    "runtime_cv": run.data.metrics.get("runtime_cv"), "start_time": run.info.start_time,
-                })
+                found.setdefault(tags["trial_key"], []).append(
+                    {
+                        "attempt": tags.get("attempt"),
+                        "status": tags.get("status"),
+                        "measurement": tags.get("measurement"),
+                        "measurement_reasons": tags.get("measurement_reasons"),
+                        "runtime_cv": run.data.metrics.get("runtime_cv"),
+                        "start_time": run.info.start_time,
+                    }
+                )
         return found
 
     @failing_fast
@@ -142,14 +166,22 @@ class Recorder:
         now = int(time.time() * 1000)
         for name, text in files.items():
             self.client.log_text(self.parent_id, text, name)
-        self.client.log_batch(self.parent_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
-                              synchronous=True)
+        self.client.log_batch(
+            self.parent_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()], synchronous=True
+        )
         for key, value in tags.items():
             self.client.set_tag(self.parent_id, key, value)
 
     @failing_fast
-    def start_sweep(self, name: str, config: dict, resume: bool, planned: list[str] = (),
-                    reused: list[str] = (), names: dict[str, str] | None = None) -> str:
+    def start_sweep(
+        self,
+        name: str,
+        config: dict,
+        resume: bool,
+        planned: list[str] = (),
+        reused: list[str] = (),
+        names: dict[str, str] | None = None,
+    ) -> str:
         """The sweep's parent run (the latest one of this name when resuming, else a new one), with its
         plan: every key it covers, and those finished by earlier runs that this one reuses; `names`:
         each trial's run name (tracking.run_names.run_names of the plan)."""
@@ -164,7 +196,9 @@ class Recorder:
     def _parent(self, name: str, config: dict, resume: bool) -> str:
         if resume:
             runs = self.client.search_runs(
-                [self.experiment_id], filter_string=f"tags.sweep_parent = '{name}'", max_results=1,
+                [self.experiment_id],
+                filter_string=f"tags.sweep_parent = '{name}'",
+                max_results=1,
                 order_by=["attributes.start_time DESC"],
             )
             if runs:
@@ -178,8 +212,11 @@ class Recorder:
 
     def _close_orphans(self) -> None:
         """Child runs a killed driver left half-written: KILLED, and never counted as finished."""
-        orphans = search(self.client, self.experiment_id,
-                         f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'")
+        orphans = search(
+            self.client,
+            self.experiment_id,
+            f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'",
+        )
         for run in orphans:
             self.client.set_terminated(run.info.run_id, "KILLED")
 
@@ -199,8 +236,11 @@ class Recorder:
         while self._cut.get(attempt):  # one run per key and attempt: what an earlier try left goes first
             self.client.delete_run(self._cut[attempt][-1])
             self._cut[attempt].pop()
-        run = self.client.create_run(self.experiment_id, run_name=run_name(record, self.names),
-                                     tags={"mlflow.parentRunId": self.parent_id, **tags})
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=run_name(record, self.names),
+            tags={"mlflow.parentRunId": self.parent_id, **tags},
+        )
         run_id = run.info.run_id
         if attempt:
             self._cut[attempt] = [run_id]  # until its status tag is set
@@ -216,8 +256,13 @@ class Recorder:
         # the files, the run's end, then metrics, params and the status tag in one transaction, last: a run with
         # its status holds everything and has ended; one without it was cut short
         self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
-        self.client.log_batch(run_id, metrics=metrics_of(record, int(time.time() * 1000)), params=params_of(record),
-                              tags=[RunTag("status", status)], synchronous=True)
+        self.client.log_batch(
+            run_id,
+            metrics=metrics_of(record, int(time.time() * 1000)),
+            params=params_of(record),
+            tags=[RunTag("status", status)],
+            synchronous=True,
+        )
         self._cut.pop(attempt, None)
         return run_id
 
@@ -236,36 +281,3 @@ class Recorder:
     def end_sweep(self, failed: int) -> None:
         self.client.set_tag(self.parent_id, "failed_trials", str(failed))
         self.client.set_terminated(self.parent_id, "FAILED" if failed else "FINISHED")
-
-    @failing_fast
-    def record_comparison(self, name: str, tags: dict[str, str], children: list["ChildRun"], files: list = (),
-                          experiment_tags: dict[str, str] | None = None) -> str:
-        """A comparison of two sweeps (tracking/compare/): one run with its files as artifacts under
-        `comparison/`, one child run per matched point, and the experiment tags that save its view in the
-        UI. Returns the run's id. No run here carries a trial's `status`, `trial_key` or `sweep` tag, so
-        no resume, report or cost model ever takes one for a trial."""
-        parent = self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id
-        now = int(time.time() * 1000)
-        for child in children:
-            run_id = self.client.create_run(self.experiment_id, run_name=child.name,
-                                            tags={"mlflow.parentRunId": parent, **child.tags}).info.run_id
-            metrics = [Metric(k, v, now, 0) for k, value in child.metrics.items()
-                       if (v := metric_value(value)) is not None]
-            params = [Param(k, str(v)[:MAX_PARAM_CHARS]) for k, v in child.params.items()]
-            self.client.log_batch(run_id, metrics=metrics, params=params, synchronous=True)
-            self.client.set_terminated(run_id, "FINISHED")
-        for path in files:
-            self.client.log_artifact(parent, str(path), "comparison")
-        for key, value in (experiment_tags or {}).items():
-            self.client.set_experiment_tag(self.experiment_id, key, value)
-        self.client.set_terminated(parent, "FINISHED")
-        return parent
-
-
-@dataclasses.dataclass
-class ChildRun:
-    """One child run of a run that is not a sweep's (a comparison's matched point), as the UI shows it."""
-    name: str
-    params: dict = dataclasses.field(default_factory=dict)
-    metrics: dict = dataclasses.field(default_factory=dict)
-    tags: dict = dataclasses.field(default_factory=dict)

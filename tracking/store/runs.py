@@ -74,8 +74,14 @@ def typed_text(key: str, text: str):
 
 def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, metrics: dict, params: dict) -> dict:
     """One run as a flat record, from its parts (a search's run or rows of MLflow's own tables)."""
-    row = {"run_id": run_id, "run_name": tags.get("mlflow.runName"), "run_status": status, "start_time": start_time,
-           "artifact_uri": artifact_uri, "parent_run_id": tags.get(PARENT_TAG)}
+    row = {
+        "run_id": run_id,
+        "run_name": tags.get("mlflow.runName"),
+        "run_status": status,
+        "start_time": start_time,
+        "artifact_uri": artifact_uri,
+        "parent_run_id": tags.get(PARENT_TAG),
+    }
     row.update({k: typed_text(k, v) for k, v in tags.items() if not k.startswith("mlflow.") and not is_derived(k)})
     row.update({k: typed(k, v) for k, v in metrics.items() if not is_derived(k)})
     row.update({k: typed_text(k, v) for k, v in params.items()})
@@ -85,8 +91,11 @@ def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, met
     for name, default in _SPEC_DEFAULTS.items():  # a field added since the run was recorded: its default
         row.setdefault(name, default)
     if "status" not in row:  # the driver tags a trial's status last: without it, the run was cut short
-        row.update(status=FAILED, error_type="Incomplete",
-                   error_message=f"the driver stopped before recording this trial in full (run {status})")
+        row.update(
+            status=FAILED,
+            error_type="Incomplete",
+            error_message=f"the driver stopped before recording this trial in full (run {status})",
+        )
     gpu = row.get("accelerator_type") or row.get("env_gpu_name")
     row["gpu_type"] = gpu if isinstance(gpu, str) and gpu else None
     return row
@@ -94,8 +103,15 @@ def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, met
 
 def flatten(run) -> dict:
     """One run of a search as a flat record."""
-    return flat_row(run.info.run_id, run.info.status, run.info.start_time, run.info.artifact_uri, run.data.tags,
-                    run.data.metrics, run.data.params)
+    return flat_row(
+        run.info.run_id,
+        run.info.status,
+        run.info.start_time,
+        run.info.artifact_uri,
+        run.data.tags,
+        run.data.metrics,
+        run.data.params,
+    )
 
 
 def frame_of(runs: list) -> pd.DataFrame:

@@ -10,8 +10,9 @@ def search(client, experiment_id: str, filter_string: str, order_by: list[str] |
     """Every run of the experiment the filter matches, page by page."""
     runs, token = [], None
     while True:
-        page = client.search_runs([experiment_id], filter_string=filter_string, max_results=PAGE,
-                                  order_by=order_by, page_token=token)
+        page = client.search_runs(
+            [experiment_id], filter_string=filter_string, max_results=PAGE, order_by=order_by, page_token=token
+        )
         runs.extend(page)
         token = page.token
         if not token:

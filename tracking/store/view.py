@@ -26,8 +26,9 @@ def column(kind: str, name: str) -> str:
     return f"{kind}.`{name}`"
 
 
-COLUMNS = ([column("metrics", m) for m in METRICS] + [column("tags", t) for t in TAGS]
-           + [column("params", p) for p in PARAMS])
+COLUMNS = (
+    [column("metrics", m) for m in METRICS] + [column("tags", t) for t in TAGS] + [column("params", p) for p in PARAMS]
+)
 """Shown in this order after the run's name (which already reads `variant bB pP LN`): the comparison
 first, so a narrow window still shows the speedup."""
 
@@ -49,19 +50,29 @@ def view_key(parent_id: str) -> str:
 def view_state(search_filter: str) -> dict:
     """The runs page's state as the UI saves it: search facets (filter, sort) and table settings."""
     return {
-        "searchFilter": search_filter, "orderByKey": column("metrics", "speedup"), "orderByAsc": False,
-        "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
-        "selectedColumns": COLUMNS, "columnOrder": COLUMNS,
+        "searchFilter": search_filter,
+        "orderByKey": column("metrics", "speedup"),
+        "orderByAsc": False,
+        "startTime": "ALL",
+        "lifecycleFilter": "Active",
+        "datasetsFilter": [],
+        "modelVersionFilter": "All Runs",
+        "selectedColumns": COLUMNS,
+        "columnOrder": COLUMNS,
         "columnWidths": {c: 110 for c in COLUMNS if c.startswith("metrics.")},
-        "runsHiddenMode": "SHOW_ALL", "groupBy": None, "viewMaximized": False, "runListHidden": False,
+        "runsHiddenMode": "SHOW_ALL",
+        "groupBy": None,
+        "viewMaximized": False,
+        "runListHidden": False,
     }
 
 
 def envelope(name: str, state: dict, created_ms: int, updated_ms: int) -> str:
     """The tag's value: the saved-view record the UI lists by name, its state compressed."""
     payload = compress(json.dumps(state, separators=(",", ":")))
-    value = json.dumps({"name": name, "createdAt": created_ms, "updatedAt": updated_ms, "state": payload},
-                       separators=(",", ":"))
+    value = json.dumps(
+        {"name": name, "createdAt": created_ms, "updatedAt": updated_ms, "state": payload}, separators=(",", ":")
+    )
     if len(value) > MAX_VIEW_CHARS:
         raise ValueError(f"the view is {len(value)} characters, over MLflow's {MAX_VIEW_CHARS}")
     return value
@@ -103,4 +114,6 @@ def attach_files(uri: str, parent_id: str, files: list[Path], folder: str = "rep
 
 def set_note(client, run_id: str, text: str) -> None:
     """The run's description, cut to what a tag holds."""
-    client.set_tag(run_id, NOTE_TAG, text if len(text) <= MAX_NOTE_CHARS else text[:MAX_NOTE_CHARS - 20] + "\n\n(cut short)")
+    client.set_tag(
+        run_id, NOTE_TAG, text if len(text) <= MAX_NOTE_CHARS else text[: MAX_NOTE_CHARS - 20] + "\n\n(cut short)"
+    )

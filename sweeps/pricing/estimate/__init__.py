@@ -9,14 +9,31 @@ Only pandas, numpy and scipy: a driver can size a sweep without importing torch.
 """
 
 from sweeps.pricing.estimate.cost import FIT, HISTORY, PRIOR, Estimate, estimate, fit, prior
-from sweeps.pricing.estimate.laws import StepLaw
 from sweeps.pricing.estimate.hardware import GPUS, CpuSpeed, calibrate_cpu, cpu_speed, forget_cpu_speed
+from sweeps.pricing.estimate.laws import StepLaw
 from sweeps.pricing.estimate.makespan import Schedule, lpt_order, makespan
 from sweeps.pricing.estimate.model import CostModel
 from sweeps.pricing.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
 
 __all__ = [
-    "Estimate", "estimate", "fit", "prior", "HISTORY", "FIT", "PRIOR", "CostModel", "StepLaw",
-    "CpuSpeed", "calibrate_cpu", "cpu_speed", "forget_cpu_speed", "GPUS", "Schedule", "lpt_order", "makespan",
-    "ModelShape", "PRESET_SHAPES", "shape_of",
+    "Estimate",
+    "estimate",
+    "fit",
+    "prior",
+    "HISTORY",
+    "FIT",
+    "PRIOR",
+    "CostModel",
+    "StepLaw",
+    "CpuSpeed",
+    "calibrate_cpu",
+    "cpu_speed",
+    "forget_cpu_speed",
+    "GPUS",
+    "Schedule",
+    "lpt_order",
+    "makespan",
+    "ModelShape",
+    "PRESET_SHAPES",
+    "shape_of",
 ]

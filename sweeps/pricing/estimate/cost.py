@@ -18,8 +18,8 @@ import pandas as pd
 
 from sweeps.pricing.estimate.hardware import CpuSpeed
 from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S
-from sweeps.pricing.estimate.model import CostModel, spread
 from sweeps.pricing.estimate.laws import Span
+from sweeps.pricing.estimate.model import CostModel, spread
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, number, profile_runs, text
 
 HISTORY, FIT, PRIOR = "history", "fit", "prior"
@@ -55,18 +55,30 @@ def _from_history(trial: Mapping, model: CostModel) -> Estimate | None:
     if not len(same):  # exact is a part of same
         return None
     # what it held a warm worker: the process without the worker's start, and the Ray task around it
-    total = (exact["warm_child_s"] + exact["in_task_s"].fillna(OUTSIDE_CHILD_S)).dropna() if len(exact) else \
-        pd.Series(dtype=float)
+    total = (
+        (exact["warm_child_s"] + exact["in_task_s"].fillna(OUTSIDE_CHILD_S)).dropna()
+        if len(exact)
+        else pd.Series(dtype=float)
+    )
     if len(total):
-        span = Span.factor(float(total.iloc[0]), SINGLE_TOTAL_FACTOR) if len(total) == 1 else \
-            Span(float(total.median()), float(total.min()), float(total.max()))
+        span = (
+            Span.factor(float(total.iloc[0]), SINGLE_TOTAL_FACTOR)
+            if len(total) == 1
+            else Span(float(total.median()), float(total.min()), float(total.max()))
+        )
         return Estimate.of(span, HISTORY, {"measured": span.mid})
     runs = same["steady_run_s"].dropna() if len(same) else pd.Series(dtype=float)
     if not len(runs):
         return None
     compiled, built = same["compile_s"].dropna(), same["build_s"].dropna()
-    return _total(trial, model, spread(runs), spread(compiled) if len(compiled) else model.compile(trial),
-                  spread(built) if len(built) else model.build(trial), HISTORY)
+    return _total(
+        trial,
+        model,
+        spread(runs),
+        spread(compiled) if len(compiled) else model.compile(trial),
+        spread(built) if len(built) else model.build(trial),
+        HISTORY,
+    )
 
 
 def fit(history: pd.DataFrame | None, cpu: CpuSpeed | None = None) -> CostModel:

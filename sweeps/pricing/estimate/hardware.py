@@ -17,8 +17,17 @@ import numpy as np
 
 from tokengen.contract.machine.gpus import GPUS, Gpu, gpu_kind, gpu_spec
 
-__all__ = ["GPUS", "Gpu", "gpu_kind", "gpu_spec", "DEFAULT_GPU", "CpuSpeed", "calibrate_cpu", "cpu_speed",
-           "forget_cpu_speed"]
+__all__ = [
+    "GPUS",
+    "Gpu",
+    "gpu_kind",
+    "gpu_spec",
+    "DEFAULT_GPU",
+    "CpuSpeed",
+    "calibrate_cpu",
+    "cpu_speed",
+    "forget_cpu_speed",
+]
 
 DEFAULT_GPU = "L40S"
 """Assumed for an unknown or unpinned GPU with no history: the project's example cluster (AWS g6e)."""
@@ -42,8 +51,9 @@ def _rate(work: Callable[[], object], amount: float, budget_s: float, clock: Cal
             return amount * done / elapsed
 
 
-def calibrate_cpu(seconds: float = 1.0, clock: Callable[[], float] = time.perf_counter,
-                  matmul_size: int = 1024, copy_mib: int = 64) -> CpuSpeed:
+def calibrate_cpu(
+    seconds: float = 1.0, clock: Callable[[], float] = time.perf_counter, matmul_size: int = 1024, copy_mib: int = 64
+) -> CpuSpeed:
     """This host's float32 matmul GFLOP/s and copy GB/s, half of `seconds` each. Inject `clock`
     (e.g. one that advances a fixed step per call) to make the result deterministic."""
     rng = np.random.default_rng(0)

@@ -25,10 +25,19 @@ import numpy as np
 import pandas as pd
 
 from sweeps.pricing.estimate.hardware import gpu_kind
-from tokengen.contract.declarations import EAGER, in_family
-from tokengen.contract.declarations import KNOBS
+from sweeps.pricing.estimate.trials import (
+    AUTO,
+    DEFAULTS,
+    INSTRUMENTED_RUNS,
+    PROFILE_SLOWDOWN,
+    family,
+    is_auto,
+    law,
+    missing,
+    text,
+)
+from tokengen.contract.declarations import EAGER, KNOBS, in_family
 from tokengen.contract.names import WARM
-from sweeps.pricing.estimate.trials import (AUTO, DEFAULTS, INSTRUMENTED_RUNS, PROFILE_SLOWDOWN, family, is_auto, law, missing, text)
 
 REQUIRED = ("model", "device", "dtype", "batch_size", "max_seqlen", "steps", "runtime_mean_s")
 METRICS = ("steps", "runtime_mean_s", "runtime_median_s", "first_run_s", "trial_wall_s", "child_wall_s")
@@ -36,8 +45,16 @@ TRUSTED_MEASUREMENT = {"ok"}  # the `measurement` tag; a run recorded before the
 RUN_COUNT_COLUMNS = ("runs_done", "timed_runs", "runs_timed")  # runs=auto: how many ran (name not settled yet)
 KEY_COLUMNS = ("trial_key", "key")
 MEASUREMENT_FIELDS = ("warmup", "runs", "profile")  # change the total, not a run's time
-IDENTITY_IGNORED = {"variant", "key", "trial_key", "min_runs", "max_runs", "profile_steps", "accelerator_type",
-                    *MEASUREMENT_FIELDS}
+IDENTITY_IGNORED = {
+    "variant",
+    "key",
+    "trial_key",
+    "min_runs",
+    "max_runs",
+    "profile_steps",
+    "accelerator_type",
+    *MEASUREMENT_FIELDS,
+}
 COLD_START_MIN_S = 0.5
 """A first trial's start-up beyond its warm neighbours' smaller than this is noise, not a worker's start."""
 OUTSIDE_CHILD_S = 0.01
@@ -123,7 +140,9 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     without_first = (runs * mean - first) / (runs - 1)  # warmup=0: the first run is among the timed ones
     first_inside = (warmup == 0) & first.notna()
     steady = mean.where(~first_inside, without_first.where(runs > 1))
-    steady = steady.where(steady.notna() | ~frame["compile"].isin(in_family("compile", EAGER)), mean)  # compile off: first run ~ plain
+    steady = steady.where(
+        steady.notna() | ~frame["compile"].isin(in_family("compile", EAGER)), mean
+    )  # compile off: first run ~ plain
     frame["timed_runs_done"] = runs
     frame["steady_run_s"] = steady.where(steady > 0)
     frame["compile_s"] = (first - frame["steady_run_s"]).clip(lower=0)

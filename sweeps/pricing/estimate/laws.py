@@ -69,8 +69,13 @@ def features(batch, prompt, per_batch, terms) -> np.ndarray:
     """The design matrix: one column per term, one row per (batch, prompt, steps per batch)."""
     batch, prompt, per_batch = (np.asarray(v, dtype=float) for v in (batch, prompt, per_batch))
     context = batch * (prompt + (per_batch - 1) / 2)
-    columns = {"const": np.ones_like(batch), "batch": batch, "prefill": batch * prompt / per_batch,
-               "position": context, "batch_context": context}
+    columns = {
+        "const": np.ones_like(batch),
+        "batch": batch,
+        "prefill": batch * prompt / per_batch,
+        "position": context,
+        "batch_context": context,
+    }
     return np.column_stack([columns[t] for t in terms])
 
 
@@ -105,8 +110,11 @@ class StepLaw:
     def run(self, batch: float, prompt: float, steps: float, batches: int = 1) -> Span:
         """One run's seconds, its range widened the further the trial lies outside what was seen."""
         seconds = steps * self.step_s(batch, prompt, steps / max(batches, 1))
-        outside = sum(max(0.0, math.log(v / hi), math.log(lo / v)) for v, (lo, hi) in
-                      zip((batch, prompt, steps), (self.seen[k] for k in SEEN)) if v > 0 and lo > 0)
+        outside = sum(
+            max(0.0, math.log(v / hi), math.log(lo / v))
+            for v, (lo, hi) in zip((batch, prompt, steps), (self.seen[k] for k in SEEN))
+            if v > 0 and lo > 0
+        )
         return Span.log_sigma(seconds, self.sigma * (1.0 + outside))
 
     def coefficients(self) -> dict:
@@ -133,8 +141,9 @@ def fit_law(rows: pd.DataFrame, law: str, batches: pd.Series | None = None) -> S
     start, _ = nnls(scaled, np.ones(len(y)))
     first = scaled @ start - 1
     spread = max(1.4826 * float(np.median(np.abs(first))), 0.005)
-    result = least_squares(lambda c: scaled @ c - 1, start, bounds=(0, np.inf), loss="soft_l1", f_scale=spread,
-                           x_scale="jac")
+    result = least_squares(
+        lambda c: scaled @ c - 1, start, bounds=(0, np.inf), loss="soft_l1", f_scale=spread, x_scale="jac"
+    )
     coef = result.x
     fitted = x @ coef
     log_residuals = np.log(y / np.where(fitted > 0, fitted, np.nan))

@@ -17,19 +17,27 @@ import numpy as np
 import pandas as pd
 
 import sweeps.pricing.estimate.priors as priors
-from sweeps.pricing.estimate.laws import fit_families
 from sweeps.pricing.estimate.hardware import CpuSpeed, gpu_kind
 from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S, IdentityIndex, prepare
-from sweeps.pricing.estimate.laws import Span
-from tokengen.contract.declarations import KNOBS, knobs_where
+from sweeps.pricing.estimate.laws import Span, fit_families
 from sweeps.pricing.estimate.trials import AUTO, batches, expected_steps, family, fixed_runs, law, number, text
+from tokengen.contract.declarations import KNOBS, knobs_where
 
 SINGLE_SAMPLE_FACTOR = 1.3  # one past measurement of a part: x/1.3 .. x1.3
 FEW_RATIOS_FACTOR = 2.0  # a prior rescaled by fewer than 3 runs' ratios
 MIN_RATIO_FACTOR = 1.5  # a rescaled prior is never trusted to better than this
 RATIO_SAMPLES = 3
-PRIOR_RUN_FIELDS = ("model", "device", "dtype", "matmul_precision", "batch_size", "prompt_len", "max_seqlen",
-                    "requests", *KNOBS)
+PRIOR_RUN_FIELDS = (
+    "model",
+    "device",
+    "dtype",
+    "matmul_precision",
+    "batch_size",
+    "prompt_len",
+    "max_seqlen",
+    "requests",
+    *KNOBS,
+)
 """What priors.prior_run reads of a trial: two trials that agree on these get the same prior run."""
 GRAPH_KNOBS = knobs_where(graph=True)
 """The knobs whose values change a compiled graph, so a compile measured for one value says little of another."""
@@ -70,7 +78,9 @@ class CostModel:
         frame["batches"] = [batches(r) for r in records]
         frame["expected_steps"] = [expected_steps(r) for r in records]
         gpus = [k if k not in ("cpu", "cuda") else None for k in frame["device_kind"]]
-        per_step_prior = [priors.prior_run(r, g, cpu).mid / e for r, g, e in zip(records, gpus, frame["expected_steps"])]
+        per_step_prior = [
+            priors.prior_run(r, g, cpu).mid / e for r, g, e in zip(records, gpus, frame["expected_steps"])
+        ]
         frame["run_ratio"] = frame["steady_run_s"] / frame["steps"] / per_step_prior
         frame["compile_ratio"] = frame["compile_s"] / [priors.prior_compile(r).mid for r in records]
         frame["build_ratio"] = frame["build_s"] / [priors.prior_build(r).mid for r in records]
@@ -146,8 +156,9 @@ class CostModel:
         fam, steps = family(trial, kind), self.steps(trial)
         law_fit = self.laws.get(fam)
         if law_fit is not None:
-            return law_fit.run(number(trial, "batch_size"), max(number(trial, "prompt_len"), 1), steps,
-                               batches(trial)), "fit"
+            return law_fit.run(
+                number(trial, "batch_size"), max(number(trial, "prompt_len"), 1), steps, batches(trial)
+            ), "fit"
         gpu = None if kind in ("cpu", "cuda") else kind
         memo = ("prior_run", gpu, *(text(trial, f) for f in PRIOR_RUN_FIELDS))
         if memo not in self._memo:
@@ -157,11 +168,15 @@ class CostModel:
         family_ratios = self._rows("run_ratio", family=fam)
         if len(family_ratios):
             return _ratio_span(per_step, family_ratios), "fit"
-        ratios = self._first("run_ratio", [
-            dict(device_kind=kind, law=law(trial), compile=text(trial, "compile")),
-            dict(model=text(trial, "model"), law=law(trial), compile=text(trial, "compile")),
-            dict(device_kind=kind), dict(device=text(trial, "device")),
-        ])
+        ratios = self._first(
+            "run_ratio",
+            [
+                dict(device_kind=kind, law=law(trial), compile=text(trial, "compile")),
+                dict(model=text(trial, "model"), law=law(trial), compile=text(trial, "compile")),
+                dict(device_kind=kind),
+                dict(device=text(trial, "device")),
+            ],
+        )
         if len(ratios):
             return _ratio_span(per_step, ratios), "prior"
         return Span(per_step, raw.low * per_step / raw.mid, raw.high * per_step / raw.mid), "prior"
@@ -179,10 +194,13 @@ class CostModel:
 
     def _compile(self, trial: Mapping) -> Span:
         kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
-        measured = self._first("compile_s", [
-            dict(model=model, device_kind=kind, compile_warm="no", **{k: text(trial, k) for k in GRAPH_KNOBS}),
-            dict(model=model, device_kind=kind, compile=mode, compile_warm="no"),
-        ])
+        measured = self._first(
+            "compile_s",
+            [
+                dict(model=model, device_kind=kind, compile_warm="no", **{k: text(trial, k) for k in GRAPH_KNOBS}),
+                dict(model=model, device_kind=kind, compile=mode, compile_warm="no"),
+            ],
+        )
         if len(measured):
             return spread(measured)
         ratios = self._first("compile_ratio", [dict(device_kind=kind, compile=mode), dict(compile=mode)])
@@ -198,8 +216,13 @@ class CostModel:
 
     def _warm_compile(self, trial: Mapping) -> tuple[Span, str]:
         kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
-        measured = self._first("compile_s", [dict(model=model, device_kind=kind, compile=mode, compile_warm="yes"),
-                                             dict(device_kind=kind, compile=mode, compile_warm="yes")])
+        measured = self._first(
+            "compile_s",
+            [
+                dict(model=model, device_kind=kind, compile=mode, compile_warm="yes"),
+                dict(device_kind=kind, compile=mode, compile_warm="yes"),
+            ],
+        )
         if len(measured):
             return spread(measured), "history"
         cold = self.compile(trial)
@@ -211,8 +234,10 @@ class CostModel:
 
     def _build(self, trial: Mapping) -> Span:
         kind, model = self.device_kind(trial), text(trial, "model")
-        measured = self._first("build_s", [dict(model=model, device_kind=kind, dtype=text(trial, "dtype")),
-                                           dict(model=model, device_kind=kind)])
+        measured = self._first(
+            "build_s",
+            [dict(model=model, device_kind=kind, dtype=text(trial, "dtype")), dict(model=model, device_kind=kind)],
+        )
         if len(measured):
             return spread(measured)
         ratios = self._first("build_ratio", [dict(device_kind=kind), dict(device=text(trial, "device"))])

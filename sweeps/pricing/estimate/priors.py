@@ -15,11 +15,11 @@ from typing import Mapping
 
 import numpy as np
 
-from tokengen.contract.declarations import KNOBS, weight_bits
 from sweeps.pricing.estimate.hardware import DEFAULT_GPU, GPUS, CpuSpeed, cpu_speed, gpu_spec
-from sweeps.pricing.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
 from sweeps.pricing.estimate.laws import Span
+from sweeps.pricing.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
 from sweeps.pricing.estimate.trials import batches, compile_mode, compiles, law, number, text
+from tokengen.contract.declarations import KNOBS, weight_bits
 
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 GPU_BANDWIDTH_EFFICIENCY = 0.8  # large sequential reads reach ~80% of a datasheet bandwidth
@@ -33,9 +33,12 @@ CPU_DTYPE_SLOWDOWN = {"float32": 1.0, "bfloat16": 2.0, "float16": 4.0}  # CPUs w
 # replay a step as one launch. A CPU step pays the same Python with slower dispatch, and replays no graph.
 EAGER_STEP, FUSED_STEP, GRAPHED_STEP = "eager", "fused", "graphed"
 STEP_OVERHEAD_S = {
-    ("cuda", EAGER_STEP): (1.0e-3, 0.25e-3), ("cuda", FUSED_STEP): (0.3e-3, 0.03e-3),
+    ("cuda", EAGER_STEP): (1.0e-3, 0.25e-3),
+    ("cuda", FUSED_STEP): (0.3e-3, 0.03e-3),
     ("cuda", GRAPHED_STEP): (0.05e-3, 0.003e-3),
-    ("cpu", EAGER_STEP): (1.5e-3, 0.4e-3), ("cpu", FUSED_STEP): (0.5e-3, 0.05e-3), ("cpu", GRAPHED_STEP): (0.5e-3, 0.05e-3),
+    ("cpu", EAGER_STEP): (1.5e-3, 0.4e-3),
+    ("cpu", FUSED_STEP): (0.5e-3, 0.05e-3),
+    ("cpu", GRAPHED_STEP): (0.5e-3, 0.05e-3),
 }
 ENGINE_OVERHEAD_S = {"loop": 0.0, "generate": 0.5e-3, "generate_batch": 1.0e-3}  # logits processors, stopping criteria
 

@@ -53,13 +53,15 @@ class ModelShape:
         return "small" if n < 50e6 else "base" if n < 500e6 else "large" if n < 2e9 else "huge"
 
 
-def gpt2_shape(layers: int, hidden: int, vocab: int = 50257, positions: int = 1024,
-               intermediate: int | None = None) -> ModelShape:
+def gpt2_shape(
+    layers: int, hidden: int, vocab: int = 50257, positions: int = 1024, intermediate: int | None = None
+) -> ModelShape:
     return ModelShape("gpt2", layers, hidden, vocab, positions, intermediate or 4 * hidden, hidden, True)
 
 
-def llama_shape(hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int,
-                positions: int, tied: bool) -> ModelShape:
+def llama_shape(
+    hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int, positions: int, tied: bool
+) -> ModelShape:
     return ModelShape("llama", layers, hidden, vocab, positions, intermediate, kv_heads * (hidden // heads), tied)
 
 
@@ -72,13 +74,25 @@ PRESET_SHAPES: dict[str, ModelShape] = {
 def _from_config(config: dict) -> ModelShape | None:
     """A shape from a Hugging Face config.json: GPT-2 names, else Llama-style names."""
     if "n_embd" in config:
-        return gpt2_shape(config["n_layer"], config["n_embd"], config.get("vocab_size", 50257),
-                          config.get("n_positions", 1024), config.get("n_inner"))
+        return gpt2_shape(
+            config["n_layer"],
+            config["n_embd"],
+            config.get("vocab_size", 50257),
+            config.get("n_positions", 1024),
+            config.get("n_inner"),
+        )
     if "hidden_size" in config and "num_hidden_layers" in config:
         d, heads = config["hidden_size"], config.get("num_attention_heads", 1)
-        return llama_shape(d, config.get("intermediate_size", 4 * d), config["num_hidden_layers"], heads,
-                           config.get("num_key_value_heads") or heads, config.get("vocab_size", 32000),
-                           config.get("max_position_embeddings", 2048), bool(config.get("tie_word_embeddings", False)))
+        return llama_shape(
+            d,
+            config.get("intermediate_size", 4 * d),
+            config["num_hidden_layers"],
+            heads,
+            config.get("num_key_value_heads") or heads,
+            config.get("vocab_size", 32000),
+            config.get("max_position_embeddings", 2048),
+            bool(config.get("tie_word_embeddings", False)),
+        )
     return None
 
 

@@ -12,8 +12,25 @@ from typing import Mapping
 from tokengen.contract.declarations import EAGER, RECOMPUTE, declared, in_family
 from tokengen.contract.spec import KNOBS, TrialSpec
 
-FIELDS_READ = ("model", "dtype", "device", "batch_size", "max_seqlen", "prompt_len", *KNOBS, "requests", "warmup",
-               "runs", "profile", "variant", "accelerator_type", "matmul_precision", "stop", "min_runs", "max_runs")
+FIELDS_READ = (
+    "model",
+    "dtype",
+    "device",
+    "batch_size",
+    "max_seqlen",
+    "prompt_len",
+    *KNOBS,
+    "requests",
+    "warmup",
+    "runs",
+    "profile",
+    "variant",
+    "accelerator_type",
+    "matmul_precision",
+    "stop",
+    "min_runs",
+    "max_runs",
+)
 """The fields the cost model reads of a trial; a history row lacking another is not taken for a default."""
 _SPEC = TrialSpec()
 DEFAULTS: dict = {

@@ -28,7 +28,10 @@ from pathlib import Path
 from tokengen.contract.models import is_local_path
 
 FACTS = ("device", "torch", "transformers", "driver", "threads", "project", "code", "model_files")
-MEASURING_CODE = ("tokengen", "sweeps.execution.trial_process")  # what a trial process runs: packages whole, modules alone
+MEASURING_CODE = (
+    "tokengen",
+    "sweeps.execution.trial_process",
+)  # what a trial process runs: packages whole, modules alone
 
 
 def facts(device: str, threads: int | None, model: str) -> dict:
@@ -93,8 +96,12 @@ def _gpu() -> tuple[str | None, str | None]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     select = ["-i", visible] if visible else []
     try:
-        out = subprocess.run(["nvidia-smi", *select, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["nvidia-smi", *select, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None, None
     first = out.stdout.strip().splitlines()[:1] if out.returncode == 0 else []
@@ -159,10 +166,15 @@ def revision() -> str | None:
         return None
     root = Path(next(iter(spec.submodule_search_locations))).parent
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10)
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if commit.returncode != 0:

@@ -46,12 +46,21 @@ CPU_LIST_USD_PER_HOUR = 0.10  # a CPU worker's example price, beside the GPUs' p
 
 def list_prices() -> dict[str, float]:
     """The example prices per device-hour that `sweep.prices` defaults to: cpu and every GPU with a price class."""
-    return {"cpu": CPU_LIST_USD_PER_HOUR,
-            **{kind: gpu.list_usd_per_hour for kind, gpu in GPUS.items() if gpu.list_usd_per_hour is not None}}
+    return {
+        "cpu": CPU_LIST_USD_PER_HOUR,
+        **{kind: gpu.list_usd_per_hour for kind, gpu in GPUS.items() if gpu.list_usd_per_hour is not None},
+    }
+
 
 MARKERS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("GH200",), "GH200"), (("H200",), "H200"), (("H100", "NVL"), "H100 NVL"), (("H100", "PCIE"), "H100 PCIe"),
-    (("H100",), "H100"), (("A100", "40G"), "A100 40GB"), (("A100",), "A100"), (("L40S",), "L40S"),
+    (("GH200",), "GH200"),
+    (("H200",), "H200"),
+    (("H100", "NVL"), "H100 NVL"),
+    (("H100", "PCIE"), "H100 PCIe"),
+    (("H100",), "H100"),
+    (("A100", "40G"), "A100 40GB"),
+    (("A100",), "A100"),
+    (("L40S",), "L40S"),
 )
 """(substrings that must all appear in the upper-cased name, GPUS key): most specific first, so
 "NVIDIA GH200 480GB" is not taken for an H200, nor "NVIDIA H100 PCIe" for an SXM part."""

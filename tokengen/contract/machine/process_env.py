@@ -11,8 +11,13 @@ from __future__ import annotations
 from typing import Mapping
 
 ALLOC_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
-SECRETS = ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD",
-           "MLFLOW_TRACKING_CLIENT_CERT_PATH")
+SECRETS = (
+    "MLFLOW_TRACKING_PASSWORD",
+    "MLFLOW_TRACKING_TOKEN",
+    "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_AUTH_ADMIN_PASSWORD",
+    "MLFLOW_TRACKING_CLIENT_CERT_PATH",
+)
 """The tracking store's credentials: the driver alone writes to MLflow, so no Ray worker or trial gets them."""
 EXPANDABLE = "expandable_segments:True"
 
@@ -26,8 +31,9 @@ def allocator_conf(base: Mapping[str, str], allocator: str) -> str:
     return ",".join(kept)
 
 
-def trial_environment(base: Mapping[str, str], allocator: str, inductor_dir: str | None = None,
-                      threads: int | None = None) -> dict[str, str]:
+def trial_environment(
+    base: Mapping[str, str], allocator: str, inductor_dir: str | None = None, threads: int | None = None
+) -> dict[str, str]:
     """`base` with the trial's allocator, compile cache, thread count, no hub access and no credentials."""
     env = {k: v for k, v in base.items() if k not in ALLOC_VARS and k not in SECRETS}
     conf = allocator_conf(base, allocator)

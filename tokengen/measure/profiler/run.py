@@ -99,9 +99,17 @@ class ProfiledRun:
 
 def nsys_command(argv: list[str], output: Path) -> list[str]:
     """The article's capture: only what happens between cudaProfilerStart and Stop is recorded."""
-    return ["nsys", "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
-            f"--trace={NSYS_TRACE}", "--cuda-graph-trace=node",  # each kernel of a CUDA graph, not one box
-            "--force-overwrite=true", f"--output={output}", *argv]
+    return [
+        "nsys",
+        "profile",
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+        f"--trace={NSYS_TRACE}",
+        "--cuda-graph-trace=node",  # each kernel of a CUDA graph, not one box
+        "--force-overwrite=true",
+        f"--output={output}",
+        *argv,
+    ]
 
 
 def nsys_export_command(report: Path, sqlite_path: Path) -> list[str]:
@@ -179,11 +187,19 @@ def profile_run(generate, spec, out_dir: Path) -> dict:
     finally:
         run.end()  # the run may end inside the window (early stop)
     if not run.opened:  # the batch ended before the window's first step
-        return {"profile_window": "none", "gpu_idle_us_per_step": None, "gpu_busy_pct": None,
-                "host_sync_us_per_step": None, "profiled_steps": 0}
+        return {
+            "profile_window": "none",
+            "gpu_idle_us_per_step": None,
+            "gpu_busy_pct": None,
+            "host_sync_us_per_step": None,
+            "profiled_steps": 0,
+        }
     if spec.profile != "torch":
         return {"profile_window": f"{run.start}-{run.stop}"}
     from tokengen.measure.profiler.traces import derive, from_torch_trace
 
-    return {**derive(from_torch_trace(run.trace_path)), "profile_window": f"{run.start}-{run.stop}",
-            "profile_trace": TORCH_TRACE}
+    return {
+        **derive(from_torch_trace(run.trace_path)),
+        "profile_window": f"{run.start}-{run.stop}",
+        "profile_trace": TORCH_TRACE,
+    }

@@ -75,7 +75,7 @@ def _busy_pct(ops: list[tuple[float, float, int]]) -> float | None:
 def _step_number(name: str) -> int | None:
     prefix = STEP_RANGE.format("")
     if name.startswith(prefix):
-        tail = name[len(prefix):]
+        tail = name[len(prefix) :]
         return int(tail) if tail.isdigit() else None
     return None
 
@@ -116,7 +116,9 @@ def from_nsys_sqlite(path: str | Path) -> Timeline:
         if _has_table(db, "NVTX_EVENTS"):
             text = "COALESCE(e.text, s.value)" if _has_table(db, "StringIds") else "e.text"
             join = "LEFT JOIN StringIds s ON e.textId = s.id" if _has_table(db, "StringIds") else ""
-            for name, start, end in db.execute(f"SELECT {text}, e.start, e.end FROM NVTX_EVENTS e {join} WHERE e.end IS NOT NULL"):
+            for name, start, end in db.execute(
+                f"SELECT {text}, e.start, e.end FROM NVTX_EVENTS e {join} WHERE e.end IS NOT NULL"
+            ):
                 name = name or ""
                 number = _step_number(name)
                 if number is not None:

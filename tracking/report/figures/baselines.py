@@ -94,7 +94,9 @@ def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[st
         columns["significant"].append(significant(low, high) if b != label else None)
         columns["compared"].append("run" if per_step == 1.0 else "step")
     for name, values in columns.items():
-        frame[name] = pd.Series(values, index=frame.index, dtype=object if name in ("significant", "compared") else float)
+        frame[name] = pd.Series(
+            values, index=frame.index, dtype=object if name in ("significant", "compared") else float
+        )
     return frame
 
 

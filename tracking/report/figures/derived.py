@@ -38,5 +38,3 @@ def figures(frame: pd.DataFrame, match: list[str]) -> dict[str, tuple[dict[str, 
             tags["baseline_run_id"] = str(frame.at[base[label], "run_id"])
         out[str(row["run_id"])] = (metrics, tags)
     return out
-
-

@@ -23,8 +23,9 @@ def relative_variance(mean: float, std: float, runs: int) -> float:
     return (std / mean) ** 2 / runs
 
 
-def ratio_interval(base_mean: float, base_std: float, base_runs: int, mean: float, std: float,
-                   runs: int, level: float = LEVEL) -> tuple[float, float]:
+def ratio_interval(
+    base_mean: float, base_std: float, base_runs: int, mean: float, std: float, runs: int, level: float = LEVEL
+) -> tuple[float, float]:
     """(low, high) for base_mean / mean; NaNs where either side has fewer than two runs."""
     if min(base_runs, runs) < 2 or not (base_mean > 0 and mean > 0):
         return math.nan, math.nan

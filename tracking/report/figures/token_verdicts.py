@@ -18,8 +18,10 @@ from tokengen.contract.declarations import BOUND, in_family
 from tokengen.contract.names import FINISHED, TOKENS_FILE
 from tracking.store.reading import fetch_artifacts, is_missing
 
-HOW = ("agree k/N: every batch row matches its baseline for its first k of the baseline's N decode steps "
-       "(k is the minimum over the rows; BOS excluded; a no-check variant is compared over the baseline's length only)")
+HOW = (
+    "agree k/N: every batch row matches its baseline for its first k of the baseline's N decode steps "
+    "(k is the minimum over the rows; BOS excluded; a no-check variant is compared over the baseline's length only)"
+)
 
 
 def agreed_steps(tokens: np.ndarray, base: np.ndarray, prompt_len: int = 1) -> int:
@@ -39,7 +41,7 @@ def extra_steps_ok(tokens: np.ndarray, base: np.ndarray, stop_check: str) -> boo
         return tokens.shape[1] == base.shape[1]
     if stop_check not in in_family("stop_check", BOUND) or tokens.shape[0] != base.shape[0]:
         return False
-    return np.unique(tokens[:, base.shape[1]:]).size == 1
+    return np.unique(tokens[:, base.shape[1] :]).size == 1
 
 
 def exact(dtype: str, matmul_precision: str = "highest") -> bool:
@@ -92,7 +94,8 @@ def check_tokens(frame: pd.DataFrame, base: pd.Series, client=None) -> tuple[pd.
             verdicts[label], agreed[label] = f"MISMATCH (shape {mine.shape[1] - prompt} vs {int(length)} steps)", count
             continue
         precision = str(frame.at[label, "matmul_precision"]) if "matmul_precision" in frame else "highest"
-        verdicts[label] = verdict(str(frame.at[label, "dtype"]), count, 0 if is_missing(length) else int(length),
-                                  precision)
+        verdicts[label] = verdict(
+            str(frame.at[label, "dtype"]), count, 0 if is_missing(length) else int(length), precision
+        )
         agreed[label] = float("nan") if count is None else count
     return verdicts, agreed, len(files)

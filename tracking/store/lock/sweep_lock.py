@@ -34,8 +34,15 @@ class SweepLocked(TrackingError):
 
 
 class SweepLock:
-    def __init__(self, client, experiment: str, sweep: str, stale_s: float = STALE_S, beat_s: float = HEARTBEAT_S,
-                 answers=lambda: True):
+    def __init__(
+        self,
+        client,
+        experiment: str,
+        sweep: str,
+        stale_s: float = STALE_S,
+        beat_s: float = HEARTBEAT_S,
+        answers=lambda: True,
+    ):
         """`answers`: whether the store takes a write now (Recorder.answers, a server's health probe): a store
         that stopped answering is not asked at all, so its client's retries never stall or clutter the end."""
         self.client, self.experiment, self.sweep, self.answers = client, experiment, sweep, answers
@@ -47,9 +54,17 @@ class SweepLock:
     def acquire(self) -> SweepLock:
         """Hold the lock, with its heartbeat running; SweepLocked (one line) where another driver holds it."""
         self.experiment_id = self._locks_experiment()
-        run = self.client.create_run(self.experiment_id, run_name=f"lock {self.sweep}", tags={
-            SWEEP: self.sweep, HOST: socket.gethostname(), PID: str(os.getpid()), BEAT: f"{time.time():.3f}",
-            STATE: CLAIMING})
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=f"lock {self.sweep}",
+            tags={
+                SWEEP: self.sweep,
+                HOST: socket.gethostname(),
+                PID: str(os.getpid()),
+                BEAT: f"{time.time():.3f}",
+                STATE: CLAIMING,
+            },
+        )
         self.run_id = run.info.run_id
         deadline = time.monotonic() + DECIDE_S
         while True:
@@ -76,9 +91,11 @@ class SweepLock:
     def _refusal(self, claim) -> str:
         tags = claim.data.tags
         age = max(0.0, time.time() - float(tags.get(BEAT, 0)))
-        return (f"sweep {self.sweep!r} is running on this store from host {tags.get(HOST)} pid {tags.get(PID)} "
-                f"(heartbeat {age:.0f} s ago): wait for it to end, or stop it; a killed driver's claim lapses after "
-                f"{self.stale_s:.0f} s")
+        return (
+            f"sweep {self.sweep!r} is running on this store from host {tags.get(HOST)} pid {tags.get(PID)} "
+            f"(heartbeat {age:.0f} s ago): wait for it to end, or stop it; a killed driver's claim lapses after "
+            f"{self.stale_s:.0f} s"
+        )
 
     def _withdraw(self) -> None:
         if self.run_id is None or not self.answers():
