@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 
 from sweeps.delivery.full_disk import stopped_full
@@ -35,6 +34,7 @@ from sweeps.planning.settings import prepare_workdir
 from sweeps.pricing.memory import check_local_memory
 from sweeps.pricing.price import Refused, price_for_run
 from sweeps.pricing.priced import Priced, summary_line
+from sweeps.say import say
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import SpecError
 from tracking.store.connect import TrackingError, check_credentials, check_uri, redacted, sqlite_sharing_problem
@@ -46,10 +46,6 @@ FAILED_TRIALS, BAD_INPUT, UNRECORDED = 1, 2, 3  # exit statuses; an interrupt ex
 REFUSED_INPUT = (SpecError, TrackingError, JournalError, ClusterError, StoreReadError, Refused)
 
 
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def run_sweep(config) -> int:
     """The sweep: price it, check everything before Ray, run what is not finished (then the remeasure
     rounds), record every result, publish the report; returns the exit status."""
@@ -57,7 +53,7 @@ def run_sweep(config) -> int:
     try:
         check_credentials(config["tracking"]["uri"])  # before any file or line could carry the password
     except TrackingError as exc:
-        _say(f"error: {exc}")
+        say(f"error: {exc}")
         return BAD_INPUT
     if config["sweep"].get("dry_run"):
         from sweeps.dry_run import dry_run
@@ -67,7 +63,7 @@ def run_sweep(config) -> int:
     log = quiet_terminal(config["tracking"]["experiment"], str(config["sweep"]["name"]))  # Ray's and MLflow's lines
     try:
         waiting = journaled_results(config["tracking"]["experiment"], config["sweep"]["name"])
-        priced = price_for_run(config, _say, waiting)  # the store read only: a refused sweep leaves no trace
+        priced = price_for_run(config, say, waiting)  # the store read only: a refused sweep leaves no trace
         plan, outbox = prepare(config, priced.plan if priced else None)
         lock = SweepLock(
             outbox.recorder.client,
@@ -77,7 +73,7 @@ def run_sweep(config) -> int:
         ).acquire()
     except REFUSED_INPUT as exc:
         details = f" (details: {os.path.relpath(log)})" if isinstance(exc, TrackingError) and log.exists() else ""
-        _say(f"error: {exc}{details}")
+        say(f"error: {exc}{details}")
         return BAD_INPUT
     try:
         return run_locked(config, plan, outbox, priced, started, log)
@@ -89,7 +85,7 @@ def run_locked(config: dict, plan: GridPlan, outbox: Outbox, priced: Priced | No
     """The sweep once this driver holds its lock: run, remeasure, record, report; the exit status."""
     caveat = sqlite_sharing_problem(config["tracking"]["uri"])
     for line in plan.describe() + ([caveat] if caveat else []):
-        _say(line)
+        say(line)
     records: list[dict] = []
     trials: list[PlannedTrial] = []
     again = Remeasured()
@@ -108,7 +104,7 @@ def run_locked(config: dict, plan: GridPlan, outbox: Outbox, priced: Priced | No
             # finished trials judged noisy or contended run again (sweep.remeasure rounds)
             again = remeasure(config, plan, outbox, lambda t: execute(t, config, outbox, [], stop))
     except ClusterError as exc:
-        _say(f"error: {exc}")
+        say(f"error: {exc}")
         return BAD_INPUT
     except Interrupted as stop:
         return interrupted(outbox, records + again.records, len(trials), stop)
@@ -148,11 +144,11 @@ def choose_trials(
     if config["ray"]["address"]:
         connect_ray(config)  # the fingerprints are the cluster nodes'
     trials = trials_to_run(plan, outbox, config["sweep"]["resume"], expected_fingerprints(plan, config))
-    _say(f"sweep {config['sweep']['name']}: {len(trials)} trial(s) to run")
+    say(f"sweep {config['sweep']['name']}: {len(trials)} trial(s) to run")
     if priced is not None:
         priced = priced.running(trials)
         trials = priced.submission_order(trials)
-        _say(summary_line(priced))
+        say(summary_line(priced))
     return trials, priced
 
 
@@ -167,21 +163,21 @@ def finish(config: dict, outbox: Outbox, records: list[dict], again: Remeasured,
         try:
             publish_report(config, records + again.records)
         except OutOfSpace as exc:
-            _say(f"error: {exc}")
+            say(f"error: {exc}")
             return UNRECORDED
-    _say(f"sweep {name}: {len(records) - len(failed)} finished, {len(failed)} failed{again.said}, in {wall:.1f} s")
+    say(f"sweep {name}: {len(records) - len(failed)} finished, {len(failed)} failed{again.said}, in {wall:.1f} s")
     for record in failed:
-        _say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
+        say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
     if log.exists():
-        _say(f"log: Ray's and MLflow's own lines are in {os.path.relpath(log)}")
+        say(f"log: Ray's and MLflow's own lines are in {os.path.relpath(log)}")
     if outbox.unrecorded and outbox.full:
-        _say(
+        say(
             f"error: {outbox.full}: make room there and rerun the same command; {outbox.unrecorded} result(s) wait "
             f"in {os.path.relpath(outbox.journal.path)} and are recorded without running their trials again"
         )
         return UNRECORDED
     if outbox.unrecorded:
-        _say(
+        say(
             f"error: {outbox.unrecorded} result(s) not yet recorded in {redacted(config['tracking']['uri'])} "
             f"({outbox.last_error}); they wait in {outbox.journal.path}, and rerunning the same command records "
             "them without running their trials again"
@@ -201,5 +197,5 @@ def interrupted(outbox: Outbox, records: list[dict], planned: int, stop: Interru
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
     done = len(records)
-    _say(f"interrupted ({stop}): {done} finished, {max(0, planned - done)} stopped; rerun the same command to resume")
+    say(f"interrupted ({stop}): {done} finished, {max(0, planned - done)} stopped; rerun the same command to resume")
     return 128 + stop.signum

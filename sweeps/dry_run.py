@@ -11,20 +11,16 @@ would refuse on this machine's own devices is marked in plan.md and the dry run 
 
 from __future__ import annotations
 
-import sys
 import time
 
 from sweeps.delivery.journal import journaled_results
 from sweeps.pricing.memory import free_memory, memory_refusal
 from sweeps.pricing.price import price_sweep
 from sweeps.pricing.tables import write_plan
+from sweeps.say import say
 from tokengen.contract.spec import SpecError
 from tracking.store.connect import redacted
 from tracking.store.history import StoreReadError
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def dry_run(config: dict) -> int:
@@ -35,10 +31,10 @@ def dry_run(config: dict) -> int:
             config, waiting=journaled_results(config["tracking"]["experiment"], config["sweep"]["name"])
         )
     except (SpecError, StoreReadError) as exc:
-        _say(f"error: {exc}")
+        say(f"error: {exc}")
         return 2
     for line in priced.plan.describe():
-        _say(line)
+        say(line)
     csv, md, text = write_plan(priced, config)
     print(text, end="")
     refused = [] if config["ray"]["address"] else refused_here(priced.plan.trials, config["sweep"].get("memory_guard"))
@@ -50,14 +46,14 @@ def dry_run(config: dict) -> int:
         )
         with open(md, "a") as plan:
             plan.write(f"\n{mark}\n")
-        _say(mark)
-    _say(
+        say(mark)
+    say(
         f"dry run: plan in {md} and {csv} ({len(priced.table)} trial(s), planned in {priced.seconds:.2f} s, "
         f"{time.perf_counter() - started:.2f} s with the files); nothing ran, nothing was written to "
         f"{redacted(config['tracking']['uri'])}"
     )
     if refused:
-        _say(f"error: {memory_refusal(refused, free_memory(), config['sweep'].get('memory_guard'))}")
+        say(f"error: {memory_refusal(refused, free_memory(), config['sweep'].get('memory_guard'))}")
         return 2
     return 0
 

@@ -16,9 +16,9 @@ import torch
 from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 
 from tokengen.contract.models import PRESETS, Preset, checkpoint_dir, model_facts
-from tokengen.contract.spec import SpecError
+from tokengen.contract.spec import DTYPE_BYTES, SpecError
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_BYTES}  # each declared dtype as torch names it
 
 
 def preset_config(preset: Preset) -> PretrainedConfig:

@@ -5,15 +5,11 @@ and the sweep ends in one line (sweeps/driver.py exits 3); rerunning the same co
 from __future__ import annotations
 
 import os
-import sys
 
 from sweeps.delivery.outbox import Outbox
 from sweeps.execution.space import OutOfSpace
+from sweeps.say import say
 from tokengen.contract.record import first_line
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def mark_full(outbox: Outbox, why: str) -> None:
@@ -24,7 +20,7 @@ def mark_full(outbox: Outbox, why: str) -> None:
     try:
         outbox.recorder.fail_sweep(why)
     except Exception as exc:  # noqa: BLE001 - every result is journaled; only the parent's status is missing
-        _say(f"tracking: the sweep's run is left open ({first_line(exc)})")
+        say(f"tracking: the sweep's run is left open ({first_line(exc)})")
 
 
 def stopped_full(outbox: Outbox, records: list[dict], exc: OutOfSpace) -> None:
@@ -36,7 +32,7 @@ def stopped_full(outbox: Outbox, records: list[dict], exc: OutOfSpace) -> None:
     except OutOfSpace:
         pass  # the journal cannot note what the store took: the rerun finds it there
     mark_full(outbox, str(exc))
-    _say(
+    say(
         f"error: {exc}: make room there and rerun the same command; the {len(records)} result(s) that finished "
         f"are kept in {os.path.relpath(outbox.journal.path)} and recorded without running their trials again"
     )

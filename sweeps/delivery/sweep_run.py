@@ -5,7 +5,6 @@ result is journaled (sweeps/delivery/journal.py)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from sweeps.delivery.full_disk import mark_full
@@ -14,14 +13,11 @@ from sweeps.execution.space import OutOfSpace, full_line, out_of_space, reason_o
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.pricing.priced import PLAN_COLUMNS, Priced
 from sweeps.pricing.tables import PLAN_CSV, PLAN_MD, plan_metrics, render
+from sweeps.say import say
 from tokengen.contract.record import first_line
 from tracking.run_names import run_names
 
 REPORT_BYTES = 2 << 20  # what a report's tables and plots take, about: said when its disk is full
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def record_plan(recorder, priced: Priced, config: dict) -> None:

@@ -18,21 +18,17 @@ results and judges them again, as the trial's own Watch would have.
 from __future__ import annotations
 
 import os
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from sweeps.say import say
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import AUTO_RUNS
 from tokengen.measure.interference import record_fields
 from tracking.measurement import OK, attempt_of, best, count, judged, latest_series, most_common
 
 TEST_CONTENDED = "SWEEPS_TEST_CONTENDED"
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -93,7 +89,7 @@ def remeasure(config: dict, plan, outbox, execute: Callable[[list], list[dict]])
     if rounds <= 0:
         return done
     if outbox.unrecorded:  # the attempts so far are read back from the store: it must hold them all
-        _say(
+        say(
             f"remeasure: not now, {outbox.unrecorded} result(s) wait for the tracking store (rerunning the same "
             "command records them, then remeasures)"
         )
@@ -112,7 +108,7 @@ def remeasure(config: dict, plan, outbox, execute: Callable[[list], list[dict]])
         top = most_common(
             count([c.get("measurement") for c in chosen], [c.get("measurement_reasons") for c in chosen])[1]
         )
-        _say(f"remeasure round {round_} of {rounds}: {len(again)} trial(s) not ok" + (f" ({top})" if top else ""))
+        say(f"remeasure round {round_} of {rounds}: {len(again)} trial(s) not ok" + (f" ({top})" if top else ""))
         records = execute(again)
         done.records += records
         done.rounds = round_

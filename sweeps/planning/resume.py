@@ -5,15 +5,10 @@ journaled but did not record are queued to be recorded first, without running th
 
 from __future__ import annotations
 
-import sys
-
 from sweeps.planning.fingerprints import cluster_fingerprints, environment_change, local_fingerprints
 from sweeps.planning.grid import GridPlan, PlannedTrial
+from sweeps.say import say
 from tokengen.contract.names import FINISHED
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def expected_fingerprints(plan: GridPlan, config: dict) -> dict[str, set]:
@@ -32,12 +27,12 @@ def trials_to_run(plan: GridPlan, outbox, resume: bool, expected: dict[str, set]
     index = outbox.recorder.index()
     earlier = outbox.take_over(index.attempts, index.half_written, {t.key for t in plan.trials})
     if outbox.outside:
-        _say(
+        say(
             f"journal: {outbox.outside} result(s) in {outbox.journal.path} are for keys outside this sweep's plan: "
             "left there, not recorded (rerun the grid that planned them to record them)"
         )
     if earlier:
-        _say(
+        say(
             f"journal: {len(earlier)} result(s) of an earlier run are not yet recorded: recording them first, "
             "without running their trials again"
         )
@@ -49,7 +44,7 @@ def trials_to_run(plan: GridPlan, outbox, resume: bool, expected: dict[str, set]
             finished.setdefault(record["key"], {})[record.get("env_fingerprint")] = record.get("env_facts")
     trials = [t for t in plan.trials if not finished.get(t.key, {}).keys() & expected.get(t.key, {}).keys()]
     elsewhere = [t for t in trials if t.key in finished]
-    _say(
+    say(
         f"resume: skipping {len(plan.trials) - len(trials)} trial(s) already finished in the experiment"
         + (
             f"; measuring {len(elsewhere)} again that finished in another environment "

@@ -25,10 +25,9 @@ from pathlib import Path
 
 from sweeps.pricing.estimate.shapes import ModelShape, shape_of
 from tokengen.contract.declarations import weight_bits
-from tokengen.contract.spec import SpecError, TrialSpec
+from tokengen.contract.spec import DTYPE_BYTES, SpecError, TrialSpec
 
 GB = 1e9
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 TOKEN_BYTES = 8  # int64 ids
 # A trial process's RSS with torch 2.13.0 (CPU) and transformers 5.24.0 imported, before its model:
 # ru_maxrss of a fresh python after those imports, 369 MB on this project's CI VM; the forked trial

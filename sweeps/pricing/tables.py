@@ -3,7 +3,6 @@ wall on the workers), plan.csv and plan.md, and the totals a sweep's parent run 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -52,10 +51,6 @@ def where_hours_go(runs) -> str:
         f"{name} {share:.1%}" for name, share in shares.items() if name != "timed runs" and share >= 0.0005
     )
     return f"Device-hours in timed runs: {shares.get('timed runs', 0.0):.1%}" + (f" ({rest})" if rest else "")
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def duration(seconds: float) -> str:

@@ -42,9 +42,12 @@ def _with_knobs(after: str):
     return add
 
 
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+"""Each dtype a trial may run in and the bytes of one element: the memory estimate and the cost model read it."""
+
 CHOICES = {
     **{knob: declarations.names(knob) for knob in declarations.KNOBS},  # a knob's values are its declarations
-    "dtype": ("float32", "bfloat16", "float16"),
+    "dtype": tuple(DTYPE_BYTES),
     "device": ("cpu", "cuda"),
     "matmul_precision": ("highest", "high"),
     "profile": ("off", "torch", "nsys", "auto"),

@@ -20,8 +20,8 @@ from sweeps.pricing.estimate.laws import Span
 from sweeps.pricing.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
 from sweeps.pricing.estimate.trials import batches, compile_mode, compiles, law, number, text
 from tokengen.contract.declarations import KNOBS, weight_bits
+from tokengen.contract.spec import DTYPE_BYTES
 
-ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 GPU_BANDWIDTH_EFFICIENCY = 0.8  # large sequential reads reach ~80% of a datasheet bandwidth
 GPU_COMPUTE_EFFICIENCY = 0.5  # skinny decode GEMMs rarely reach more than half the tensor peak
 CPU_BANDWIDTH_EFFICIENCY = 0.8
@@ -109,7 +109,7 @@ def step_seconds(trial: Mapping, shape: ModelShape, speed: Rates) -> np.ndarray:
     new = context if recompute else np.where(step == 0, float(prompt), 1.0)  # tokens forwarded per row
     attention = 4.0 * shape.layers * shape.hidden * (context - new / 2)  # QK^T and AV, per new token (causal)
     flops = rows * new * (2.0 * shape.streamed_params + attention)
-    size = ELEMENT_BYTES.get(text(trial, "dtype"), 4)
+    size = DTYPE_BYTES.get(text(trial, "dtype"), 4)
     cache_reads = 0.0 if recompute else rows * 2.0 * shape.layers * shape.kv_dim * context * size
     memory = shape.streamed_params * weight_element_bytes(trial) + cache_reads
     return np.maximum(memory / speed.bytes_per_s, flops / speed.flops_per_s) + step_overhead_s(trial, shape)
@@ -118,7 +118,7 @@ def step_seconds(trial: Mapping, shape: ModelShape, speed: Rates) -> np.ndarray:
 def weight_element_bytes(trial: Mapping) -> float:
     """Bytes a step reads per weight: the dtype's, or the bits a value declares (quantized weights)."""
     bits = weight_bits({k: text(trial, k) for k in KNOBS})
-    return bits / 8 if bits else ELEMENT_BYTES.get(text(trial, "dtype"), 4)
+    return bits / 8 if bits else DTYPE_BYTES.get(text(trial, "dtype"), 4)
 
 
 def prior_run(trial: Mapping, gpu: str | None = None, cpu: CpuSpeed | None = None) -> Span:
@@ -146,7 +146,7 @@ def prior_build(trial: Mapping) -> Span:
     shape = shape_of(text(trial, "model")) or FALLBACK_SHAPE
     seconds = BUILD_FIXED_S + shape.params / BUILD_PARAMS_PER_S
     if text(trial, "device") == "cuda":
-        seconds += shape.params * ELEMENT_BYTES.get(text(trial, "dtype"), 4) / (HOST_TO_DEVICE_GBS * 1e9)
+        seconds += shape.params * DTYPE_BYTES.get(text(trial, "dtype"), 4) / (HOST_TO_DEVICE_GBS * 1e9)
     return Span.factor(seconds, PRIOR_FACTOR)
 
 
