@@ -28,6 +28,7 @@ from sweeps.execution.logs import quiet_terminal
 from sweeps.execution.remeasure import Remeasured, remeasure
 from sweeps.execution.schedule import ClusterError
 from sweeps.execution.space import OutOfSpace
+from sweeps.planning.config import SweepConfig, load_config
 from sweeps.planning.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.planning.resume import expected_fingerprints, trials_to_run
 from sweeps.planning.settings import prepare_workdir
@@ -49,27 +50,24 @@ REFUSED_INPUT = (SpecError, TrackingError, JournalError, ClusterError, StoreRead
 def run_sweep(config) -> int:
     """The sweep: price it, check everything before Ray, run what is not finished (then the remeasure
     rounds), record every result, publish the report; returns the exit status."""
-    config = as_dict(config)
     try:
-        check_credentials(config["tracking"]["uri"])  # before any file or line could carry the password
-    except TrackingError as exc:
+        config = load_config(config)  # typed once, here: every stage takes the SweepConfig
+        check_credentials(config.tracking.uri)  # before any file or line could carry the password
+    except (TrackingError, SpecError) as exc:
         say(f"error: {exc}")
         return BAD_INPUT
-    if config["sweep"].get("dry_run"):
+    if config.sweep.dry_run:
         from sweeps.dry_run import dry_run
 
         return dry_run(config)
     started = time.perf_counter()  # the sweep's wall: the store, Ray, every trial and MLflow write
-    log = quiet_terminal(config["tracking"]["experiment"], str(config["sweep"]["name"]))  # Ray's and MLflow's lines
+    log = quiet_terminal(config.tracking.experiment, str(config.sweep.name))  # Ray's and MLflow's lines
     try:
-        waiting = journaled_results(config["tracking"]["experiment"], config["sweep"]["name"])
+        waiting = journaled_results(config.tracking.experiment, config.sweep.name)
         priced = price_for_run(config, say, waiting)  # the store read only: a refused sweep leaves no trace
         plan, outbox = prepare(config, priced.plan if priced else None)
         lock = SweepLock(
-            outbox.recorder.client,
-            config["tracking"]["experiment"],
-            config["sweep"]["name"],
-            answers=outbox.recorder.answers,
+            outbox.recorder.client, config.tracking.experiment, config.sweep.name, answers=outbox.recorder.answers
         ).acquire()
     except REFUSED_INPUT as exc:
         details = f" (details: {os.path.relpath(log)})" if isinstance(exc, TrackingError) and log.exists() else ""
@@ -81,9 +79,9 @@ def run_sweep(config) -> int:
         lock.release()
 
 
-def run_locked(config: dict, plan: GridPlan, outbox: Outbox, priced: Priced | None, started: float, log) -> int:
+def run_locked(config: SweepConfig, plan: GridPlan, outbox: Outbox, priced: Priced | None, started: float, log) -> int:
     """The sweep once this driver holds its lock: run, remeasure, record, report; the exit status."""
-    caveat = sqlite_sharing_problem(config["tracking"]["uri"])
+    caveat = sqlite_sharing_problem(config.tracking.uri)
     for line in plan.describe() + ([caveat] if caveat else []):
         say(line)
     records: list[dict] = []
@@ -114,13 +112,7 @@ def run_locked(config: dict, plan: GridPlan, outbox: Outbox, priced: Priced | No
     return finish(config, outbox, records, again, time.perf_counter() - started, log)
 
 
-def as_dict(config) -> dict:
-    from omegaconf import DictConfig, OmegaConf
-
-    return OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else config
-
-
-def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbox]:
+def prepare(config: SweepConfig, plan: GridPlan | None = None) -> tuple[GridPlan, Outbox]:
     """Everything that can be wrong before Ray starts, in the order a user fixes it: the settings and the
     grid (unless the pricing planned it already), this machine's GPUs and memory for a local Ray, the
     tracking URI, a local Ray's workdir, the journal's directory, then the store itself (reachable,
@@ -128,23 +120,23 @@ def prepare(config: dict, plan: GridPlan | None = None) -> tuple[GridPlan, Outbo
     plan = plan or plan_sweep(config)
     check_local_devices(plan, config)
     check_local_memory(plan.trials, config)
-    tracking = config["tracking"]
-    check_uri(tracking["uri"])
-    if not config["ray"]["address"]:
-        prepare_workdir(config["sweep"]["workdir"])
-    journal = Journal.open(tracking["experiment"], config["sweep"]["name"])
-    return plan, Outbox(journal, Recorder(tracking["uri"], tracking["experiment"]))
+    tracking = config.tracking
+    check_uri(tracking.uri)
+    if not config.ray.address:
+        prepare_workdir(config.sweep.workdir)
+    journal = Journal.open(tracking.experiment, config.sweep.name)
+    return plan, Outbox(journal, Recorder(tracking.uri, tracking.experiment))
 
 
 def choose_trials(
-    plan: GridPlan, outbox: Outbox, config: dict, priced: Priced | None
+    plan: GridPlan, outbox: Outbox, config: SweepConfig, priced: Priced | None
 ) -> tuple[list[PlannedTrial], Priced | None]:
     """The trials to run (resume), longest first where the sweep is priced, with the estimate said
     before the first trial."""
-    if config["ray"]["address"]:
+    if config.ray.address:
         connect_ray(config)  # the fingerprints are the cluster nodes'
-    trials = trials_to_run(plan, outbox, config["sweep"]["resume"], expected_fingerprints(plan, config))
-    say(f"sweep {config['sweep']['name']}: {len(trials)} trial(s) to run")
+    trials = trials_to_run(plan, outbox, config.sweep.resume, expected_fingerprints(plan, config))
+    say(f"sweep {config.sweep.name}: {len(trials)} trial(s) to run")
     if priced is not None:
         priced = priced.running(trials)
         trials = priced.submission_order(trials)
@@ -152,9 +144,9 @@ def choose_trials(
     return trials, priced
 
 
-def finish(config: dict, outbox: Outbox, records: list[dict], again: Remeasured, wall: float, log) -> int:
+def finish(config: SweepConfig, outbox: Outbox, records: list[dict], again: Remeasured, wall: float, log) -> int:
     """Close the sweep's run, publish its report, say how it went; the exit status."""
-    name = config["sweep"]["name"]
+    name = config.sweep.name
     failed = [r for r in records if r["status"] != FINISHED]
     close_sweep(outbox, len(failed))
     if outbox.unrecorded:
@@ -178,7 +170,7 @@ def finish(config: dict, outbox: Outbox, records: list[dict], again: Remeasured,
         return UNRECORDED
     if outbox.unrecorded:
         say(
-            f"error: {outbox.unrecorded} result(s) not yet recorded in {redacted(config['tracking']['uri'])} "
+            f"error: {outbox.unrecorded} result(s) not yet recorded in {redacted(config.tracking.uri)} "
             f"({outbox.last_error}); they wait in {outbox.journal.path}, and rerunning the same command records "
             "them without running their trials again"
         )

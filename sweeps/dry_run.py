@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from sweeps.delivery.journal import journaled_results
+from sweeps.planning.config import SweepConfig
 from sweeps.pricing.memory import free_memory, memory_refusal
 from sweeps.pricing.price import price_sweep
 from sweeps.pricing.tables import write_plan
@@ -23,13 +24,11 @@ from tracking.store.connect import redacted
 from tracking.store.history import StoreReadError
 
 
-def dry_run(config: dict) -> int:
+def dry_run(config: SweepConfig) -> int:
     """The dry run's command: 0 with the plan printed and written, 2 for bad input (one line)."""
     started = time.perf_counter()
     try:
-        priced = price_sweep(
-            config, waiting=journaled_results(config["tracking"]["experiment"], config["sweep"]["name"])
-        )
+        priced = price_sweep(config, waiting=journaled_results(config.tracking.experiment, config.sweep.name))
     except (SpecError, StoreReadError) as exc:
         say(f"error: {exc}")
         return 2
@@ -37,7 +36,7 @@ def dry_run(config: dict) -> int:
         say(line)
     csv, md, text = write_plan(priced, config)
     print(text, end="")
-    refused = [] if config["ray"]["address"] else refused_here(priced.plan.trials, config["sweep"].get("memory_guard"))
+    refused = [] if config.ray.address else refused_here(priced.plan.trials, config.sweep.memory_guard)
     if refused:
         mark = (
             f"memory: a real run would refuse {len(refused)} trial(s) on this machine: "
@@ -50,10 +49,10 @@ def dry_run(config: dict) -> int:
     say(
         f"dry run: plan in {md} and {csv} ({len(priced.table)} trial(s), planned in {priced.seconds:.2f} s, "
         f"{time.perf_counter() - started:.2f} s with the files); nothing ran, nothing was written to "
-        f"{redacted(config['tracking']['uri'])}"
+        f"{redacted(config.tracking.uri)}"
     )
     if refused:
-        say(f"error: {memory_refusal(refused, free_memory(), config['sweep'].get('memory_guard'))}")
+        say(f"error: {memory_refusal(refused, free_memory(), config.sweep.memory_guard)}")
         return 2
     return 0
 

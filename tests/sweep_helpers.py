@@ -8,9 +8,8 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
-from omegaconf import OmegaConf
 
-from sweeps.planning.config import register
+from sweeps.planning.config import SweepConfig, load_config, register
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = str(ROOT / "conf")
@@ -35,12 +34,10 @@ def small_overrides(tmp_path: Path, name: str = "t") -> list[str]:
     ]
 
 
-def small_sweep(tmp_path: Path, *overrides: str, name: str = "t") -> dict:
-    """The composed config of `small_overrides` plus `overrides`, as run_sweep takes it."""
+def small_sweep(tmp_path: Path, *overrides: str, name: str = "t") -> SweepConfig:
+    """The composed config of `small_overrides` plus `overrides`, typed as run_sweep takes it."""
     with initialize_config_dir(config_dir=CONF, version_base=None):
-        return OmegaConf.to_container(
-            compose("config", overrides=small_overrides(tmp_path, name) + list(overrides)), resolve=True
-        )
+        return load_config(compose("config", overrides=small_overrides(tmp_path, name) + list(overrides)))
 
 
 def driver_command(tmp_path: Path, *overrides: str, name: str = "t") -> list[str]:

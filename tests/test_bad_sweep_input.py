@@ -76,7 +76,7 @@ def test_bad_input_is_one_line_before_ray(tmp_path, capsys, override, line):
 
 def test_a_grid_over_max_trials_is_refused_before_it_is_expanded(tmp_path, capsys):
     config = small_sweep(tmp_path)
-    config["grid"]["seed"] = list(range(50_001))  # 2 variants x 1 x 1 x 50,001 seeds = 100,002 points
+    config.grid["seed"] = list(range(50_001))  # 2 variants x 1 x 1 x 50,001 seeds = 100,002 points
     started = time.perf_counter()
     line = refused(config, capsys)
     assert line == (

@@ -41,7 +41,7 @@ def test_pinned_trials_run_one_per_gpu_on_their_type(cluster, tmp_path):
     )
     # No real GPU here: each trial reaches its node, then its child process refuses device=cuda.
     assert run_sweep(config) == 1
-    runs = child_runs(config["tracking"]["uri"])
+    runs = child_runs(config.tracking.uri)
     assert len(runs) == 8  # 2 variants x 2 batches x 2 GPU types
     intervals = defaultdict(list)
     for run in runs:

@@ -74,7 +74,7 @@ def test_a_graph_compiled_on_one_node_is_loaded_warm_on_another(three_nodes, tmp
     cluster, _ = three_nodes
     config = shared_sweep(tmp_path, cluster)
     assert run_sweep(config) == 0
-    tags = compile_tags(config["tracking"]["uri"])
+    tags = compile_tags(config.tracking.uri)
     cold = [t for t in tags if t.get("compile_cache") == "cold"]
     warm = [t for t in tags if t.get("compile_cache") == "warm"]
     assert len(cold) == 1 and len(warm) == len(CPU_CHECKS) - 1, tags

@@ -60,7 +60,7 @@ def test_the_driver_refuses_it_before_anything_is_written(tmp_path, monkeypatch,
     plan files or the store, the journal and the sweep's log."""
     monkeypatch.chdir(tmp_path)
     config = small_sweep(tmp_path / "store", f"sweep.dry_run={str(dry).lower()}")
-    config["tracking"]["uri"] = URIS["postgresql"][0]
+    config.tracking.uri = URIS["postgresql"][0]
     assert run_sweep(config) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: " + URIS["postgresql"][1]) and err.count("\n") == 1 and SECRET not in err

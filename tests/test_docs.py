@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
-from sweeps.planning.config import register
+from sweeps.planning.config import load_config, register
 from sweeps.planning.grid import expand
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,8 +104,8 @@ def readme_grid_counts(text: str) -> dict[str, int]:
 def expanded_count(grid: str) -> int:
     """How many trials `python -m sweeps.run +grid=GRID` plans, composed as the driver composes it."""
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        config = OmegaConf.to_container(compose("config", overrides=[f"+grid={grid}"]), resolve=True)
-    plan = expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])
+        config = load_config(compose("config", overrides=[f"+grid={grid}"]))
+    plan = expand(config.trial, config.grid, config.sweep.accelerator_types)
     return len(plan.trials)
 
 

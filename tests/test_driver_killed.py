@@ -24,7 +24,7 @@ def test_killed_driver_loses_nothing_finished(tmp_path, warm_ray, store, request
     if store == "postgresql":
         overrides.append("tracking.uri=" + request.getfixturevalue("postgres").create_database("killed"))
     config = small_sweep(tmp_path, *overrides)
-    uri = config["tracking"]["uri"]
+    uri = config.tracking.uri
     argv = driver_command(tmp_path, *overrides, *joining_warm_ray())  # the same sweep as a driver process
     MlflowClient(tracking_uri=uri).create_experiment("tokengen")  # the store exists before two processes open it
     log = open(tmp_path / "driver.log", "w")

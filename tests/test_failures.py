@@ -29,17 +29,17 @@ def corrupt_checkpoint(path) -> str:
 def test_broken_and_hung_trials_fail_alone(tmp_path, capsys, warm_ray):
     broken = corrupt_checkpoint(tmp_path / "broken")
     config = small_sweep(tmp_path, "sweep.trial_timeout_s=15", "sweep.cpus_per_trial=1", "grid.variant=[kv_cache]")
-    config["grid"]["blocks"] = [
+    config.grid["blocks"] = [
         {"model": ["tiny"], "batch_size": [1, 2]},
         {"model": [broken]},
         {"model": ["gpt2"], "variant": ["baseline"], "max_seqlen": [1000], "batch_size": [8], "runs": [50]},
     ]
-    del config["grid"]["batch_size"]
+    del config.grid["batch_size"]
     assert run_sweep(config) == 1
     err = capsys.readouterr().err
     assert "2 finished, 2 failed" in err
 
-    runs = {(r.data.params["model"], r.data.params["batch_size"]): r for r in child_runs(config["tracking"]["uri"])}
+    runs = {(r.data.params["model"], r.data.params["batch_size"]): r for r in child_runs(config.tracking.uri)}
     assert len(runs) == 4
     for batch in ("1", "2"):
         assert runs[("tiny", batch)].info.status == "FINISHED"

@@ -100,7 +100,7 @@ def test_a_journal_that_fills_mid_sweep_stops_it_in_one_line_and_the_rerun_loses
         "trial.warmup=0",
         "trial.runs=1",
     )
-    uri = config["tracking"]["uri"]
+    uri = config.tracking.uri
     with tmpfs(tmp_path / ".sweeps", "2m") as disk:
         journal = Journal.path_for("tokengen", "t")
         stop = threading.Event()
@@ -139,7 +139,7 @@ def test_a_full_workdir_or_report_disk_is_one_line_and_exit_3(tmp_path, capsys, 
     stops there, nothing recorded as a failed trial. Then a report directory that is full: every trial is
     recorded, the sweep's run closed, and the line says where the report could not go."""
     config = small_sweep(tmp_path, "grid.variant=[kv_cache]", "grid.batch_size=[1]", "trial.warmup=0", "trial.runs=1")
-    uri = config["tracking"]["uri"]
+    uri = config.tracking.uri
     with tmpfs(tmp_path / "work", "1m") as work:
         fill(work)
         assert run_sweep(config) == 3

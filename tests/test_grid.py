@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
 
 from sweeps.driver import run_sweep
-from sweeps.planning.config import register
+from sweeps.planning.config import SweepConfig, load_config, register
 from sweeps.planning.grid import expand, plan_sweep
 from tokengen.contract.declarations import values
 from tokengen.contract.spec import SpecError
@@ -19,9 +18,9 @@ CONF = str(Path(__file__).resolve().parents[1] / "conf")
 register()
 
 
-def composed(*overrides: str) -> dict:
+def composed(*overrides: str) -> SweepConfig:
     with initialize_config_dir(config_dir=CONF, version_base=None):
-        return OmegaConf.to_container(compose("config", overrides=list(overrides)), resolve=True)
+        return load_config(compose("config", overrides=list(overrides)))
 
 
 def full_count() -> int:
@@ -72,14 +71,14 @@ def test_any_knob_axis_is_set_without_a_plus_and_all_is_every_declared_value():
     assert any("needs a CUDA device" in reason for reason in plan.describe())
     assert {t.spec.cache for t in plan_sweep(composed("+grid=smoke", "grid.cache=[dynamic]")).trials} == {"dynamic"}
     with pytest.raises(SpecError, match="axis 'batch_size' has no fixed set of values for `all`"):
-        expand(composed()["trial"], {"batch_size": "all"})
+        expand(composed().trial, {"batch_size": "all"})
     with pytest.raises(SpecError, match="append one with"):
         plan_sweep(composed())
 
 
 def test_the_gpu_grids_hold_the_articles_point_with_generates_peers_and_rehearse_on_a_cpu():
     config = composed("+grid=gpu")
-    assert config["sweep"]["remeasure"] == 0 and config["trial"]["runs"] == 3  # GPU time is dear: fixed counts
+    assert config.sweep.remeasure == 0 and config.trial["runs"] == 3  # GPU time is dear: fixed counts
     trials = plan_sweep(config).trials
     assert {(t.spec.model, t.spec.dtype, t.spec.batch_size) for t in trials} == {("gpt2", "float32", 32)}
     assert {
@@ -140,7 +139,7 @@ def test_smoke_tells_the_story_on_the_cpu_beside_the_generate_peers():
 
 
 def test_every_preset_on_the_cpu_drops_the_cuda_only_ones_with_one_reason_per_rule():
-    plan = expand({**composed()["trial"], "model": "tiny"}, {"variant": "all"})
+    plan = expand({**composed().trial, "model": "tiny"}, {"variant": "all"})
     reasons = plan.describe()
     assert len(reasons) == len(set(reasons)) >= 4
     assert any("stop_check=pipelined needs a CUDA device" in r for r in reasons)
@@ -196,13 +195,13 @@ def test_axes_and_fixed_values_change_on_the_command_line():
 
 
 def test_variant_knobs_beat_trial_defaults_and_axes_beat_variants():
-    trial = composed()["trial"]
+    trial = composed().trial
     plan = expand(trial, {"variant": ["static_compiled"], "compile": ["off"]})
     assert [t.spec.variant for t in plan.trials] == ["static_cache"]
 
 
 def test_exclude_rules_drop_matching_points():
-    trial = composed()["trial"]
+    trial = composed().trial
     grid = {
         "variant": ["baseline", "kv_cache"],
         "max_seqlen": [100, 400],
@@ -227,7 +226,7 @@ def test_exclude_rules_drop_matching_points():
 )
 def test_config_errors_are_one_line(grid, message):
     with pytest.raises(SpecError, match=message):
-        expand(composed()["trial"], grid)
+        expand(composed().trial, grid)
 
 
 def test_typo_in_a_trial_field_fails_at_compose_time():

@@ -57,8 +57,8 @@ def test_the_code_hash_follows_the_measuring_files_not_their_place(tmp_path):
 def test_resume_measures_again_what_finished_with_other_code_and_names_the_change(tmp_path, capsys):
     config = small_sweep(tmp_path)
     plan = plan_sweep(config)
-    expected = local_fingerprints(plan.trials, config["sweep"]["cpus_per_trial"], config["ray"]["num_cpus"])
-    recorder = Recorder(config["tracking"]["uri"], "tokengen")
+    expected = local_fingerprints(plan.trials, config.sweep.cpus_per_trial, config.ray.num_cpus)
+    recorder = Recorder(config.tracking.uri, "tokengen")
     recorder.start_sweep("t", config, resume=False)
     old, same = plan.trials
     for trial, code in ((old, "0ldc0de"), (same, code_hash())):

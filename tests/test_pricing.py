@@ -22,6 +22,7 @@ from pricing_helpers import CPU, T0, FakeCluster, fake_record
 from sweep_helpers import small_sweep
 
 from sweeps.driver import run_sweep
+from sweeps.planning.config import SweepConfig, SweepSettings, load_config
 from sweeps.planning.grid import PlannedTrial
 from sweeps.pricing import price as pricing
 from sweeps.pricing.estimate import makespan
@@ -44,7 +45,7 @@ def fixed_cpu(monkeypatch):
     monkeypatch.setattr("sweeps.pricing.estimate.hardware._cached", CPU)
 
 
-def grid(tmp_path: Path, *overrides: str, lengths: str = "[8,32]") -> dict:
+def grid(tmp_path: Path, *overrides: str, lengths: str = "[8,32]") -> SweepConfig:
     return small_sweep(tmp_path, f"grid.max_seqlen={lengths}", *overrides)
 
 
@@ -155,7 +156,7 @@ def test_the_guard_refuses_an_expensive_sweep_in_one_line_before_anything_starts
     assert list(tmp_path.iterdir()) == []  # no store, no journal: refused before anything
 
     config = grid(tmp_path, "sweep.max_cost=5")
-    config["sweep"]["prices"] = {"L40S": 1.86}  # no price for a CPU trial's hour: the limit cannot be checked
+    config.sweep.prices = {"L40S": 1.86}  # no price for a CPU trial's hour: the limit cannot be checked
     assert run_sweep(config) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: the sweep's estimate is ")
@@ -388,7 +389,9 @@ def test_workers_come_from_the_cluster_or_the_local_settings():
     sweep = {"workers": None, "cpus_per_trial": None}
     nodes = [Node(8, 2, ("L40S",)), Node(4, 4, ("H100",)), Node(16, 0, ())]
     found = find_workers(
-        {"sweep": sweep, "ray": {"address": "auto"}}, {"cpu", "gpu", "L40S", "H100"}, reader=lambda address: nodes
+        load_config({"sweep": sweep, "ray": {"address": "auto"}}),
+        {"cpu", "gpu", "L40S", "H100"},
+        reader=lambda address: nodes,
     )
     assert found.sizes == {"cpu": 1, "gpu": 6, "L40S": 2, "H100": 4} and not found.assumed  # a CPU trial takes 16
     assert cluster_sizes(nodes, {"cpu"}, 4) == {"cpu": 2 + 1 + 4}
@@ -396,13 +399,19 @@ def test_workers_come_from_the_cluster_or_the_local_settings():
     def unreadable(address):
         raise ClusterUnread("Timed out")
 
-    unread = find_workers({"sweep": sweep, "ray": {"address": "10.0.0.1:6379"}}, {"gpu"}, reader=unreadable)
+    unread = find_workers(
+        load_config({"sweep": sweep, "ray": {"address": "10.0.0.1:6379"}}), {"gpu"}, reader=unreadable
+    )
     assert unread.sizes == {"gpu": 1} and unread.assumed
     assert "assumes 1" in unread.source and "Timed out" in unread.source
     local = {"address": None, "num_cpus": 2, "num_gpus": None}
-    assert find_workers({"sweep": sweep, "ray": local}, {"cpu"}).sizes == {"cpu": 1}  # one CPU trial at a time
-    assert find_workers({"sweep": {**sweep, "cpus_per_trial": 1}, "ray": local}, {"cpu"}).sizes == {"cpu": 2}
-    assert find_workers({"sweep": {**sweep, "workers": 5}, "ray": local}, {"cpu", "gpu"}).sizes == {"cpu": 5, "gpu": 5}
+
+    def workers(**sweep_settings):
+        return load_config({"sweep": {**sweep, **sweep_settings}, "ray": local})
+
+    assert find_workers(workers(), {"cpu"}).sizes == {"cpu": 1}  # one CPU trial at a time
+    assert find_workers(workers(cpus_per_trial=1), {"cpu"}).sizes == {"cpu": 2}
+    assert find_workers(workers(workers=5), {"cpu", "gpu"}).sizes == {"cpu": 5, "gpu": 5}
 
 
 def history_frame(verdicts: list) -> pd.DataFrame:
@@ -428,7 +437,7 @@ def test_remeasure_rounds_are_priced_at_the_history_share_not_ok(tmp_path, monke
     config = grid(tmp_path, lengths="[64]")
     history = History(history_frame(["ok", "ok", "noisy", "contended"]), "test")
     plain = price_sweep(config, history=history).table.set_index("key")
-    config["sweep"]["remeasure"] = 2  # a setting another branch adds: priced where the configuration has it
+    config.sweep.remeasure = 2  # a setting another branch adds: priced where the configuration has it
     priced = price_sweep(config, history=history)
     table = priced.table.set_index("key")
     assert (table["remeasure_s"] > 0).all() and (plain["remeasure_s"] == 0).all()
@@ -438,8 +447,10 @@ def test_remeasure_rounds_are_priced_at_the_history_share_not_ok(tmp_path, monke
         assert row["estimated_s"] == pytest.approx(plain.loc[key, "estimated_s"] + row["remeasure_s"])
         assert row["high_s"] == pytest.approx(plain.loc[key, "high_s"] + 2 * one_round)
     assert any("sweep.remeasure: 2 round(s)" in note and "50%" in note for note in priced.notes)
-    assert pricing.remeasure_rounds({"remeasure": True}) == 1 and pricing.remeasure_rounds({}) == 0
-    assert pricing.remeasure_rounds({"remeasure": {"max_rounds": 3}}) == 3
+    assert (
+        pricing.remeasure_rounds(SweepSettings(remeasure=3)) == 3
+        and pricing.remeasure_rounds(SweepSettings(remeasure=0)) == 0
+    )
 
 
 def test_the_remeasure_rate_counts_first_attempts_only():
@@ -488,13 +499,12 @@ def test_the_read_only_reader_agrees_with_mlflow_search(tmp_path, monkeypatch, c
 
 def test_the_full_grid_on_l40s_is_priced_in_seconds(tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
     from sweep_helpers import CONF
 
     monkeypatch.chdir(tmp_path)
     with initialize_config_dir(config_dir=CONF, version_base=None):
         overrides = ["+grid=full", "sweep.accelerator_types=[L40S]", f"tracking.uri=sqlite:///{tmp_path}/none.db"]
-        config = OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
+        config = load_config(compose("config", overrides=overrides))
     started = time.perf_counter()
     priced = price_sweep(config)
     took = time.perf_counter() - started

@@ -73,7 +73,7 @@ def test_a_local_sweep_on_two_workers_runs_longest_first_and_reports_plan_agains
     config = small_sweep(tmp_path, "sweep.cpus_per_trial=1", "grid.max_seqlen=[4,24]")  # ray.num_cpus=2: 2 workers
     status, out, err = run_captured(config, tmp_path)
     assert status == 0, err[-3000:]
-    uri = config["tracking"]["uri"]
+    uri = config.tracking.uri
     client = MlflowClient(tracking_uri=uri)
     runs = child_runs(uri)
     parent = client.get_run(runs[0].data.tags["mlflow.parentRunId"])

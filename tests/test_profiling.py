@@ -147,11 +147,11 @@ def test_torch_profile_end_to_end_into_mlflow(tmp_path, warm_ray):
         tmp_path, "trial.profile=auto", "trial.stop=never", "grid.variant=[kv_cache]", "grid.max_seqlen=[12]"
     )
     assert run_sweep(config) == 0
-    (run,) = child_runs(config["tracking"]["uri"])
+    (run,) = child_runs(config.tracking.uri)
     assert run.data.params["profile"] == "torch"  # auto, on a CPU trial
     assert run.data.metrics["host_sync_us_per_step"] > 0
     assert run.data.metrics["profiled_steps"] == 12  # the window clipped to the whole run
-    client = MlflowClient(tracking_uri=config["tracking"]["uri"])
+    client = MlflowClient(tracking_uri=config.tracking.uri)
     assert "profile_trace.json" in {a.path for a in client.list_artifacts(run.info.run_id)}
     trace = json.loads(open(client.download_artifacts(run.info.run_id, "profile_trace.json", str(tmp_path))).read())
     names = {e.get("name") for e in trace["traceEvents"]}

@@ -70,7 +70,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from sweeps.planning.config import register
+from sweeps.planning.config import load_config, register
 from sweeps.planning.grid import plan_sweep
 from tokengen.cli import build_parser
 from tokengen.contract.record import make_record
@@ -82,7 +82,7 @@ from tracking.store.reading import load_sweep
 root, store = Path(sys.argv[1]), sys.argv[2]
 register()
 with initialize_config_dir(config_dir=str(root / "conf"), version_base=None):
-    config = OmegaConf.to_container(compose("config", overrides=["+grid=smoke", "trial.top_p=0.9"]), resolve=True)
+    config = load_config(compose("config", overrides=["+grid=smoke", "trial.top_p=0.9"]))
 hydra_value = plan_sweep(config).trials[0].spec.top_p
 cli_value = build_parser().parse_args(["--top-p", "0.9"]).top_p
 spec = TrialSpec(model="tiny", top_p=0.9)

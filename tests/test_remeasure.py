@@ -11,6 +11,7 @@ import pytest
 from sweeps.delivery.journal import Journal, result_id
 from sweeps.delivery.outbox import Outbox
 from sweeps.execution.remeasure import TEST_CONTENDED, pending, remeasure, stamp
+from sweeps.planning.config import load_config
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from tokengen.contract.names import FAILED, FINISHED
 from tokengen.contract.record import make_record
@@ -110,7 +111,7 @@ class Sweep:
         return self.execute(self.plan.trials)
 
     def remeasure(self):
-        return remeasure({"sweep": {"remeasure": self.rounds}}, self.plan, self.outbox, self.execute)
+        return remeasure(load_config({"sweep": {"remeasure": self.rounds}}), self.plan, self.outbox, self.execute)
 
 
 def test_rounds_run_what_is_not_ok_until_ok_or_used_up(tmp_path):
@@ -153,7 +154,7 @@ def test_no_round_while_results_wait_for_the_store(tmp_path, capsys):
     sweep.outbox.waiting.append({"key": "x"})
     assert sweep.remeasure().records == [] and len(sweep.calls) == 1
     assert "remeasure: not now, 1 result(s) wait for the tracking store" in capsys.readouterr().err
-    assert remeasure({"sweep": {"remeasure": 0}}, sweep.plan, sweep.outbox, sweep.execute).records == []
+    assert remeasure(load_config({"sweep": {"remeasure": 0}}), sweep.plan, sweep.outbox, sweep.execute).records == []
 
 
 def test_the_journal_keeps_every_attempt_of_a_key_apart(tmp_path):

@@ -38,7 +38,7 @@ def attempts_by_variant(uri: str) -> dict[str, list[tuple[int, str]]]:
 def test_a_trial_made_to_look_contended_is_remeasured_and_its_speedup_marked(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(TEST_CONTENDED, "kv_cache@1,static_cache")
     config = small_sweep(tmp_path, *VARIANTS, "sweep.remeasure=1")
-    uri = config["tracking"]["uri"]
+    uri = config.tracking.uri
     assert run_sweep(config) == 0
     out = capsys.readouterr()
 

@@ -28,7 +28,7 @@ def swept(tmp_path_factory):
     # the no-check variant runs all 6 steps; stop=uniform:2-5 ends the others sooner, so its checksum differs
     config = small_sweep(tmp, "grid.variant=[baseline,kv_cache,kv_cache_nocheck]", "trial.stop=uniform:2-5")
     status, out, err = run_captured(config, tmp)
-    uri = config["tracking"]["uri"]
+    uri = config.tracking.uri
     runs = child_runs(uri)
     parent = runs[0].data.tags["mlflow.parentRunId"]
     return SimpleNamespace(

@@ -195,10 +195,8 @@ def prepared(store):
     fill_error_messages(runs.client, runs.trials)
     assert comparison.lacks_baselines(runs.trials)
     add_outside_baselines(runs)
-    assert runs.config["sweep"]["prices"] == PRICES  # read back from the sweep's saved configuration
-    frame, downloads = comparison.prepare(
-        runs.trials, runs.outside_baselines, runs.client, runs.config["sweep"]["prices"]
-    )
+    assert runs.settings.prices == PRICES  # read back from the sweep's saved configuration
+    frame, downloads = comparison.prepare(runs.trials, runs.outside_baselines, runs.client, runs.settings.prices)
     return runs, frame.set_index("run_id", drop=False), downloads
 
 

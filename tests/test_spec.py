@@ -101,9 +101,8 @@ def test_runs_auto_is_runs_zero_in_every_spelling():
 
 def test_the_cli_and_hydra_take_runs_auto():
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
 
-    from sweeps.planning.config import register
+    from sweeps.planning.config import load_config, register
     from sweeps.planning.grid import plan_sweep
     from tokengen.cli import build_parser
 
@@ -112,10 +111,10 @@ def test_the_cli_and_hydra_take_runs_auto():
     conf = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "conf")
     for overrides, runs in (([], 0), (["trial.runs=5"], 5), (["trial.runs=auto"], 0)):
         with initialize_config_dir(config_dir=conf, version_base=None):
-            config = OmegaConf.to_container(compose("config", overrides=["+grid=smoke", *overrides]), resolve=True)
+            config = load_config(compose("config", overrides=["+grid=smoke", *overrides]))
         assert {t.spec.runs for t in plan_sweep(config).trials} == {runs}, overrides
     with initialize_config_dir(config_dir=conf, version_base=None):
-        config = OmegaConf.to_container(compose("config", overrides=["+grid=smoke", "trial.runs=lots"]), resolve=True)
+        config = load_config(compose("config", overrides=["+grid=smoke", "trial.runs=lots"]))
     with pytest.raises(SpecError, match="runs='lots' is not a valid int"):
         plan_sweep(config)
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow  # real trials: on the session's warm Ray, or on a
 
 def test_sweep_records_every_trial_then_resume_runs_none(tmp_path, capsys, warm_ray):
     config = small_sweep(tmp_path)
-    uri = config["tracking"]["uri"]
+    uri = config.tracking.uri
     assert run_sweep(config) == 0
     out = capsys.readouterr()
     assert "sweep t: 2 finished, 0 failed" in out.err
@@ -88,7 +88,7 @@ def test_a_report_covers_its_plan_including_trials_reused_from_another_sweep(tmp
 
     assert run_sweep(small_sweep(tmp_path, name="a")) == 0  # baseline, kv_cache
     assert run_sweep(small_sweep(tmp_path, "grid.variant=[baseline,kv_cache,static_cache]", name="b")) == 0
-    uri = small_sweep(tmp_path)["tracking"]["uri"]
+    uri = small_sweep(tmp_path).tracking.uri
     assert len(child_runs(uri)) == 3  # b ran static_cache only
     report = build_report(uri, "tokengen", "b", tmp_path / "reports")
     assert report.trials == 3
@@ -110,7 +110,7 @@ def test_resume_measures_again_what_finished_with_other_threads(tmp_path, capsys
     assert run_sweep(small_sweep(tmp_path, "sweep.cpus_per_trial=1")) == 0
     err = capsys.readouterr().err
     assert "resume: skipping 0 trial(s) already finished in the experiment; measuring 2 again" in err, err
-    runs = child_runs(small_sweep(tmp_path)["tracking"]["uri"])
+    runs = child_runs(small_sweep(tmp_path).tracking.uri)
     assert sorted(r.data.tags["env_torch_threads"] for r in runs) == ["1", "1", "2", "2"]
     assert len({r.data.tags["env_fingerprint"] for r in runs}) == 2
 
@@ -146,5 +146,5 @@ def test_a_trial_holds_the_gpu_ray_assigned_it(tmp_path, monkeypatch, fresh_ray)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     config = small_sweep(tmp_path, "ray.num_gpus=1", "sweep.trial_gpus=1", "grid.variant=[kv_cache]")
     assert run_sweep(config) == 0
-    (run,) = child_runs(config["tracking"]["uri"])
+    (run,) = child_runs(config.tracking.uri)
     assert run.data.tags["node_gpu_ids"] == "0" and run.data.tags["env_visible_devices"] == "0"

@@ -10,6 +10,7 @@ from pathlib import Path
 from sweeps.delivery.full_disk import mark_full
 from sweeps.delivery.outbox import Outbox
 from sweeps.execution.space import OutOfSpace, full_line, out_of_space, reason_of, sqlite_path
+from sweeps.planning.config import SweepConfig, as_stored
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.pricing.priced import PLAN_COLUMNS, Priced
 from sweeps.pricing.tables import PLAN_CSV, PLAN_MD, plan_metrics, render
@@ -20,7 +21,7 @@ from tracking.run_names import run_names
 REPORT_BYTES = 2 << 20  # what a report's tables and plots take, about: said when its disk is full
 
 
-def record_plan(recorder, priced: Priced, config: dict) -> None:
+def record_plan(recorder, priced: Priced, config: SweepConfig) -> None:
     """The estimate on the sweep's parent run before any trial starts: plan.csv and plan.md as artifacts,
     the totals as metrics, each pool's workers as the tag planned_workers."""
     pools = priced.walls()
@@ -31,7 +32,7 @@ def record_plan(recorder, priced: Priced, config: dict) -> None:
     )
 
 
-def record_estimate(recorder, priced: Priced, config: dict, say) -> None:
+def record_estimate(recorder, priced: Priced, config: SweepConfig, say) -> None:
     """The estimate on the parent run before the first trial; a store that fails it only loses the estimate."""
     try:
         record_plan(recorder, priced, config)
@@ -39,16 +40,16 @@ def record_estimate(recorder, priced: Priced, config: dict, say) -> None:
         say(f"tracking: the sweep's estimate is not recorded ({first_line(exc)})")
 
 
-def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[PlannedTrial], priced=None) -> None:
+def open_sweep(outbox: Outbox, config: SweepConfig, plan: GridPlan, trials: list[PlannedTrial], priced=None) -> None:
     """The sweep's parent run with its plan (the keys it covers, those it reuses, the estimate), then the
     results an earlier run left in the journal, recorded before any new one."""
     running = {t.key for t in trials}
     planned = [t.key for t in plan.trials]
     try:
         outbox.recorder.start_sweep(
-            config["sweep"]["name"],
-            config,
-            resume=config["sweep"]["resume"],
+            config.sweep.name,
+            as_stored(config),
+            resume=config.sweep.resume,
             planned=planned,
             reused=[k for k in planned if k not in running],
             names=run_names(plan.trials),
@@ -56,7 +57,7 @@ def open_sweep(outbox: Outbox, config: dict, plan: GridPlan, trials: list[Planne
     except Exception as exc:
         if not out_of_space(exc):
             raise
-        where = sqlite_path(config["tracking"]["uri"]) or config["tracking"]["uri"]
+        where = sqlite_path(config.tracking.uri) or config.tracking.uri
         raise OutOfSpace(full_line("the tracking store", where, None, reason_of(exc))) from None
     if priced is not None:
         record_estimate(outbox.recorder, priced, config, say)
@@ -77,13 +78,13 @@ def close_sweep(outbox: Outbox, failed: int) -> None:
         say(f"tracking: the sweep's run is left open ({first_line(exc)})")
 
 
-def publish_report(config: dict, records: list[dict]) -> None:
+def publish_report(config: SweepConfig, records: list[dict]) -> None:
     """Build the sweep's report from MLflow (every trial of its plan), attach it to its run, print its main table."""
     from tracking.report.build import attach, build_report
 
-    uri, name = config["tracking"]["uri"], config["sweep"]["name"]
+    uri, name = config.tracking.uri, config.sweep.name
     try:
-        report = build_report(uri, config["tracking"]["experiment"], name, "reports")
+        report = build_report(uri, config.tracking.experiment, name, "reports")
         attach(uri, report)
         print(report.main)
         say(f"report: {report.directory / 'report.md'}, attached to the sweep's run")

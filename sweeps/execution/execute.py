@@ -17,9 +17,9 @@ from sweeps.execution.progress import Progress
 from sweeps.execution.remeasure import stamp
 from sweeps.execution.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
 from sweeps.execution.space import OutOfSpace
+from sweeps.planning.config import SweepConfig
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.planning.settings import inductor_mode, local_gpus
-from tokengen.contract.fidelity import DEFAULT_GATE
 from tokengen.contract.machine.fingerprint import revision
 from tokengen.contract.names import FINISHED, OUT_OF_SPACE
 
@@ -65,22 +65,22 @@ def interruptible():
             signal.signal(s, handler)
 
 
-def settings_of(config: dict) -> ScheduleSettings:
-    sweep = config["sweep"]
+def settings_of(config: SweepConfig) -> ScheduleSettings:
+    sweep = config.sweep
     return ScheduleSettings(
-        workdir=sweep["workdir"],
-        trial_timeout_s=sweep["trial_timeout_s"],
-        retries=sweep["retries"],
-        cpus_per_trial=sweep["cpus_per_trial"],
-        inductor_cache=inductor_mode(sweep["inductor_cache"]),
-        sweep=sweep["name"],
-        trial_gpus=sweep.get("trial_gpus"),
-        fidelity_gate=sweep.get("fidelity_gate", DEFAULT_GATE),
+        workdir=sweep.workdir,
+        trial_timeout_s=sweep.trial_timeout_s,
+        retries=sweep.retries,
+        cpus_per_trial=sweep.cpus_per_trial,
+        inductor_cache=inductor_mode(sweep.inductor_cache),
+        sweep=sweep.name,
+        trial_gpus=sweep.trial_gpus,
+        fidelity_gate=sweep.fidelity_gate,
     )
 
 
-def connect_ray(config: dict) -> None:
-    connect(config["ray"]["address"], config["ray"].get("num_cpus"), config["ray"].get("num_gpus"))
+def connect_ray(config: SweepConfig) -> None:
+    connect(config.ray.address, config.ray.num_cpus, config.ray.num_gpus)
 
 
 def stop_ray() -> None:
@@ -90,12 +90,12 @@ def stop_ray() -> None:
         ray.shutdown()
 
 
-def check_local_devices(plan: GridPlan, config: dict) -> None:
+def check_local_devices(plan: GridPlan, config: SweepConfig) -> None:
     """A local Ray runs on this machine: a grid of CUDA trials on a machine without a GPU is refused
     here, before Ray starts (ray.num_gpus, where set, is what Ray is told and wins)."""
-    if config["ray"]["address"] or not any(t.spec.device == "cuda" for t in plan.trials):
+    if config.ray.address or not any(t.spec.device == "cuda" for t in plan.trials):
         return
-    wanted = config["ray"].get("num_gpus")
+    wanted = config.ray.num_gpus
     gpus = local_gpus() if wanted is None else ["gpu"] * int(wanted)
     if not gpus:
         raise ClusterError(
@@ -106,7 +106,7 @@ def check_local_devices(plan: GridPlan, config: dict) -> None:
 
 def run_on_cluster(
     trials: list[PlannedTrial],
-    config: dict,
+    config: SweepConfig,
     stop: StopRequest,
     on_ready: Callable[[], None],
     on_result: Callable[[PlannedTrial, dict], None],
@@ -124,7 +124,7 @@ def run_on_cluster(
 
 def execute(
     trials: list[PlannedTrial],
-    config: dict,
+    config: SweepConfig,
     outbox,
     records: list[dict],
     stop: StopRequest,

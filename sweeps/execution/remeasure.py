@@ -22,6 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from sweeps.planning.config import SweepConfig
 from sweeps.say import say
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import AUTO_RUNS
@@ -82,9 +83,9 @@ def pending(runs: list[dict], rounds: int) -> int | None:
     return made + 1 if made < 1 + rounds else None
 
 
-def remeasure(config: dict, plan, outbox, execute: Callable[[list], list[dict]]) -> Remeasured:
+def remeasure(config: SweepConfig, plan, outbox, execute: Callable[[list], list[dict]]) -> Remeasured:
     """Up to sweep.remeasure rounds: each runs, through `execute`, the plan's keys that pending() names."""
-    rounds = int(config["sweep"].get("remeasure") or 0)
+    rounds = int(config.sweep.remeasure or 0)
     done = Remeasured()
     if rounds <= 0:
         return done

@@ -13,7 +13,6 @@ import logging
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable
 
 import ray
@@ -24,26 +23,13 @@ import tokengen
 from sweeps.execution.compile_share import Shelf
 from sweeps.execution.reaper import children_of, watch
 from sweeps.execution.space import full_line, out_of_space, reason_of
-from sweeps.execution.task import trial_task
+from sweeps.execution.task import ScheduleSettings, trial_task
 from sweeps.execution.trial_process import complete_record, failure
 from sweeps.planning.grid import PlannedTrial
 from sweeps.planning.settings import SHARED
-from tokengen.contract.fidelity import DEFAULT_GATE
 from tokengen.contract.machine.process_env import SECRETS
 from tokengen.contract.names import OUT_OF_SPACE
 from tokengen.contract.record import first_line, plain
-
-
-@dataclass
-class ScheduleSettings:
-    workdir: str
-    trial_timeout_s: float
-    retries: int
-    cpus_per_trial: int | None
-    inductor_cache: str  # shared | cold (sweeps.planning.settings.inductor_mode)
-    sweep: str
-    trial_gpus: int | None = None  # None: 1 for a CUDA trial, 0 for a CPU one
-    fidelity_gate: float = DEFAULT_GATE  # the top-1 agreement a gated trial's own verdict is judged at
 
 
 class ClusterError(RuntimeError):
@@ -187,7 +173,6 @@ def schedule(
     """Submit every trial, then hand each result to `on_result` the moment it arrives.
 
     `node_cpus` is what check_cluster returned: call it first, before anything is recorded."""
-    as_dict = {k: v for k, v in vars(settings).items()}
     pending = {}
     shelf = shelf_of(settings)
     sharing = settings.inductor_cache == SHARED
@@ -195,7 +180,7 @@ def schedule(
     def submit(trial: PlannedTrial) -> None:
         shared_from, handed = shelf.handed(trial) if sharing else (None, None)
         ref = trial_task.options(**task_options(trial, settings, node_cpus)).remote(
-            trial.spec.to_dict(), trial.key, trial.accelerator_type, as_dict, shared_from, handed
+            trial.spec.to_dict(), trial.key, trial.accelerator_type, settings, shared_from, handed
         )
         pending[ref] = trial
 

@@ -12,17 +12,33 @@ from __future__ import annotations
 import os
 import socket
 import time
+from dataclasses import dataclass
 
 import ray
 
 from sweeps.execution.trial_process import TrialRequest, complete_record, run_trial_process
 from sweeps.planning.settings import SHARED
+from tokengen.contract.fidelity import DEFAULT_GATE
 
 
-def sweep_folder(settings: dict) -> str:
+@dataclass
+class ScheduleSettings:
+    """What every trial task of a sweep is handed: where its folder is, its timeout, its share of the node."""
+
+    workdir: str
+    trial_timeout_s: float
+    retries: int
+    cpus_per_trial: int | None
+    inductor_cache: str  # shared | cold (sweeps.planning.settings.inductor_mode)
+    sweep: str
+    trial_gpus: int | None = None  # None: 1 for a CUDA trial, 0 for a CPU one
+    fidelity_gate: float = DEFAULT_GATE  # the top-1 agreement a gated trial's own verdict is judged at
+
+
+def sweep_folder(settings: ScheduleSettings) -> str:
     """`<workdir>/<sweep>` on the node: two sweeps running the same trial key never share its folder. The node
     expands the workdir's environment variables (`$TMPDIR/sweeps`: each node's own disk)."""
-    return f"{os.path.expandvars(settings['workdir'])}/{settings['sweep']}"
+    return f"{os.path.expandvars(settings.workdir)}/{settings.sweep}"
 
 
 @ray.remote
@@ -30,7 +46,7 @@ def trial_task(
     spec: dict,
     key: str,
     accelerator_type: str | None,
-    settings: dict,
+    settings: ScheduleSettings,
     shared_from: str | None = None,
     handed: bytes | None = None,
 ) -> dict:
@@ -43,11 +59,11 @@ def trial_task(
         spec=spec,
         key=key,
         folder=f"{folder}/{key}",
-        timeout_s=settings["trial_timeout_s"],
+        timeout_s=settings.trial_timeout_s,
         threads=threads,
-        fidelity_gate=settings["fidelity_gate"],
+        fidelity_gate=settings.fidelity_gate,
         shared_from=shared_from,
-        share=settings["inductor_cache"] == SHARED,
+        share=settings.inductor_cache == SHARED,
     )
     record = run_trial_process(request, handed)
     return complete_record(

@@ -14,9 +14,8 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from sweeps.planning.grid import knob_axes
 from tokengen.contract.machine.gpus import list_prices
-from tokengen.contract.spec import FIELD_TYPES, SPELLINGS, TrialSpec
+from tokengen.contract.spec import FIELD_TYPES, KNOBS, SPELLINGS, TrialSpec
 
 TrialSchema = dataclasses.make_dataclass(
     "TrialSchema",  # a field that also takes words (runs: 5 or auto) is typed when the grid expands (parse_field)
@@ -25,6 +24,11 @@ TrialSchema = dataclasses.make_dataclass(
         for f in dataclasses.fields(TrialSpec)
     ],
 )
+
+
+def knob_axes() -> dict:
+    """The schema's grid before a grid file is appended: every knob an axis, none set."""
+    return {knob: None for knob in KNOBS}
 
 
 @dataclass
@@ -57,9 +61,8 @@ class SweepSettings:
     workers: Optional[int] = None  # trials at once, for the estimated wall; None: the cluster's GPUs (ray.address) or
     # for a local Ray its CPUs // cpus_per_trial (one CPU trial at a time by default) and its GPUs
     max_device_hours: Optional[float] = None  # refuse, before Ray starts, a sweep estimated above this; None: no limit
-    max_cost: Optional[float] = (
-        None  # USD at sweep.prices; refuse above it (or when a device has no price); None: no limit
-    )
+    # USD at sweep.prices; refuse above it (or when a device has no price); None: no limit
+    max_cost: Optional[float] = None
     # a local Ray's trial estimated (sweeps/pricing/memory.py) above this fraction of its device's free memory (host
     # RAM, the freest GPU) is refused before Ray starts; null: no guard
     memory_guard: Optional[float] = 0.9
@@ -85,6 +88,40 @@ class SweepConfig:
     ray: RaySettings = field(default_factory=RaySettings)
     tracking: TrackingSettings = field(default_factory=TrackingSettings)
     grid: Optional[dict[str, Any]] = field(default_factory=knob_axes)  # +grid=NAME appends axes, blocks, `exclude`
+
+
+def load_config(raw) -> SweepConfig:
+    """The typed configuration, once, at the door: from Hydra's composed config, or from a dict of its shape (a
+    test's, a stored sweep_config.json). A field no setting has is refused in one line naming the ones there are;
+    `trial` stays the dict of the trial's fields the grid expands over, `grid` its axes."""
+    if isinstance(raw, SweepConfig):
+        return raw
+    if not isinstance(raw, dict):
+        from omegaconf import OmegaConf
+
+        raw = OmegaConf.to_container(raw, resolve=True)
+    return SweepConfig(
+        trial=dict(raw.get("trial") or {}),
+        sweep=_settings(SweepSettings, "sweep", raw.get("sweep") or {}),
+        ray=_settings(RaySettings, "ray", raw.get("ray") or {}),
+        tracking=_settings(TrackingSettings, "tracking", raw.get("tracking") or {}),
+        grid=raw.get("grid"),
+    )
+
+
+def _settings(kind, group: str, values: dict):
+    known = {f.name for f in dataclasses.fields(kind)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        from tokengen.contract.spec import SpecError
+
+        raise SpecError(f"{group}.{unknown[0]} is not a setting: use one of {', '.join(sorted(known))}")
+    return kind(**values)
+
+
+def as_stored(config: SweepConfig) -> dict:
+    """The configuration as a sweep's run stores it (sweep_config.json) and tracking reads it back."""
+    return dataclasses.asdict(config)
 
 
 def register() -> None:

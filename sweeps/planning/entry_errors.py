@@ -18,6 +18,8 @@ import re
 import sys
 from pathlib import Path
 
+from sweeps.planning.config import load_config
+
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 CONFIG_NAME = "config"
 GROUPS = ("trial", "sweep", "ray", "tracking", "grid")  # conf/config.yaml's top-level keys
@@ -53,7 +55,7 @@ def command_line_problem(argv: list[str]) -> str | None:
         config = compose(args.overrides + extra)  # --config-dir: its grids found as Hydra finds them
     except Exception as exc:  # noqa: BLE001 - whatever Hydra or OmegaConf refuses is said in one line
         return explain(exc)
-    uri = (config.get("tracking") or {}).get("uri")
+    uri = load_config(config).tracking.uri
     problem = _credentials_problem(f"tracking.uri={uri}") if isinstance(uri, str) else None
     return problem or (None if args.cfg else _run_dir_problem(args.overrides))
 

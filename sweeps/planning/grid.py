@@ -19,19 +19,15 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from sweeps.planning.config import SweepConfig
 from sweeps.planning.settings import check_settings
 from tokengen.contract.rules import incompatibility, problem, resolve
-from tokengen.contract.spec import CHOICES, KNOBS, SpecError, TrialSpec, parse_field
+from tokengen.contract.spec import CHOICES, SpecError, TrialSpec, parse_field
 from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for
 
 TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
 GRID_KEYS = {"blocks", "exclude"}
 ALL = "all"
-
-
-def knob_axes() -> dict:
-    """The schema's grid before a grid file is appended: every knob an axis, none set."""
-    return {knob: None for knob in KNOBS}
 
 
 def has_axes(grid: dict | None) -> bool:
@@ -193,16 +189,16 @@ def expand(trial: dict, grid: dict | None, accelerator_types: list[str] | None =
     return plan
 
 
-def plan_sweep(config: dict) -> GridPlan:
+def plan_sweep(config: SweepConfig) -> GridPlan:
     """The sweep's trials from its composed config: settings checked, the grid's size bounded, then expanded.
     SpecError in one line for a bad setting, a missing grid or one over sweep.max_trials."""
-    check_settings(config["sweep"])
-    if not has_axes(config.get("grid")):
+    check_settings(config.sweep)
+    if not has_axes(config.grid):
         raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling, serving, harness)")
-    points, limit = count_points(config["grid"]), int(config["sweep"]["max_trials"])
+    points, limit = count_points(config.grid), int(config.sweep.max_trials)
     if points > limit:
         raise SpecError(
             f"the grid has {points:,} points, more than sweep.max_trials={limit}: narrow its axes, "
             "or raise sweep.max_trials to run them all"
         )
-    return expand(config["trial"], config["grid"], config["sweep"]["accelerator_types"])
+    return expand(config.trial, config.grid, config.sweep.accelerator_types)

@@ -5,18 +5,19 @@ journaled but did not record are queued to be recorded first, without running th
 
 from __future__ import annotations
 
+from sweeps.planning.config import SweepConfig
 from sweeps.planning.fingerprints import cluster_fingerprints, environment_change, local_fingerprints
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.say import say
 from tokengen.contract.names import FINISHED
 
 
-def expected_fingerprints(plan: GridPlan, config: dict) -> dict[str, set]:
+def expected_fingerprints(plan: GridPlan, config: SweepConfig) -> dict[str, set]:
     """key -> the environment fingerprints the trial may be measured with now (sweeps/planning/fingerprints.py); on a cluster, Ray is joined already."""
-    cpus = config["sweep"]["cpus_per_trial"]
-    if config["ray"]["address"]:  # the driver has joined the cluster
+    cpus = config.sweep.cpus_per_trial
+    if config.ray.address:  # the driver has joined the cluster
         return cluster_fingerprints(plan.trials, cpus)
-    return local_fingerprints(plan.trials, cpus, config["ray"].get("num_cpus"))
+    return local_fingerprints(plan.trials, cpus, config.ray.num_cpus)
 
 
 def trials_to_run(plan: GridPlan, outbox, resume: bool, expected: dict[str, set]) -> list[PlannedTrial]:

@@ -31,52 +31,52 @@ def inductor_mode(value) -> str:
 
 def check_settings(sweep: dict) -> None:
     """SpecError naming the first bad `sweep.*` setting and its fix."""
-    name = str(sweep["name"])
+    name = str(sweep.name)
     if not NAME.fullmatch(name) or name in (".", ".."):
         shown = name if len(name) <= 80 else name[:77] + "..."
         raise SpecError(
             f"sweep.name={shown!r}: use a plain name of letters, digits, '_', '-' and '.', starting with a "
             "letter or digit, at most 64 characters (it names runs and folders)"
         )
-    if not _number(sweep["trial_timeout_s"]) or sweep["trial_timeout_s"] <= 0:
+    if not _number(sweep.trial_timeout_s) or sweep.trial_timeout_s <= 0:
         raise SpecError(
-            f"sweep.trial_timeout_s={sweep['trial_timeout_s']!r}: give a timeout in seconds above 0, "
+            f"sweep.trial_timeout_s={sweep.trial_timeout_s!r}: give a timeout in seconds above 0, "
             "e.g. sweep.trial_timeout_s=1800"
         )
-    if not _integer(sweep["retries"]) or sweep["retries"] < 0:
+    if not _integer(sweep.retries) or sweep.retries < 0:
         raise SpecError(
-            f"sweep.retries={sweep['retries']!r}: give 0 or more retries for a lost node, e.g. sweep.retries=1"
+            f"sweep.retries={sweep.retries!r}: give 0 or more retries for a lost node, e.g. sweep.retries=1"
         )
-    cpus = sweep["cpus_per_trial"]
+    cpus = sweep.cpus_per_trial
     if cpus is not None and (not _integer(cpus) or cpus < 1):
         raise SpecError(f"sweep.cpus_per_trial={cpus!r}: give 1 or more CPUs, or null for all of a node's CPUs")
-    gpus = sweep.get("trial_gpus")
+    gpus = sweep.trial_gpus
     if gpus is not None and (not _integer(gpus) or gpus < 0):
         raise SpecError(
             f"sweep.trial_gpus={gpus!r}: give 0 or more GPUs per trial, or null (1 for CUDA trials, 0 for CPU)"
         )
-    if inductor_mode(sweep["inductor_cache"]) not in INDUCTOR_CACHES:
-        raise SpecError(f"sweep.inductor_cache={sweep['inductor_cache']!r}: use one of {', '.join(INDUCTOR_CACHES)}")
-    if not _integer(sweep["max_trials"]) or sweep["max_trials"] < 1:
-        raise SpecError(f"sweep.max_trials={sweep['max_trials']!r}: give 1 or more")
-    gate = sweep.get("fidelity_gate", 0.99)
+    if inductor_mode(sweep.inductor_cache) not in INDUCTOR_CACHES:
+        raise SpecError(f"sweep.inductor_cache={sweep.inductor_cache!r}: use one of {', '.join(INDUCTOR_CACHES)}")
+    if not _integer(sweep.max_trials) or sweep.max_trials < 1:
+        raise SpecError(f"sweep.max_trials={sweep.max_trials!r}: give 1 or more")
+    gate = sweep.fidelity_gate
     if not _number(gate) or not 0 < gate <= 1:
         raise SpecError(
             f"sweep.fidelity_gate={gate!r}: give the top-1 agreement a lossy trial must reach, a fraction "
             "in (0, 1], e.g. sweep.fidelity_gate=0.99"
         )
-    guard = sweep.get("memory_guard")
+    guard = sweep.memory_guard
     if guard is not None and (not _number(guard) or guard <= 0):
         raise SpecError(
             f"sweep.memory_guard={guard!r}: give a fraction of the free memory a trial may take, e.g. "
             "sweep.memory_guard=0.9, or null for no guard"
         )
-    prices = sweep["prices"]
+    prices = sweep.prices
     if not isinstance(prices, dict) or not all(isinstance(k, str) and _number(v) and v >= 0 for k, v in prices.items()):
         raise SpecError(
             f"sweep.prices={prices!r}: give USD per device-hour by type, e.g. 'sweep.prices={{cpu:0.1,L40S:1.86}}'"
         )
-    for kind in sweep["accelerator_types"]:
+    for kind in sweep.accelerator_types:
         if not NAME.fullmatch(str(kind)):
             raise SpecError(
                 f"sweep.accelerator_types has {kind!r}: use Ray's accelerator type names, e.g. [L40S, H100]"

@@ -23,6 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweeps.planning.config import SweepConfig
 from sweeps.pricing.estimate.shapes import ModelShape, shape_of
 from tokengen.contract.declarations import weight_bits
 from tokengen.contract.spec import DTYPE_BYTES, SpecError, TrialSpec
@@ -192,11 +193,11 @@ def memory_columns(spec: TrialSpec) -> dict:
     return {"memory_rss_gb": found.rss / GB, "memory_cuda_gb": math.nan if found.cuda is None else found.cuda / GB}
 
 
-def check_local_memory(trials, config: dict) -> None:
+def check_local_memory(trials, config: SweepConfig) -> None:
     """A local Ray's trials share this machine's memory: one estimated past sweep.memory_guard of what is free
     (sweeps/pricing/memory.py) is refused here, before Ray starts, with its figure."""
-    if config["ray"]["address"]:
+    if config.ray.address:
         return
-    refusal = memory_refusal(trials, free_memory(), config["sweep"].get("memory_guard"))
+    refusal = memory_refusal(trials, free_memory(), config.sweep.memory_guard)
     if refusal:
         raise SpecError(refusal)

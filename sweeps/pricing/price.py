@@ -19,6 +19,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from sweeps.planning.config import SweepConfig, SweepSettings
 from sweeps.planning.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.planning.settings import SHARED, inductor_mode
 from sweeps.pricing.estimate import Estimate, estimate, fit
@@ -50,18 +51,9 @@ def trial_fields(trial: PlannedTrial, key: str | None = None) -> dict:
     return {**trial.spec.to_dict(), "key": key or trial.key, "accelerator_type": trial.accelerator_type}
 
 
-def remeasure_rounds(sweep: dict) -> int:
-    """Rounds `sweep.remeasure` allows a trial (absent, false or 0: none; true: one; a number; a
-    mapping's rounds / max_rounds)."""
-    value = sweep.get("remeasure")
-    if isinstance(value, dict):
-        value = value.get("rounds", value.get("max_rounds", 1 if value else 0))
-    if isinstance(value, bool) or value is None:
-        return int(bool(value))
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return 1 if str(value).lower() in ("true", "on", "yes") else 0
+def remeasure_rounds(sweep: SweepSettings) -> int:
+    """Rounds `sweep.remeasure` allows a trial (0: none)."""
+    return max(0, int(sweep.remeasure or 0))
 
 
 def remeasured_share(history: History, kind: str = "cpu") -> tuple[float, str]:
@@ -192,16 +184,20 @@ def price_rows(
 
 
 def price_sweep(
-    config: dict, plan: GridPlan | None = None, history: History | None = None, reader=None, waiting: list[dict] = ()
+    config: SweepConfig,
+    plan: GridPlan | None = None,
+    history: History | None = None,
+    reader=None,
+    waiting: list[dict] = (),
 ) -> Priced:
     """Plan the sweep as a real run would (grid, drops, resume against the store and the journal), read
     the store read-only, fit the cost model once and estimate every planned trial (`waiting`: the results
     an earlier driver journaled and did not record, sweeps.delivery.journal.journaled_results). SpecError for a bad
     grid, tracking.store.history.StoreReadError for a store that cannot be read."""
     started = time.perf_counter()
-    sweep, tracking = config["sweep"], config["tracking"]
+    sweep, tracking = config.sweep, config.tracking
     plan = plan or plan_sweep(config)
-    history = history or load_history(tracking["uri"], tracking["experiment"])
+    history = history or load_history(tracking.uri, tracking.experiment)
     finished = history.finished_keys | {r["key"] for r in waiting if r.get("status") == FINISHED}
     pools = {pool_of(t.spec.device, t.accelerator_type) for t in plan.trials}
     workers = find_workers(config, pools, **({"reader": reader} if reader else {}))
@@ -222,8 +218,8 @@ def price_sweep(
         share,
         cluster_types,
         finished,
-        bool(sweep["resume"]),
-        shared_compiles=inductor_mode(sweep.get("inductor_cache")) == SHARED,
+        bool(sweep.resume),
+        shared_compiles=inductor_mode(sweep.inductor_cache) == SHARED,
     )
     share_note = "; ".join(note for _, note in shares.values())
     notes = []
@@ -239,7 +235,7 @@ def price_sweep(
         )
     if workers.assumed:
         notes.append(f"workers: {workers.source}")
-    limits = {name: sweep.get(name) for name in LIMITS}
+    limits = {name: getattr(sweep, name) for name in LIMITS}
     starts = {}  # a pool's workers are alike: its first trial prices their start-up
     for trial in plan.trials:
         pool = pool_of(trial.spec.device, trial.accelerator_type)
@@ -250,8 +246,8 @@ def price_sweep(
         table,
         workers,
         history,
-        dict(sweep.get("prices") or {}),
-        bool(sweep["resume"]),
+        dict(sweep.prices or {}),
+        bool(sweep.resume),
         limits,
         notes,
         journaled=len(waiting),
@@ -266,7 +262,7 @@ class Refused(RuntimeError):
     """The sweep's estimate is over a limit: one line, before anything starts."""
 
 
-def price_for_run(config: dict, say, waiting: list[dict] = ()) -> Priced | None:
+def price_for_run(config: SweepConfig, say, waiting: list[dict] = ()) -> Priced | None:
     """price_sweep for a real run. Bad input (SpecError, StoreReadError) and an estimate over a limit
     (Refused) raise; a failure of the cost model itself is said in one line and the sweep goes on in
     the grid's order (None), unless a limit is set, which cannot then be checked (Refused)."""
@@ -278,7 +274,7 @@ def price_for_run(config: dict, say, waiting: list[dict] = ()) -> Priced | None:
     except (SpecError, StoreReadError):
         raise
     except Exception as exc:  # noqa: BLE001 - the estimate is an aid: a sweep without one still runs
-        limits = [f"sweep.{n}" for n in LIMITS if config["sweep"].get(n) is not None]
+        limits = [f"sweep.{n}" for n in LIMITS if getattr(config.sweep, n) is not None]
         if limits:
             raise Refused(
                 f"the sweep cannot be priced ({first_line(exc)}), so {' and '.join(limits)} cannot be "

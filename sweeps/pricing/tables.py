@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sweeps.planning.config import SweepConfig
 from sweeps.pricing.priced import PLAN_COLUMNS, Priced, money
 from tokengen.contract.names import PLAN_ESTIMATE_FILE, PLAN_TEXT_FILE
 from tracking.report.markdown import to_markdown
@@ -79,23 +80,23 @@ def shown(frame: pd.DataFrame, digits: dict | None = None) -> pd.DataFrame:
     return out
 
 
-def render(priced: Priced, config: dict, dry: bool = True) -> str:
+def render(priced: Priced, config: SweepConfig, dry: bool = True) -> str:
     """The plan as Markdown: what the dry run prints and plan.md holds (`dry`: from a dry run, else the
     plan a real sweep recorded before its first trial)."""
-    sweep, tracking = config["sweep"], config["tracking"]
+    sweep, tracking = config.sweep, config.tracking
     runs = priced.runs
     reused = len(priced.table) - len(runs)
     wall, bound = priced.wall
     cost = priced.cost
     lines = [
-        f"# Plan of sweep `{sweep['name']}` " + ("(dry run: nothing ran)" if dry else "(made before its first trial)"),
+        f"# Plan of sweep `{sweep.name}` " + ("(dry run: nothing ran)" if dry else "(made before its first trial)"),
         "",
         f"{len(priced.table)} planned trial(s): {len(runs)} to run, {reused} reused (unverified: a key finished in "
         f"the store, its environment not checked)"
         + ("" if priced.resume else "; sweep.resume=false runs them all")
         + ".",
         f"History: {len(priced.history.frame)} finished run(s) in {priced.history.source}, experiment "
-        f"`{tracking['experiment']}`; {len(priced.history.trusted())} measured ok fit the cost model.",
+        f"`{tracking.experiment}`; {len(priced.history.trusted())} measured ok fit the cost model.",
     ]
     if priced.journaled:
         lines.append(
@@ -175,8 +176,8 @@ def memory_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["variant", "trials", "rss_gb", "cuda_gb"])
 
 
-def write_plan(priced: Priced, config: dict, out: str | Path = "reports") -> tuple[Path, Path, str]:
-    directory = Path(out) / str(config["sweep"]["name"]).replace("/", "_")
+def write_plan(priced: Priced, config: SweepConfig, out: str | Path = "reports") -> tuple[Path, Path, str]:
+    directory = Path(out) / str(config.sweep.name).replace("/", "_")
     directory.mkdir(parents=True, exist_ok=True)
     text = render(priced, config)
     csv, md = directory / PLAN_CSV, directory / PLAN_MD

@@ -15,6 +15,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from sweeps.planning.config import SweepConfig
 from sweeps.planning.settings import local_gpus
 
 CPU, GPU = "cpu", "gpu"  # pool names; a pinned pool is named by its accelerator type
@@ -112,19 +113,19 @@ def cluster_sizes(nodes: list[Node], pools: set[str], cpus_per_trial: int | None
     return sizes
 
 
-def find_workers(config: dict, pools: set[str], reader=read_cluster) -> Workers:
+def find_workers(config: SweepConfig, pools: set[str], reader=read_cluster) -> Workers:
     """Each pool's size for this configuration (see the module's docstring)."""
-    sweep, ray_settings = config["sweep"], config["ray"]
-    if sweep.get("workers"):
-        return Workers({p: int(sweep["workers"]) for p in pools}, f"sweep.workers={sweep['workers']}")
-    address = ray_settings.get("address")
+    sweep, ray_settings = config.sweep, config.ray
+    if sweep.workers:
+        return Workers({p: int(sweep.workers) for p in pools}, f"sweep.workers={sweep.workers}")
+    address = ray_settings.address
     if address:
         try:
             nodes = reader(address)
         except ClusterUnread as exc:
             why = f"cannot read the cluster at ray.address={address} without starting Ray ({exc}; set sweep.workers)"
             return Workers({p: 1 for p in pools}, f"assumes 1 per pool: {why}", assumed=True)
-        sizes = cluster_sizes(nodes, pools, sweep.get("cpus_per_trial"))
+        sizes = cluster_sizes(nodes, pools, sweep.cpus_per_trial)
         gpus = int(sum(n.gpus for n in nodes))
         types = tuple(sorted({t for n in nodes for t in n.accelerator_types}))
         return Workers(
@@ -133,15 +134,15 @@ def find_workers(config: dict, pools: set[str], reader=read_cluster) -> Workers:
             + (f" ({', '.join(types)})" if types else ""),
             types=types,
         )
-    cpus = ray_settings.get("num_cpus") or os.cpu_count() or 1
+    cpus = ray_settings.num_cpus or os.cpu_count() or 1
     sizes, notes, assumed = {}, [], False
     for pool in pools:
         if pool == CPU:
-            per_trial = sweep.get("cpus_per_trial") or cpus
+            per_trial = sweep.cpus_per_trial or cpus
             sizes[pool] = max(1, int(cpus // per_trial))
             notes.append(f"cpu: {cpus} CPU(s) // {per_trial} per trial")
         else:
-            gpus = ray_settings.get("num_gpus")
+            gpus = ray_settings.num_gpus
             local = local_gpus()
             found = gpus if gpus is not None else (len(local) if local is not None else None)
             if not found:

@@ -21,7 +21,7 @@ from tokengen.contract.record import first_line as one_line
 from tokengen.contract.spec import AUTO_RUNS, MEASUREMENT, TrialSpec
 from tracking.measurement import summary_line
 from tracking.report.figures.baselines import key_part
-from tracking.store.reading import ReportError, SweepRuns, load_sweep, open_experiment, parent_run
+from tracking.store.reading import ReportError, SavedSettings, SweepRuns, load_sweep, open_experiment, parent_run
 from tracking.store.search import search
 
 DEFAULT_EXPERIMENT = "tokengen"
@@ -36,8 +36,6 @@ SYSTEM = {
 }
 """Facts every record carries beside its fingerprint, worth naming when they differ."""
 MEASUREMENT_FIELDS = tuple(f.name for f in fields(TrialSpec) if f.metadata["role"] == MEASUREMENT)
-SWEEP_SETTINGS = ("cpus_per_trial", "inductor_cache", "remeasure", "accelerator_types", "prices")
-"""The sweep settings (sweeps/planning/config.py) that change what a trial measures or what it costs."""
 KNOWN_SHOWN = 10  # sweep names listed when the one asked for is not in the store
 
 
@@ -49,7 +47,7 @@ class Side:
 
     @property
     def prices(self) -> dict:
-        return (self.runs.config.get("sweep") or {}).get("prices") or {}
+        return self.runs.settings.prices
 
     @property
     def finished(self) -> pd.DataFrame:
@@ -130,8 +128,8 @@ def facts_of(side: Side) -> dict[str, str]:
     made = pd.to_numeric(pd.Series(column("runs_done"), dtype=object), errors="coerce").dropna()
     low, high = (int(made.min()), int(made.max())) if len(made) else (None, None)
     out["timed runs made"] = "unknown" if low is None else str(low) if low == high else f"{low}-{high}"
-    settings = side.runs.config.get("sweep") or {}
-    out.update({f"sweep.{name}": _setting(settings.get(name)) for name in SWEEP_SETTINGS})
+    saved = side.runs.settings
+    out.update({f"sweep.{f.name}": _setting(getattr(saved, f.name)) for f in fields(SavedSettings)})
     return out
 
 

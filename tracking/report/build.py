@@ -204,7 +204,7 @@ def build_report(
     fill_runtimes(runs.client, runs.trials)
     if comparison.lacks_baselines(runs.trials):
         add_outside_baselines(runs)
-    prices = (runs.config.get("sweep") or {}).get("prices") or {}
+    prices = runs.settings.prices
     frame, downloads = comparison.prepare(runs.trials, runs.outside_baselines, runs.client, prices)
     directory = Path(out) / path_component(runs.sweep)  # a folder of its own, whatever the name
     directory.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ import math
 import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -35,6 +35,25 @@ class ReportError(RuntimeError):
 
 
 @dataclass
+class SavedSettings:
+    """The sweep settings a report and a comparison read back from a sweep's saved configuration (sweep_config.json,
+    sweeps/planning/config.py's `sweep` group), those that change what a trial measures or what it costs; a
+    setting an older sweep did not save reads as None."""
+
+    prices: dict = field(default_factory=dict)  # USD per device-hour by type, for the cost columns
+    cpus_per_trial: int | None = None
+    inductor_cache: str | None = None
+    remeasure: int | None = None
+    accelerator_types: list | None = None
+
+    @classmethod
+    def from_saved(cls, saved: dict) -> SavedSettings:
+        group = saved.get("sweep") or {}
+        known = {f.name: group.get(f.name) for f in fields(cls)}
+        return cls(**{**known, "prices": dict(known["prices"] or {})})
+
+
+@dataclass
 class SweepRuns:
     uri: str
     experiment: str
@@ -44,7 +63,7 @@ class SweepRuns:
     trials: pd.DataFrame  # one row per trial key: its best attempt (tracking.measurement.best), `attempts` made
     client: MlflowClient
     outside_baselines: pd.DataFrame = field(default_factory=pd.DataFrame)  # finished baselines of other sweeps
-    config: dict = field(default_factory=dict)  # the sweep's configuration as its parent run saved it
+    settings: SavedSettings = field(default_factory=SavedSettings)  # as the sweep's parent run saved them
 
 
 def best_per_trial(frame: pd.DataFrame) -> pd.DataFrame:
@@ -121,8 +140,8 @@ def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None)
     trials = best_per_trial(sweep_frame(uri, client, experiment_id, parent, name))
     if not trials.empty and (trials["sweep"] != name).any():  # the key's best attempt is another sweep's
         trials["reused_from"] = [s if s != name else None for s in trials["sweep"]]
-    config = parent_artifact(client, parent, SWEEP_CONFIG_FILE) or {}
-    return SweepRuns(uri, experiment, experiment_id, name, parent.info.run_id, trials, client, config=config)
+    settings = SavedSettings.from_saved(parent_artifact(client, parent, SWEEP_CONFIG_FILE) or {})
+    return SweepRuns(uri, experiment, experiment_id, name, parent.info.run_id, trials, client, settings=settings)
 
 
 def sweep_frame(uri: str, client: MlflowClient, experiment_id: str, parent, name: str) -> pd.DataFrame:

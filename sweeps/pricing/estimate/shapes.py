@@ -71,27 +71,27 @@ PRESET_SHAPES: dict[str, ModelShape] = {
 }
 
 
-def _from_config(config: dict) -> ModelShape | None:
-    """A shape from a Hugging Face config.json: GPT-2 names, else Llama-style names."""
-    if "n_embd" in config:
+def _from_config(facts: dict) -> ModelShape | None:
+    """A shape from a Hugging Face facts.json: GPT-2 names, else Llama-style names."""
+    if "n_embd" in facts:
         return gpt2_shape(
-            config["n_layer"],
-            config["n_embd"],
-            config.get("vocab_size", 50257),
-            config.get("n_positions", 1024),
-            config.get("n_inner"),
+            facts["n_layer"],
+            facts["n_embd"],
+            facts.get("vocab_size", 50257),
+            facts.get("n_positions", 1024),
+            facts.get("n_inner"),
         )
-    if "hidden_size" in config and "num_hidden_layers" in config:
-        d, heads = config["hidden_size"], config.get("num_attention_heads", 1)
+    if "hidden_size" in facts and "num_hidden_layers" in facts:
+        d, heads = facts["hidden_size"], facts.get("num_attention_heads", 1)
         return llama_shape(
             d,
-            config.get("intermediate_size", 4 * d),
-            config["num_hidden_layers"],
+            facts.get("intermediate_size", 4 * d),
+            facts["num_hidden_layers"],
             heads,
-            config.get("num_key_value_heads") or heads,
-            config.get("vocab_size", 32000),
-            config.get("max_position_embeddings", 2048),
-            bool(config.get("tie_word_embeddings", False)),
+            facts.get("num_key_value_heads") or heads,
+            facts.get("vocab_size", 32000),
+            facts.get("max_position_embeddings", 2048),
+            bool(facts.get("tie_word_embeddings", False)),
         )
     return None
 
