@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from ray._raylet import Config
 from ray.cluster_utils import Cluster
 from sweep_helpers import child_runs, small_sweep
 
@@ -36,6 +37,7 @@ def three_nodes(monkeypatch, tmp_path):
     # one auth mode for the nodes and the driver: token, with the token a local Ray leaves in ~/.ray (Ray reads the
     # mode once per process, and a driver that enforces it while its nodes send none never hears where a result is)
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    Config.initialize("")  # re-read the mode: an earlier Ray in this process may have cached another one
     if not (Path.home() / ".ray" / "auth_token").is_file():
         subprocess.run(
             [sys.executable, "-m", "ray.scripts.scripts", "get-auth-token", "--generate"],
@@ -50,6 +52,8 @@ def three_nodes(monkeypatch, tmp_path):
     yield cluster, nodes
     ray.shutdown()
     cluster.shutdown()
+    monkeypatch.undo()
+    Config.initialize("")
 
 
 def compile_tags(uri: str) -> list[dict]:
