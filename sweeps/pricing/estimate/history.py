@@ -1,15 +1,13 @@
-"""History: the store's finished rows (tracking/store/runs.py) that measured ok, with the per-run quantities the
-fits read. A run tagged `measurement` noisy or contended is left out: its times describe its neighbours too.
+"""History: the store's finished rows (tracking/store/runs.py) measured ok (a noisy or contended run's times describe
+its neighbours too), with the per-run quantities the fits read:
   steady_run_s  one run without compile (with warmup=0 the mean holds the first run: it is taken out)
   compile_s     first_run_s - steady_run_s: compile, or the device's start-up with compile=off
   build_s       trial_wall_s less every run: model build and whatever else the trial process does
-  cold_start_s  the worker's own start-up, carried by the trial it ran first (0 for the others)
+  cold_start_s  the worker's start-up (its warm parent importing torch), carried by the trial it ran first: the
+                worker's seconds, not the key's, priced once per worker
   in_child_s    child_wall_s - trial_wall_s - cold_start_s: the trial process's start-up from a warm worker
   warm_child_s  child_wall_s - cold_start_s: the trial process on a warm worker
   in_task_s     node span (node_finished_at - node_started_at) - child_wall_s: the Ray task around it
-A worker's first trial waits for its warm parent (sweeps/execution/trial_process.py) to import torch: seconds of
-the worker, not of the key, which left in priced the key as if every later sweep ran it first (a 48-step baseline
-at 15.2 s against the 7.7 s it then held). The cost model prices a worker's start once per worker instead.
 """
 
 from __future__ import annotations
@@ -41,13 +39,12 @@ RUN_COUNT_COLUMNS = ("runs_done", "timed_runs", "runs_timed")  # runs=auto: how 
 KEY_COLUMNS = ("trial_key", "key")
 MEASUREMENT_FIELDS = ("warmup", "runs", "profile")  # change the total, not a run's time
 IDENTITY_IGNORED = {
-    *"variant key trial_key min_runs max_runs profile_steps accelerator_type".split(),
+    *KEY_COLUMNS,
     *MEASUREMENT_FIELDS,
+    *"variant min_runs max_runs profile_steps accelerator_type".split(),
 }
 COLD_START_MIN_S = 0.5  # a first trial's start-up beyond its warm neighbours' below this is noise
-OUTSIDE_CHILD_S = 0.01
-"""A worker's time on a trial outside its process (in_task_s: about 1 ms measured) for a run with no node span.
-The driver's MLflow writes overlap the next trial: they make the sweep's wall, not a trial's time on its worker."""
+OUTSIDE_CHILD_S = 0.01  # in_task_s where a run has no node span (about 1 ms measured; the driver's writes overlap)
 
 
 def device_kind(row: Mapping) -> str:
@@ -133,17 +130,8 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def _same(a, b) -> bool:
-    if missing(a) or missing(b):
-        return missing(a) and missing(b)
-    try:
-        return float(a) == float(b)
-    except (TypeError, ValueError):
-        return str(a) == str(b)
-
-
 def _normal(value) -> Hashable:
-    """A value as `_same` compares it: missing, a number, or text (a bool is the number it converts to)."""
+    """A value as rows are matched on it: missing, a number, or text (a bool is the number it converts to)."""
     if missing(value):
         return None
     try:
@@ -152,53 +140,42 @@ def _normal(value) -> Hashable:
         return ("s", str(value))
 
 
-def _asked(trial: Mapping, frame: pd.DataFrame) -> list | None:
-    """The (field, value) pairs a row must match; None where the trial gives a field the history lacks at other
-    than its default (an unknown field never matches)."""
-    asked = []
+def _asked(trial: Mapping, frame: pd.DataFrame) -> dict | None:
+    """What a row must hold (field -> normal value, the pinned GPU as its device_kind); None where the trial gives
+    a field the history lacks at other than its default."""
+    asked = {}
     for name, value in trial.items():
         if name in IDENTITY_IGNORED:
             continue
         if name in frame:
-            asked.append((name, value))
-        elif not (name in DEFAULTS and _same(value, DEFAULTS[name])):
+            asked[name] = _normal(value)
+        elif name not in DEFAULTS or _normal(value) != _normal(DEFAULTS[name]):
             return None
-    return asked
-
-
-def _pinned(trial: Mapping) -> str | None:
-    return gpu_kind(trial.get("accelerator_type")) if text(trial, "device") == "cuda" else None
+    pinned = gpu_kind(trial.get("accelerator_type")) if text(trial, "device") == "cuda" else None
+    return {**asked, "device_kind": _normal(pinned)} if pinned else asked
 
 
 def _with_exact(trial: Mapping, rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     exact = pd.Series(True, index=rows.index)
-    for name in MEASUREMENT_FIELDS:
-        if name in trial:
-            exact &= rows[name].map(lambda v, value=trial[name]: _same(v, value))
+    for name in (n for n in MEASUREMENT_FIELDS if n in trial):
+        exact &= rows[name].map(lambda v, want=_normal(trial[name]): _normal(v) == want)
     return rows, rows[exact]
 
 
 def identical(trial: Mapping, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(rows of the same spec up to measurement settings, those of these the same in full too): a trial key the
-    history holds decides alone, else every field the trial gives must match. A pass over every row per field."""
-    empty = frame.iloc[0:0]
-    if frame.empty:
-        return empty, empty
-    key = trial.get("key") or trial.get("trial_key")
-    for column in KEY_COLUMNS:
-        if key and column in frame:
-            rows = frame[frame[column].astype(str) == str(key)]
-            if len(rows):
-                return rows, rows
-    asked = _asked(trial, frame)
+    history holds decides alone, else every field the trial gives. A pass over every row per field."""
+    empty, key = frame.iloc[0:0], str(trial.get("key") or trial.get("trial_key") or "")
+    for column in (c for c in KEY_COLUMNS if key and c in frame):
+        rows = frame[frame[column].astype(str) == key]
+        if len(rows):
+            return rows, rows
+    asked = None if frame.empty else _asked(trial, frame)
     if asked is None:
         return empty, empty
     keep = pd.Series(True, index=frame.index)
-    for name, value in asked:
-        keep &= frame[name].map(lambda v, value=value: _same(v, value))
-    pinned = _pinned(trial)
-    if pinned:
-        keep &= frame["device_kind"] == pinned
+    for name, want in asked.items():
+        keep &= frame[name].map(lambda v, want=want: _normal(v) == want)
     return _with_exact(trial, frame[keep])
 
 
@@ -210,28 +187,22 @@ def _positions(values) -> dict:
 
 
 class IdentityIndex:
-    """`identical` for many trials against one frame: grouped once per set of fields asked (a sweep's trials all
-    ask the same), each trial is a dictionary look-up. Agrees with `identical` wherever `_same` is an equivalence
-    (not a bool against the text 'True')."""
+    """`identical` for many trials against one frame: grouped once per set of fields asked (a sweep's trials all ask
+    the same), each trial is a dictionary look-up."""
 
     def __init__(self, frame: pd.DataFrame):
         self.frame, self.empty, self._groups = frame, frame.iloc[0:0], {}
-        self._keys = {column: _positions(frame[column].astype(str)) for column in KEY_COLUMNS if column in frame}
+        self._keys = [_positions(frame[column].astype(str)) for column in KEY_COLUMNS if column in frame]
 
     def __call__(self, trial: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
-        if self.frame.empty:
-            return self.empty, self.empty
-        key = trial.get("key") or trial.get("trial_key")
-        for positions in (self._keys[column].get(str(key)) for column in KEY_COLUMNS if key and column in self._keys):
-            if positions:
-                rows = self.frame.iloc[positions]
-                return rows, rows
-        asked, pinned = _asked(trial, self.frame), _pinned(trial)
+        key = str(trial.get("key") or trial.get("trial_key") or "")
+        positions = next((keys[key] for keys in self._keys if key and key in keys), None)
+        if positions:
+            return self.frame.iloc[positions], self.frame.iloc[positions]
+        asked = None if self.frame.empty else _asked(trial, self.frame)
         if asked is None:
             return self.empty, self.empty
-        signature = (tuple(name for name, _ in asked), bool(pinned))
-        if signature not in self._groups:
-            columns = [self.frame[name].map(_normal).tolist() for name in signature[0]]
-            self._groups[signature] = _positions(zip(*columns, *([self.frame["device_kind"]] if pinned else [])))
-        positions = self._groups[signature].get(tuple(_normal(v) for _, v in asked) + ((pinned,) if pinned else ()))
+        if tuple(asked) not in self._groups:
+            self._groups[tuple(asked)] = _positions(zip(*(self.frame[name].map(_normal) for name in asked)))
+        positions = self._groups[tuple(asked)].get(tuple(asked.values()))
         return _with_exact(trial, self.frame.iloc[positions]) if positions else (self.empty, self.empty)
