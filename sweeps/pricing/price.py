@@ -1,7 +1,6 @@
-"""A sweep's price before it runs: each planned trial's seconds on a worker (sweeps.pricing.estimate's estimate,
-plus `sweep.remeasure`'s rounds, each the whole trial again at the share of the history's first attempts that were
-not ok, plus a worker's start-up on the first trial each worker takes), and the budget guard. Nothing here starts
-Ray or writes to the store."""
+"""A sweep's price before it runs: each planned trial's seconds on a worker (sweeps.pricing.estimate's, plus its
+`sweep.remeasure` rounds and, on the first trial each worker takes, the worker's start-up) and the budget guard.
+Nothing here starts Ray or writes to the store."""
 
 from __future__ import annotations
 
@@ -25,14 +24,8 @@ from tokengen.contract.names import FINISHED
 from tracking.measurement import OK, attempt_of
 from tracking.store.history import History, StoreReadError, load_history
 
-REMEASURE_PRIOR = {
-    "cpu": (0.25, "a shared CPU machine's share, assumed"),
-    "gpu": (
-        3 / 12,
-        "3 of the 12 trials of the H200 article table (docs/results.md, On a GPU) were judged noisy; its one "
-        "contended verdict was the table's own launcher",
-    ),
-}
+H200_TABLE = "3 of the 12 trials of the H200 article table (docs/results.md, On a GPU) were judged noisy; its one contended verdict was the table's own launcher"
+REMEASURE_PRIOR = {"cpu": (0.25, "a shared CPU machine's share, assumed"), "gpu": (3 / 12, H200_TABLE)}
 """The share of first attempts sent back to measure, where the history has no verdict on that kind of device."""
 COMPILED_GRAPH = GRAPH_FIELDS  # what decides a compile's graphs (tokengen/contract/graphs.py): twins share them
 

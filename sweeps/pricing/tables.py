@@ -14,19 +14,18 @@ from tokengen.contract.names import PLAN_TEXT_FILE as PLAN_MD
 from tracking.report.markdown import to_markdown
 
 MEMORY_NOTE = (
-    "Each trial's estimated peak (sweeps/pricing/memory.py; plan.csv: memory_rss_gb, memory_cuda_gb), the "
-    "largest per variant: rss_gb the trial process's resident memory (torch and transformers included), "
-    "cuda_gb what CUDA's allocator reserves (n/a on the CPU). A local Ray's sweep refuses a trial above "
-    "sweep.memory_guard of the free memory."
+    "Each trial's estimated peak (sweeps/pricing/memory.py; plan.csv: memory_rss_gb, memory_cuda_gb), the largest per "
+    "variant: rss_gb the trial process's resident memory (torch and transformers included), cuda_gb what CUDA's "
+    "allocator reserves (n/a on the CPU). A local Ray's sweep refuses a trial above sweep.memory_guard of the free "
+    "memory."
 )
 ESTIMATE_NOTE = (
-    "estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented "
-    "(the per-step timer's run) and profiled runs, the compile (the first run's extra), the model's "
-    "build, the harness around each trial process (its start-up and exit, the Ray task), remeasure "
-    "rounds where sweep.remeasure is set, and start_s, a worker's start-up, on the first trial each "
-    "worker takes (columns left out are zero); range_s: the model's low..high; basis: "
-    "history (the trial, or its spec, ran before), fit (its family's law) or prior (first principles, "
-    "rescaled by the nearest runs)."
+    "estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented (the per-step "
+    "timer's run) and profiled runs, the compile (the first run's extra), the model's build, the harness around each "
+    "trial process (its start-up and exit, the Ray task), remeasure rounds where sweep.remeasure is set, and start_s, "
+    "a worker's start-up, on the first trial each worker takes (columns left out are zero); range_s: the model's "
+    "low..high; basis: history (the trial, or its spec, ran before), fit (its family's law) or prior (first "
+    "principles, rescaled by the nearest runs)."
 )
 DEVICE_NOTE = "Prices from sweep.prices (USD per device-hour; `cpu`: one CPU trial's node)."
 HOURS_GO = {"timed_s": "timed runs", "compile_s": "compiles", "remeasure_s": "remeasure rounds", "warmup_s": "warmups"}

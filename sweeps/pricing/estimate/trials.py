@@ -40,8 +40,7 @@ def text(trial: Mapping, name: str) -> str:
 
 
 def is_auto(runs) -> bool:
-    """runs=auto, as a word or as the spec stores it (0: tokengen.contract.spec.AUTO_RUNS)."""
-    return str(runs).strip().lower() in (AUTO, "0", "0.0")
+    return str(runs).strip().lower() in (AUTO, "0", "0.0")  # as the spec stores it: tokengen.contract.spec.AUTO_RUNS
 
 
 def fixed_runs(trial: Mapping) -> int | None:
@@ -57,13 +56,11 @@ def batches(trial: Mapping) -> int:
 
 
 def expected_steps(trial: Mapping) -> int:
-    """Decode steps of one run if no row stops early."""
-    return batches(trial) * max(number(trial, "max_seqlen"), 1)
+    return batches(trial) * max(number(trial, "max_seqlen"), 1)  # if no row stops early
 
 
 def profile_runs(trial: Mapping) -> float:
-    """The profiled run's cost, in steady runs (0 unprofiled)."""
-    return PROFILE_SLOWDOWN.get(text(trial, "profile"), 2.0)
+    return PROFILE_SLOWDOWN.get(text(trial, "profile"), 2.0)  # in steady runs
 
 
 def law(trial: Mapping) -> str:
@@ -77,8 +74,7 @@ def compiles(trial: Mapping) -> bool:
 
 
 def compile_mode(trial: Mapping):
-    """The compile mode's declaration, or None for a mode no longer declared."""
-    try:
+    try:  # None for a mode no longer declared
         return declared("compile", text(trial, "compile"))
     except KeyError:
         return None
