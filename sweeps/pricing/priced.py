@@ -1,6 +1,5 @@
-"""A priced sweep: every planned trial with its estimate, in submission order (longest first), the pools'
-workers and walls, the totals and the budget guard, and the one line the driver prints.
-"""
+"""A priced sweep: every planned trial with its estimate in submission order (longest first), the pools' workers
+and walls, the totals and the budget guard."""
 
 from __future__ import annotations
 
@@ -18,54 +17,30 @@ from tokengen.contract.spec import SPEC_FIELDS
 from tracking.store.history import History
 
 RUN, REUSED = "run", "reused (unverified)"
-RUN, REUSED = "run", "reused (unverified)"
-PLAN_COLUMNS = (
-    "order",
-    "key",
-    *SPEC_FIELDS,
-    "accelerator_type",
-    "action",
-    "device_type",
-    "pool",
-    "estimated_s",
-    "low_s",
-    "high_s",
-    "basis",
-    "in_trial_s",
-    "warmup_s",
-    "timed_s",
-    "instrumented_s",
-    "profiled_s",
-    "compile_s",
-    "build_s",
-    "harness_s",
-    "remeasure_s",
-    "start_s",
-    "memory_rss_gb",
-    "memory_cuda_gb",
-)
-
-
-PARTS = (
-    "warmup_s",
-    "timed_s",
-    "instrumented_s",
-    "profiled_s",
-    "compile_s",
-    "build_s",
-    "harness_s",
-    "remeasure_s",
-    "start_s",
-)
+LIMITS = ("max_device_hours", "max_cost")
+PARTS = tuple("warmup_s timed_s instrumented_s profiled_s compile_s build_s harness_s remeasure_s start_s".split())
 """Where a trial's estimated seconds go; they add up to estimated_s."""
+PLAN_COLUMNS = (
+    *("order", "key", *SPEC_FIELDS),
+    *"accelerator_type action device_type pool estimated_s low_s high_s basis in_trial_s".split(),
+    *(*PARTS, "memory_rss_gb", "memory_cuda_gb"),
+)
+SPANS = ["estimated_s", "low_s", "high_s"]
+DEVICE_COLUMNS = "device trials device_hours low_hours high_hours usd_per_hour cost_usd cost_range_usd".split()
+
+
+def money(usd: float) -> str:
+    """Dollars with cents, or three significant figures below a dollar (a smoke sweep costs fractions of a cent)."""
+    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.3g}"
 
 
 @dataclass
 class Priced:
-    """Every planned trial with its estimate; the pools' workers and walls; totals."""
+    """Every planned trial with its estimate (table: PLAN_COLUMNS, put in submission order on creation); the pools'
+    workers; what the totals are read against."""
 
     plan: GridPlan
-    table: pd.DataFrame  # one row per planned trial: PLAN_COLUMNS
+    table: pd.DataFrame
     workers: Workers
     history: History
     prices: dict
@@ -76,7 +51,22 @@ class Priced:
     journaled: int = 0  # results an earlier driver journaled and did not record: recorded, not run
     seconds: float = 0.0  # planning wall: plan, history, fit, every estimate
 
-    # -- the trials that run ----------------------------------------------------------------------
+    def __post_init__(self):
+        """Trials to run longest first (numbered), then the reused ones; the first trial each worker of a pool takes
+        pays the worker's start-up (start_s), the others none."""
+        table = self.table.copy()
+        table[SPANS] = table[SPANS].sub(table["start_s"], axis=0)  # a start-up charged before, taken off
+        table = table.assign(start_s=0.0, _run=table["action"] == RUN, _pos=range(len(table)))
+        table = table.sort_values(["_run", "estimated_s", "_pos"], ascending=[False, False, True], kind="stable")
+        runs = int(table["_run"].sum())
+        table["order"] = list(range(1, runs + 1)) + [None] * (len(table) - runs)
+        table = table.reset_index(drop=True)
+        for pool, start in self.starts.items():
+            first = table.index[table["_run"] & (table["pool"] == pool)][: self.workers.of(pool)]
+            table.loc[first, "start_s"] = start.mid
+            table.loc[first, SPANS] += [start.mid, start.low, start.high]
+        self.table = table.drop(columns=["_run", "_pos"])
+
     @property
     def runs(self) -> pd.DataFrame:
         return self.table[self.table["action"] == RUN]
@@ -89,52 +79,21 @@ class Priced:
 
     def running(self, trials: list[PlannedTrial]) -> "Priced":
         """The same plan with exactly `trials` to run (the driver's own resume), reordered longest first."""
-        keys = {t.key for t in trials}
-        table = self.table.assign(action=np.where(self.table["key"].isin(keys), RUN, REUSED))
-        return _ordered(Priced(**{**vars(self), "table": table}))
+        table = self.table.assign(action=np.where(self.table["key"].isin({t.key for t in trials}), RUN, REUSED))
+        return Priced(**{**vars(self), "table": table})
 
-    # -- totals -----------------------------------------------------------------------------------
     def by_variant(self) -> pd.DataFrame:
-        rows = []
-        for variant, group in self.table.groupby("variant", sort=False):
-            runs = group[group["action"] == RUN]
-            rows.append(_summary(variant, runs, int((group["action"] != RUN).sum())))
-        frame = pd.DataFrame(rows)
-        total = _summary("total", self.runs, int((self.table["action"] != RUN).sum()))
-        return pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
+        groups = [*self.table.groupby("variant", sort=False), ("total", self.table)]
+        return pd.DataFrame([_summary(label, group) for label, group in groups])
 
     def by_device(self) -> pd.DataFrame:
         rows = []
         for device, group in self.runs.groupby("device_type", sort=True):
             price = price_per_hour(self.prices, device)
-            hours = group[["estimated_s", "low_s", "high_s"]].sum() / 3600
-            rows.append(
-                {
-                    "device": device,
-                    "trials": len(group),
-                    "device_hours": hours["estimated_s"],
-                    "low_hours": hours["low_s"],
-                    "high_hours": hours["high_s"],
-                    "usd_per_hour": price,
-                    "cost_usd": None if price is None else hours["estimated_s"] * price,
-                    "cost_range_usd": None
-                    if price is None
-                    else f"{money(hours['low_s'] * price)}-{money(hours['high_s'] * price)}",
-                }
-            )
-        return pd.DataFrame(
-            rows,
-            columns=[
-                "device",
-                "trials",
-                "device_hours",
-                "low_hours",
-                "high_hours",
-                "usd_per_hour",
-                "cost_usd",
-                "cost_range_usd",
-            ],
-        )
+            low, mid, high = (group[column].sum() / 3600 for column in ("low_s", "estimated_s", "high_s"))
+            cost = (None, None) if price is None else (mid * price, f"{money(low * price)}-{money(high * price)}")
+            rows.append((device, len(group), mid, low, high, price, *cost))
+        return pd.DataFrame(rows, columns=DEVICE_COLUMNS)
 
     @property
     def device_hours(self) -> float:
@@ -159,14 +118,7 @@ class Priced:
             workers = self.workers.of(pool)
             schedule = makespan(group["estimated_s"].tolist(), workers)
             rows.append(
-                {
-                    "pool": pool,
-                    "trials": len(group),
-                    "workers": workers,
-                    "wall_s": schedule.seconds,
-                    "lower_bound_s": schedule.lower_bound,
-                    "longest_s": float(group["estimated_s"].max()),
-                }
+                (pool, len(group), workers, schedule.seconds, schedule.lower_bound, float(group["estimated_s"].max()))
             )
         return pd.DataFrame(rows, columns=["pool", "trials", "workers", "wall_s", "lower_bound_s", "longest_s"])
 
@@ -174,26 +126,19 @@ class Priced:
     def wall(self) -> tuple[float, float]:
         """(LPT wall, lower bound) of the whole sweep: its pools run side by side."""
         walls = self.walls()
-        if walls.empty:
-            return 0.0, 0.0
-        return float(walls["wall_s"].max()), float(walls["lower_bound_s"].max())
+        return (float(walls["wall_s"].max()), float(walls["lower_bound_s"].max())) if len(walls) else (0.0, 0.0)
 
-    # -- the guard --------------------------------------------------------------------------------
     def refusal(self) -> str | None:
         """One line when the estimate passes sweep.max_device_hours or sweep.max_cost, else None."""
         hours_limit, cost_limit = self.limits.get("max_device_hours"), self.limits.get("max_cost")
-        hours = self.device_hours
-        cost = self.cost
+        hours, cost, runs = self.device_hours, self.cost, self.runs
         told = (
             f"the sweep's estimate is {hours:,.2f} device-hours "
-            f"({self.runs['low_s'].sum() / 3600:,.2f}-{self.runs['high_s'].sum() / 3600:,.2f})"
+            f"({runs['low_s'].sum() / 3600:,.2f}-{runs['high_s'].sum() / 3600:,.2f})"
             + (f", {money(cost)}" if cost is not None else "")
-            + f" for {len(self.runs)} trial(s)"
+            + f" for {len(runs)} trial(s)"
         )
-        see = (
-            "see it trial by trial with sweep.dry_run=true (reports/<sweep>/plan.md), then narrow the grid or "
-            "raise the limit"
-        )
+        see = "see it trial by trial with sweep.dry_run=true (reports/<sweep>/plan.md), then narrow the grid or raise the limit"
         if hours_limit is not None and hours > float(hours_limit):
             return f"{told}, over sweep.max_device_hours={hours_limit:g}: {see}"
         if cost_limit is not None and cost is None:
@@ -206,57 +151,16 @@ class Priced:
         return None
 
 
-def resume_runs(resume: bool, key: str, finished: set[str]) -> bool:
-    """Whether the planned trial runs (a resumed sweep reuses a finished key)."""
-    return not (resume and key in finished)
-
-
-def money(usd: float) -> str:
-    """Dollars with cents, or three significant figures below a dollar (a smoke sweep costs fractions of a cent)."""
-    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.3g}"
-
-
-def _summary(label: str, runs: pd.DataFrame, reused: int) -> dict:
-    bases = runs["basis"].value_counts()
-    return {
-        "variant": label,
-        "to_run": len(runs),
-        "reused_unverified": reused,
-        "estimated_s": float(runs["estimated_s"].sum()),
-        "low_s": float(runs["low_s"].sum()),
-        "high_s": float(runs["high_s"].sum()),
-        **{part: float(runs[part].sum()) for part in PARTS},
-        "device_hours": float(runs["estimated_s"].sum()) / 3600,
-        "basis": ", ".join(f"{b} {n}" for b, n in bases.items()) or "-",
-    }
-
-
-def _ordered(priced: Priced) -> Priced:
-    """The table in submission order: trials to run longest first (numbered), then the reused ones; the
-    first trial each worker of a pool takes pays the worker's start-up (start_s), the others none."""
-    table = priced.table.copy()
-    for column in ("estimated_s", "low_s", "high_s"):  # the start-up charged before, taken off
-        table[column] -= table["start_s"]
-    table = table.assign(start_s=0.0, _run=table["action"] == RUN, _pos=range(len(table)))
-    table = table.sort_values(["_run", "estimated_s", "_pos"], ascending=[False, False, True], kind="stable")
-    runs = int(table["_run"].sum())
-    table["order"] = list(range(1, runs + 1)) + [None] * (len(table) - runs)
-    table = table.reset_index(drop=True)
-    for pool, start in priced.starts.items():
-        first = table.index[table["_run"] & (table["pool"] == pool)][: priced.workers.of(pool)]
-        table.loc[first, "start_s"] = start.mid
-        table.loc[first, "estimated_s"] += start.mid
-        table.loc[first, "low_s"] += start.low
-        table.loc[first, "high_s"] += start.high
-    priced.table = table.drop(columns=["_run", "_pos"])
-    return priced
+def _summary(label: str, group: pd.DataFrame) -> dict:
+    runs = group[group["action"] == RUN]
+    sums = {column: float(runs[column].sum()) for column in (*SPANS, *PARTS)}
+    bases = ", ".join(f"{b} {n}" for b, n in runs["basis"].value_counts().items())
+    extra = {"device_hours": sums["estimated_s"] / 3600, "basis": bases or "-"}
+    return {"variant": label, "to_run": len(runs), "reused_unverified": len(group) - len(runs), **sums, **extra}
 
 
 def summary_line(priced: Priced) -> str:
-    runs = priced.runs
-    wall, bound = priced.wall
-    cost = priced.cost
-    pools = priced.walls()
+    runs, (wall, bound), cost, pools = priced.runs, priced.wall, priced.cost, priced.walls()
     workers = ", ".join(f"{p} {w}" for p, w in zip(pools["pool"], pools["workers"]))
     return (
         f"estimate: {runs['estimated_s'].sum():,.0f} s of trials ({runs['low_s'].sum():,.0f}-"

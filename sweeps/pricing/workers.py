@@ -1,12 +1,9 @@
 """How many trials of each kind run at once, found without starting Ray: the wall a plan predicts.
 
-A sweep's trials fall into pools that do not share a worker: CPU trials (a node's CPUs split by
-sweep.cpus_per_trial), CUDA trials pinned to an accelerator type (the GPUs of the nodes that have
-it) and unpinned CUDA trials (every GPU). `sweep.workers` sets every pool's size. Otherwise:
-  ray.address set   the cluster it points at, read from its GCS (node resources) with Ray's own
-                    client, no driver started; a cluster that cannot be read is assumed 1 worker
-  local Ray         ray.num_cpus (else this host's cores) // sweep.cpus_per_trial (else all: one
-                    CPU trial at a time); ray.num_gpus (else the GPUs NVML sees, else 1 assumed)
+A sweep's trials fall into pools that share no worker: CPU trials, CUDA trials pinned to an accelerator type
+and unpinned CUDA trials. `sweep.workers` sets every pool's size; else ray.address's cluster, read from its GCS
+(a cluster that cannot be read is assumed 1 worker per pool), else a local Ray's ray.num_cpus (or this host's
+cores) // sweep.cpus_per_trial and ray.num_gpus (or the GPUs NVML sees, else 1 assumed).
 """
 
 from __future__ import annotations
@@ -41,18 +38,18 @@ class Workers:
 
 
 def pool_of(device: str, accelerator_type: str | None) -> str:
-    if device != "cuda":
-        return CPU
-    return accelerator_type or GPU
+    return (accelerator_type or GPU) if device == "cuda" else CPU
 
 
 class ClusterUnread(RuntimeError):
     """Why the cluster's nodes could not be read."""
 
 
-def _refresh_auth_mode() -> None:
-    """Ray's client reads RAY_AUTH_MODE once per process; read it again now, and take a token on disk to
-    mean token mode when none is set, as `ray.init` does. Best effort: internal APIs of Ray's."""
+def read_cluster(address: str, timeout_s: float = READ_TIMEOUT_S) -> list[Node]:
+    """The alive nodes of the Ray cluster at `address` ("auto" or host:port), from its GCS with Ray's own client: no
+    driver connects, nothing starts. A cluster with token authentication answers a client with RAY_AUTH_MODE=token,
+    which Ray reads once per process: it is read again here, a token on disk taken to mean token mode as `ray.init`
+    does (Ray's internal APIs, best effort)."""
     try:
         from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
         from ray._raylet import Config
@@ -61,13 +58,6 @@ def _refresh_auth_mode() -> None:
         Config.initialize("")
     except Exception:  # noqa: BLE001 - another Ray's internals: the read below says what went wrong
         pass
-
-
-def read_cluster(address: str, timeout_s: float = READ_TIMEOUT_S) -> list[Node]:
-    """The alive nodes of the Ray cluster at `address` ("auto" or host:port), from its GCS with Ray's
-    own client: no driver connects, nothing starts. ClusterUnread says why it cannot be read (a
-    cluster with token authentication answers a client that has RAY_AUTH_MODE=token, as a driver must)."""
-    _refresh_auth_mode()
     try:
         from ray._private.services import canonicalize_bootstrap_address
         from ray._raylet import GcsClient
@@ -83,70 +73,60 @@ def read_cluster(address: str, timeout_s: float = READ_TIMEOUT_S) -> list[Node]:
     except ClusterUnread:
         raise
     except Exception as exc:  # noqa: BLE001 - an internal API, a cluster that does not answer or refuses us
-        text = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise ClusterUnread(text) from None
+        raise ClusterUnread(
+            str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        ) from None
     nodes = []
     for info in infos:
-        if info.state != GcsNodeInfo.GcsNodeState.ALIVE:
-            continue
-        resources = dict(info.resources_total)
-        types = tuple(sorted(k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")))
-        nodes.append(Node(resources.get("CPU", 0.0), resources.get("GPU", 0.0), types))
+        if info.state == GcsNodeInfo.GcsNodeState.ALIVE:
+            resources = dict(info.resources_total)
+            types = tuple(sorted(k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")))
+            nodes.append(Node(resources.get("CPU", 0.0), resources.get("GPU", 0.0), types))
     if not nodes:
         raise ClusterUnread("no alive node")
     return nodes
 
 
 def cluster_sizes(nodes: list[Node], pools: set[str], cpus_per_trial: int | None) -> dict:
-    """Pool sizes on these nodes, as sweeps.execution.schedule places trials: a CPU trial takes cpus_per_trial,
-    else the largest node's CPUs; a CUDA trial one GPU of a node with its accelerator type."""
-    largest = max((n.cpus for n in nodes), default=0.0)
-    need = cpus_per_trial or largest
+    """Pool sizes on these nodes, as sweeps.execution.schedule places trials: a CPU trial takes cpus_per_trial, else
+    the largest node's CPUs; a CUDA trial one GPU of a node with its accelerator type."""
+    need = cpus_per_trial or max((n.cpus for n in nodes), default=0.0)
     sizes = {}
     for pool in pools:
         if pool == CPU:
             sizes[pool] = int(sum(n.cpus // need for n in nodes)) if need else 0
-        elif pool == GPU:
-            sizes[pool] = int(sum(n.gpus for n in nodes))
         else:
-            sizes[pool] = int(sum(n.gpus for n in nodes if pool in n.accelerator_types))
+            sizes[pool] = int(sum(n.gpus for n in nodes if pool == GPU or pool in n.accelerator_types))
     return sizes
 
 
 def find_workers(config: SweepConfig, pools: set[str], reader=read_cluster) -> Workers:
     """Each pool's size for this configuration (see the module's docstring)."""
-    sweep, ray_settings = config.sweep, config.ray
+    sweep, address = config.sweep, config.ray.address
     if sweep.workers:
         return Workers({p: int(sweep.workers) for p in pools}, f"sweep.workers={sweep.workers}")
-    address = ray_settings.address
     if address:
         try:
             nodes = reader(address)
         except ClusterUnread as exc:
             why = f"cannot read the cluster at ray.address={address} without starting Ray ({exc}; set sweep.workers)"
             return Workers({p: 1 for p in pools}, f"assumes 1 per pool: {why}", assumed=True)
-        sizes = cluster_sizes(nodes, pools, sweep.cpus_per_trial)
-        gpus = int(sum(n.gpus for n in nodes))
         types = tuple(sorted({t for n in nodes for t in n.accelerator_types}))
-        return Workers(
-            sizes,
-            f"the cluster at ray.address={address}: {len(nodes)} node(s), {gpus} GPU(s)"
-            + (f" ({', '.join(types)})" if types else ""),
-            types=types,
-        )
-    cpus = ray_settings.num_cpus or os.cpu_count() or 1
+        source = f"the cluster at ray.address={address}: {len(nodes)} node(s), {int(sum(n.gpus for n in nodes))} GPU(s)"
+        source += f" ({', '.join(types)})" if types else ""
+        return Workers(cluster_sizes(nodes, pools, sweep.cpus_per_trial), source, types=types)
+    cpus = config.ray.num_cpus or os.cpu_count() or 1
     sizes, notes, assumed = {}, [], False
     for pool in pools:
         if pool == CPU:
             per_trial = sweep.cpus_per_trial or cpus
             sizes[pool] = max(1, int(cpus // per_trial))
             notes.append(f"cpu: {cpus} CPU(s) // {per_trial} per trial")
-        else:
-            gpus = ray_settings.num_gpus
+            continue
+        found = config.ray.num_gpus
+        if found is None:
             local = local_gpus()
-            found = gpus if gpus is not None else (len(local) if local is not None else None)
-            if not found:
-                assumed = True
-            sizes[pool] = max(1, int(found or 1))
-            notes.append(f"{pool}: {found} GPU(s)" if found else f"{pool}: assumes 1 GPU (none found here)")
+            found = None if local is None else len(local)
+        sizes[pool], assumed = max(1, int(found or 1)), assumed or not found
+        notes.append(f"{pool}: {found} GPU(s)" if found else f"{pool}: assumes 1 GPU (none found here)")
     return Workers(sizes, "local Ray, " + "; ".join(sorted(notes)), assumed)

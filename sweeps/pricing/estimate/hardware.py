@@ -1,11 +1,6 @@
-"""What a device can do: the GPU table, and a calibration of this host's CPU.
-
-The prior needs a bandwidth and a peak rate per device. GPUs come from the contract's datasheet table
-(tokengen/contract/machine/gpus.py: Gpu, GPUS, gpu_kind, gpu_spec, re-exported here for the cost
-model); a CPU differs too much between hosts for a table, so this host is measured once per process
-with numpy (about a second) and the result cached. The measurement is injectable (a clock, or a whole
-function) so tests are deterministic and fast.
-"""
+"""What a device can do. GPUs come from the contract's datasheet table (tokengen/contract/machine/gpus.py,
+re-exported here for the cost model); a CPU differs too much between hosts for a table, so this host is measured
+once per process with numpy (about a second), the clock or the whole measurement injectable for tests."""
 
 from __future__ import annotations
 
@@ -15,22 +10,9 @@ from typing import Callable
 
 import numpy as np
 
-from tokengen.contract.machine.gpus import GPUS, Gpu, gpu_kind, gpu_spec
+from tokengen.contract.machine.gpus import GPUS, Gpu, gpu_kind, gpu_spec  # noqa: F401
 
-__all__ = [
-    "GPUS",
-    "Gpu",
-    "gpu_kind",
-    "gpu_spec",
-    "DEFAULT_GPU",
-    "CpuSpeed",
-    "calibrate_cpu",
-    "cpu_speed",
-    "forget_cpu_speed",
-]
-
-DEFAULT_GPU = "L40S"
-"""Assumed for an unknown or unpinned GPU with no history: the project's example cluster (AWS g6e)."""
+DEFAULT_GPU = "L40S"  # an unknown or unpinned GPU with no history: the project's example cluster (AWS g6e)
 
 
 @dataclass(frozen=True)
@@ -54,8 +36,7 @@ def _rate(work: Callable[[], object], amount: float, budget_s: float, clock: Cal
 def calibrate_cpu(
     seconds: float = 1.0, clock: Callable[[], float] = time.perf_counter, matmul_size: int = 1024, copy_mib: int = 64
 ) -> CpuSpeed:
-    """This host's float32 matmul GFLOP/s and copy GB/s, half of `seconds` each. Inject `clock`
-    (e.g. one that advances a fixed step per call) to make the result deterministic."""
+    """This host's float32 matmul GFLOP/s and copy GB/s, half of `seconds` each."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((matmul_size, matmul_size), dtype=np.float32)
     b = rng.standard_normal((matmul_size, matmul_size), dtype=np.float32)

@@ -1,16 +1,13 @@
-"""The fit: per family, a decode step's mean time as a law of batch, prompt and run length; and `Span`, a
-value with a low and a high that each part of an estimate carries (lows add to lows, highs to highs: the
-parts' errors moving together, a wide range that keeps a scheduler from under-booking a worker).
+"""The fit: per family, a decode step's mean time as a law of batch, prompt and run length; and `Span`, a value
+with a low and a high that each part of an estimate carries (lows add to lows, highs to highs: a wide range that
+keeps a scheduler from under-booking a worker).
 
 A run of S steps (L per batch) with B rows and a P-token prompt has mean context P + (L-1)/2, so
-  cached     t_step = a + b*B + c*B*P/L + d*B*(P + (L-1)/2)   (c: prefill, spread over the run;
-                                                             d: reading a cache that grows)
+  cached     t_step = a + b*B + c*B*P/L + d*B*(P + (L-1)/2)   (c: prefill spread over the run; d: a growing cache)
   recompute  t_step = a + e*B*(P + (L-1)/2)                   (the whole prefix, every step)
-and runtime = S * t_step: linear in S with a cache, quadratic in S without one. The fit minimises
-relative residuals of runtime/steps (runs span orders of magnitude), robustly (soft-L1: one slow
-run does not tilt the law), with non-negative coefficients (none of these terms can save time).
-A term the history cannot tell apart from the others (one batch size, one prompt length) is left
-out rather than guessed; a family whose required terms cannot be fitted gets no law.
+The fit minimises relative residuals (runs span orders of magnitude), robustly (soft-L1: one slow run does not
+tilt the law), with non-negative coefficients. A term the history cannot tell apart from the others is left out
+rather than guessed; a family whose required terms cannot be fitted gets no law.
 """
 
 from __future__ import annotations
@@ -35,33 +32,21 @@ class Span(NamedTuple):
 
     @classmethod
     def factor(cls, value: float, factor: float) -> "Span":
-        """value / factor .. value x factor: a multiplicative range, for quantities known to a ratio."""
+        """value / factor .. value x factor: for quantities known to a ratio."""
         return cls(value, value / factor, value * factor)
-
-    @classmethod
-    def log_sigma(cls, value: float, sigma: float, z: float = 2.0) -> "Span":
-        """About a 95% range for a value whose log-error has robust spread `sigma`."""
-        return cls.factor(value, math.exp(z * sigma))
 
     def __add__(self, other: "Span") -> "Span":  # type: ignore[override]
         return Span(self.mid + other.mid, self.low + other.low, self.high + other.high)
 
-    def times(self, k: float) -> "Span":
-        return Span(self.mid * k, self.low * k, self.high * k)
-
     def times_span(self, other: "Span") -> "Span":
-        """Product of two non-negative spans (e.g. a run's time x a number of runs)."""
+        """Product of two non-negative spans (a run's time x a number of runs)."""
         return Span(self.mid * other.mid, self.low * other.low, self.high * other.high)
 
 
-ZERO = Span(0.0, 0.0, 0.0)
-
-
 TERMS = {"cached": ("const", "batch", "prefill", "position"), "recompute": ("const", "batch_context")}
-REQUIRED = {"cached": 2, "recompute": 2}  # the leading terms a law cannot do without
+REQUIRED_TERMS = 2  # the leading terms a law cannot do without
 MAX_CONDITION = 1e3  # of the column-normalised design: above it, a term is not identifiable
-MIN_SIGMA = 0.02  # no fit is trusted to better than ~2% (log-spread)
-FEW_ROWS_SIGMA = 0.25  # a law fitted with no spare rows
+MIN_SIGMA, FEW_ROWS_SIGMA = 0.02, 0.25  # no fit is trusted to better than ~2%; one with no spare rows to ~25%
 SEEN = ("batch_size", "prompt_len", "steps")
 
 
@@ -69,21 +54,13 @@ def features(batch, prompt, per_batch, terms) -> np.ndarray:
     """The design matrix: one column per term, one row per (batch, prompt, steps per batch)."""
     batch, prompt, per_batch = (np.asarray(v, dtype=float) for v in (batch, prompt, per_batch))
     context = batch * (prompt + (per_batch - 1) / 2)
-    columns = {
-        "const": np.ones_like(batch),
-        "batch": batch,
-        "prefill": batch * prompt / per_batch,
-        "position": context,
-        "batch_context": context,
-    }
-    return np.column_stack([columns[t] for t in terms])
+    columns = {"const": np.ones_like(batch), "batch": batch, "prefill": batch * prompt / per_batch}
+    return np.column_stack([columns.get(t, context) for t in terms])  # position, batch_context
 
 
 def _condition(x: np.ndarray) -> float:
     norms = np.linalg.norm(x, axis=0)
-    if np.any(norms == 0):
-        return math.inf
-    return float(np.linalg.cond(x / norms))
+    return math.inf if np.any(norms == 0) else float(np.linalg.cond(x / norms))
 
 
 def _robust_sigma(log_residuals: np.ndarray, terms: int) -> float:
@@ -103,30 +80,26 @@ class StepLaw:
     rows: int
     seen: dict  # batch_size, prompt_len, steps: (lowest, highest) the fit saw
 
-    def step_s(self, batch: float, prompt: float, per_batch: float) -> float:
-        """Mean seconds per decode step."""
-        return float(features([batch], [prompt], [per_batch], self.terms)[0] @ np.asarray(self.coef))
-
     def run(self, batch: float, prompt: float, steps: float, batches: int = 1) -> Span:
-        """One run's seconds, its range widened the further the trial lies outside what was seen."""
-        seconds = steps * self.step_s(batch, prompt, steps / max(batches, 1))
+        """One run's seconds, about a 95% range widened the further the trial lies outside what was seen."""
+        step_s = float(features([batch], [prompt], [steps / max(batches, 1)], self.terms)[0] @ np.asarray(self.coef))
         outside = sum(
             max(0.0, math.log(v / hi), math.log(lo / v))
             for v, (lo, hi) in zip((batch, prompt, steps), (self.seen[k] for k in SEEN))
             if v > 0 and lo > 0
         )
-        return Span.log_sigma(seconds, self.sigma * (1.0 + outside))
+        return Span.factor(steps * step_s, math.exp(2.0 * (self.sigma * (1.0 + outside))))
 
     def coefficients(self) -> dict:
         return dict(zip(self.terms, self.coef))
 
 
-def fit_law(rows: pd.DataFrame, law: str, batches: pd.Series | None = None) -> StepLaw | None:
+def fit_law(rows: pd.DataFrame, law: str, batches: pd.Series) -> StepLaw | None:
     """The law for one family's rows (batch_size, prompt_len, steps, steady_run_s), or None."""
     rows = rows[(rows["steps"] > 0) & (rows["steady_run_s"] > 0)]
-    if len(rows) < REQUIRED[law]:
+    if len(rows) < REQUIRED_TERMS:
         return None
-    per_batch = rows["steps"] / (batches.loc[rows.index] if batches is not None else 1)
+    per_batch = rows["steps"] / batches.loc[rows.index]
     batch, prompt = rows["batch_size"].astype(float), rows["prompt_len"].astype(float).clip(lower=1)
     y = (rows["steady_run_s"] / rows["steps"]).to_numpy(float)
     terms = list(TERMS[law])
@@ -134,17 +107,15 @@ def fit_law(rows: pd.DataFrame, law: str, batches: pd.Series | None = None) -> S
         x = features(batch, prompt, per_batch, terms)
         if len(rows) >= len(terms) and _condition(x) <= MAX_CONDITION:
             break
-        if len(terms) == REQUIRED[law]:
+        if len(terms) == REQUIRED_TERMS:
             return None
         terms.pop()
     scaled = x / y[:, None]  # relative residuals: scaled @ coef - 1
     start, _ = nnls(scaled, np.ones(len(y)))
-    first = scaled @ start - 1
-    spread = max(1.4826 * float(np.median(np.abs(first))), 0.005)
-    result = least_squares(
+    spread = max(1.4826 * float(np.median(np.abs(scaled @ start - 1))), 0.005)
+    coef = least_squares(
         lambda c: scaled @ c - 1, start, bounds=(0, np.inf), loss="soft_l1", f_scale=spread, x_scale="jac"
-    )
-    coef = result.x
+    ).x
     fitted = x @ coef
     log_residuals = np.log(y / np.where(fitted > 0, fitted, np.nan))
     sigma = _robust_sigma(log_residuals[np.isfinite(log_residuals)], len(terms))
@@ -153,9 +124,11 @@ def fit_law(rows: pd.DataFrame, law: str, batches: pd.Series | None = None) -> S
     return StepLaw(law, tuple(terms), tuple(float(c) for c in coef), sigma, len(rows), seen)
 
 
-def fit_families(frame: pd.DataFrame, batches: pd.Series | None = None) -> dict:
-    """family -> StepLaw (or None where the history cannot fit one)."""
+def fit_families(frame: pd.DataFrame) -> dict:
+    """family -> StepLaw (or None where the history cannot fit one); `frame` has CostModel's batches column."""
     if frame.empty:
         return {}
     usable = frame[frame["steady_run_s"].notna() & frame["steps"].notna()]
-    return {key: fit_law(rows, rows["law"].iloc[0], batches) for key, rows in usable.groupby("family", sort=False)}
+    return {
+        key: fit_law(rows, rows["law"].iloc[0], frame["batches"]) for key, rows in usable.groupby("family", sort=False)
+    }

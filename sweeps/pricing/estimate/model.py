@@ -1,13 +1,11 @@
-"""The cost model fitted to a history: each part of a trial's cost, from the most specific evidence.
-
-Each part looks for evidence from the narrowest group of past runs to the widest, then falls back to
-the prior. The prior is never used raw when the history has anything to say: every run records how
-far off the prior was for it (measured / prior per step), and a trial no fit covers (a new model, a
-new GPU) gets the prior times the ratio of the nearest runs that have one.
+"""The cost model fitted to a history: each part of a trial's cost from the narrowest group of past runs that has
+evidence to the widest, then the prior. Every run records how far off the prior was for it (measured / prior), so a
+trial no fit covers (a new model, a new GPU) gets the prior times the ratio of the nearest runs that have one.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,23 +22,12 @@ from sweeps.pricing.estimate.trials import AUTO, batches, expected_steps, family
 from tokengen.contract.declarations import KNOBS, knobs_where
 
 SINGLE_SAMPLE_FACTOR = 1.3  # one past measurement of a part: x/1.3 .. x1.3
-FEW_RATIOS_FACTOR = 2.0  # a prior rescaled by fewer than 3 runs' ratios
+FEW_RATIOS_FACTOR, RATIO_SAMPLES = 2.0, 3  # a prior rescaled by fewer than 3 runs' ratios: x/2 .. x2
 MIN_RATIO_FACTOR = 1.5  # a rescaled prior is never trusted to better than this
-RATIO_SAMPLES = 3
-PRIOR_RUN_FIELDS = (
-    "model",
-    "device",
-    "dtype",
-    "matmul_precision",
-    "batch_size",
-    "prompt_len",
-    "max_seqlen",
-    "requests",
-    *KNOBS,
-)
+PRIOR_RUN_FIELDS = (*"model device dtype matmul_precision batch_size prompt_len max_seqlen requests".split(), *KNOBS)
 """What priors.prior_run reads of a trial: two trials that agree on these get the same prior run."""
-GRAPH_KNOBS = knobs_where(graph=True)
-"""The knobs whose values change a compiled graph, so a compile measured for one value says little of another."""
+GRAPH_KNOBS = knobs_where(graph=True)  # a compile measured for one of their values says little of another
+EMPTY = pd.Series(dtype=float)
 
 
 def spread(values: pd.Series) -> Span:
@@ -61,13 +48,27 @@ def _ratio_span(value: float, ratios: pd.Series) -> Span:
     return Span.factor(scaled, max(math.exp(2 * mad), MIN_RATIO_FACTOR))
 
 
+def kept_by(*fields: str):
+    """A part that depends on the trial's device kind and these fields only: computed once per their values (a
+    sweep prices thousands of trials against one fit)."""
+
+    def wrap(part):
+        @functools.wraps(part)
+        def kept(self: "CostModel", trial: Mapping):
+            memo = (part.__name__, self.device_kind(trial), *(text(trial, f) for f in fields))
+            return self._kept(memo, lambda: part(self, trial))
+
+        return kept
+
+    return wrap
+
+
 @dataclass
 class CostModel:
     frame: pd.DataFrame  # history.prepare()'s rows, with prior ratios
     laws: dict  # family -> StepLaw | None
     cpu: CpuSpeed | None = None  # None: calibrate this host when a CPU trial needs the prior
-    # look-ups of the frame, kept for the next trial: a sweep prices thousands against one fit
-    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # answers kept between trials
 
     @classmethod
     def fit(cls, history: pd.DataFrame | None, cpu: CpuSpeed | None = None) -> "CostModel":
@@ -78,18 +79,21 @@ class CostModel:
         frame["batches"] = [batches(r) for r in records]
         frame["expected_steps"] = [expected_steps(r) for r in records]
         gpus = [k if k not in ("cpu", "cuda") else None for k in frame["device_kind"]]
-        per_step_prior = [
-            priors.prior_run(r, g, cpu).mid / e for r, g, e in zip(records, gpus, frame["expected_steps"])
-        ]
-        frame["run_ratio"] = frame["steady_run_s"] / frame["steps"] / per_step_prior
+        prior_step = [priors.prior_run(r, g, cpu).mid / e for r, g, e in zip(records, gpus, frame["expected_steps"])]
+        frame["run_ratio"] = frame["steady_run_s"] / frame["steps"] / prior_step
         frame["compile_ratio"] = frame["compile_s"] / [priors.prior_compile(r).mid for r in records]
         frame["build_ratio"] = frame["build_s"] / [priors.prior_build(r).mid for r in records]
-        return cls(frame, fit_families(frame, frame["batches"]), cpu)
+        frame["step_ratio"] = frame["steps"] / frame["expected_steps"]
+        return cls(frame, fit_families(frame), cpu)
 
-    # -- where the trial runs ---------------------------------------------------------------
+    def _kept(self, memo: tuple, compute):
+        if memo not in self._memo:
+            self._memo[memo] = compute()
+        return self._memo[memo]
+
     def device_kind(self, trial: Mapping) -> str:
-        """'cpu', the pinned GPU, or for an unpinned CUDA trial the GPU the history ran this model
-        on most (else any model), else 'cuda' (the prior then assumes its default GPU)."""
+        """'cpu', the pinned GPU, or for an unpinned CUDA trial the GPU the history ran this model on most (else any
+        model), else 'cuda' (the prior then assumes its default GPU)."""
         if text(trial, "device") != "cuda":
             return "cpu"
         pinned = gpu_kind(trial.get("accelerator_type"))
@@ -103,52 +107,35 @@ class CostModel:
 
     def identical(self, trial: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
         """history.identical against this model's frame, through an index built once."""
-        index = self._memo.get("identical")
-        if index is None:
-            index = self._memo["identical"] = IdentityIndex(self.frame)
-        return index(trial)
+        return self._kept(("identical",), lambda: IdentityIndex(self.frame))(trial)
 
     def _rows(self, column: str, **match) -> pd.Series:
-        """`column` of the rows matching every field given, nulls dropped (the same Series for the same
-        question: callers read it, never change it)."""
-        memo = ("rows", column, tuple(sorted((k, str(v)) for k, v in match.items())))
-        if memo in self._memo:
-            return self._memo[memo]
-        if self.frame.empty or column not in self.frame or any(name not in self.frame for name in match):
-            found = pd.Series(dtype=float)
-        else:
+        """`column` of the rows matching every field given, nulls dropped (kept: callers never change it)."""
+
+        def find() -> pd.Series:
+            if self.frame.empty or column not in self.frame or any(name not in self.frame for name in match):
+                return EMPTY
             keep = pd.Series(True, index=self.frame.index)
             for name, value in match.items():
                 keep &= self.frame[name].astype(str) == str(value)
-            found = self.frame.loc[keep, column].dropna()
-        self._memo[memo] = found
-        return found
+            return self.frame.loc[keep, column].dropna()
 
-    def _first(self, column: str, chain: list[dict]) -> pd.Series:
-        memo = ("first", column, tuple(tuple((k, str(v)) for k, v in match.items()) for match in chain))
-        if memo not in self._memo:
-            found = self._memo.setdefault("empty", pd.Series(dtype=float))
-            for match in chain:
-                values = self._rows(column, **match)
-                if len(values):
-                    found = values
-                    break
-            self._memo[memo] = found
-        return self._memo[memo]
+        return self._kept(("rows", column, *sorted((k, str(v)) for k, v in match.items())), find)
 
-    # -- the parts ----------------------------------------------------------------------------
+    def _first(self, column: str, *chain: dict) -> pd.Series:
+        """`column` of the first group in `chain` (narrowest first) that has any."""
+        return next((found for found in (self._rows(column, **match) for match in chain) if len(found)), EMPTY)
+
+    def _rescaled(self, prior: Span, column: str, *chain: dict) -> Span:
+        """The prior times the nearest runs' (positive) ratios to it, else as it is."""
+        ratios = self._first(column, *chain)
+        ratios = ratios[ratios > 0]
+        return _ratio_span(prior.mid, ratios) if len(ratios) else prior
+
     def steps(self, trial: Mapping) -> float:
         """Steps of one run: max_seqlen per batch, times how early this family's rows ended before."""
-        memo = ("steps", family(trial, self.device_kind(trial)), text(trial, "stop"))
-        if memo not in self._memo:
-            self._memo[memo] = None
-            if not self.frame.empty:
-                ratio = self.frame["steps"] / self.frame["expected_steps"]
-                keep = (self.frame["family"] == memo[1]) & (self.frame["stop"].astype(str) == memo[2])
-                if keep.any():
-                    self._memo[memo] = float(ratio[keep].median())
-        ratio = self._memo[memo]
-        return float(expected_steps(trial)) if ratio is None else expected_steps(trial) * ratio
+        ratios = self._rows("step_ratio", family=family(trial, self.device_kind(trial)), stop=text(trial, "stop"))
+        return expected_steps(trial) * float(ratios.median()) if len(ratios) else float(expected_steps(trial))
 
     def run(self, trial: Mapping) -> tuple[Span, str]:
         """One plain run's seconds and the basis: the family's law, its prior ratio, or the prior."""
@@ -156,115 +143,87 @@ class CostModel:
         fam, steps = family(trial, kind), self.steps(trial)
         law_fit = self.laws.get(fam)
         if law_fit is not None:
-            return law_fit.run(
-                number(trial, "batch_size"), max(number(trial, "prompt_len"), 1), steps, batches(trial)
-            ), "fit"
+            rows, prompt = number(trial, "batch_size"), max(number(trial, "prompt_len"), 1)
+            return law_fit.run(rows, prompt, steps, batches(trial)), "fit"
         gpu = None if kind in ("cpu", "cuda") else kind
         memo = ("prior_run", gpu, *(text(trial, f) for f in PRIOR_RUN_FIELDS))
-        if memo not in self._memo:
-            self._memo[memo] = priors.prior_run(trial, gpu, self.cpu)
-        raw = self._memo[memo]
+        raw = self._kept(memo, lambda: priors.prior_run(trial, gpu, self.cpu))
         per_step = raw.mid / expected_steps(trial) * steps
         family_ratios = self._rows("run_ratio", family=fam)
         if len(family_ratios):
             return _ratio_span(per_step, family_ratios), "fit"
+        model, compile_mode = text(trial, "model"), text(trial, "compile")
         ratios = self._first(
             "run_ratio",
-            [
-                dict(device_kind=kind, law=law(trial), compile=text(trial, "compile")),
-                dict(model=text(trial, "model"), law=law(trial), compile=text(trial, "compile")),
-                dict(device_kind=kind),
-                dict(device=text(trial, "device")),
-            ],
+            dict(device_kind=kind, law=law(trial), compile=compile_mode),
+            dict(model=model, law=law(trial), compile=compile_mode),
+            dict(device_kind=kind),
+            dict(device=text(trial, "device")),
         )
         if len(ratios):
             return _ratio_span(per_step, ratios), "prior"
         return Span(per_step, raw.low * per_step / raw.mid, raw.high * per_step / raw.mid), "prior"
 
-    def _memoized(self, part: str, trial: Mapping, fields: tuple, compute) -> Span:
-        """A part that depends on a few of the trial's fields only: computed once per their values."""
-        memo = (part, self.device_kind(trial), *(text(trial, f) for f in fields))
-        if memo not in self._memo:
-            self._memo[memo] = compute(trial)
-        return self._memo[memo]
-
+    @kept_by("device", "model", *GRAPH_KNOBS)
     def compile(self, trial: Mapping) -> Span:
-        """The first run's extra seconds (compilation, or start-up with compile=off)."""
-        return self._memoized("compile", trial, ("device", "model", *GRAPH_KNOBS), self._compile)
-
-    def _compile(self, trial: Mapping) -> Span:
+        """The first run's extra seconds (compilation, or start-up with compile=off), measured cold."""
         kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
+        graph = {k: text(trial, k) for k in GRAPH_KNOBS}
         measured = self._first(
             "compile_s",
-            [
-                dict(model=model, device_kind=kind, compile_warm="no", **{k: text(trial, k) for k in GRAPH_KNOBS}),
-                dict(model=model, device_kind=kind, compile=mode, compile_warm="no"),
-            ],
+            dict(model=model, device_kind=kind, compile_warm="no", **graph),
+            dict(model=model, device_kind=kind, compile=mode, compile_warm="no"),
         )
         if len(measured):
             return spread(measured)
-        ratios = self._first("compile_ratio", [dict(device_kind=kind, compile=mode), dict(compile=mode)])
-        ratios = ratios[ratios > 0]
-        base = priors.prior_compile(trial)
-        return _ratio_span(base.mid, ratios) if len(ratios) else base
+        chain = (dict(device_kind=kind, compile=mode), dict(compile=mode))
+        return self._rescaled(priors.prior_compile(trial), "compile_ratio", *chain)
 
+    @kept_by("device", "model", *GRAPH_KNOBS)
     def warm_compile(self, trial: Mapping) -> tuple[Span, str]:
-        """A twin's first-run extra once its graphs were compiled by another trial of the sweep (loaded from the
-        shared cache, traced again): the history's warm compiles of this model and mode on this device kind,
-        else of this mode on this device kind, else its cold compile times the measured prior share."""
-        return self._memoized("warm_compile", trial, ("device", "model", *GRAPH_KNOBS), self._warm_compile)
-
-    def _warm_compile(self, trial: Mapping) -> tuple[Span, str]:
+        """A twin's first-run extra once another trial of the sweep compiled its graphs (loaded from the shared
+        cache): the history's warm compiles of this model and mode on this device kind, else of this mode there,
+        else its cold compile times the prior's warm share."""
         kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
         measured = self._first(
             "compile_s",
-            [
-                dict(model=model, device_kind=kind, compile=mode, compile_warm="yes"),
-                dict(device_kind=kind, compile=mode, compile_warm="yes"),
-            ],
+            dict(model=model, device_kind=kind, compile=mode, compile_warm="yes"),
+            dict(device_kind=kind, compile=mode, compile_warm="yes"),
         )
         if len(measured):
             return spread(measured), "history"
         cold = self.compile(trial)
         return Span(cold.mid * priors.WARM_COMPILE_SHARE, cold.low * priors.WARM_COMPILE_SHARE, cold.mid), "prior"
 
+    @kept_by("device", "model", "dtype")
     def build(self, trial: Mapping) -> Span:
         """Building the model inside the trial process."""
-        return self._memoized("build", trial, ("device", "model", "dtype"), self._build)
-
-    def _build(self, trial: Mapping) -> Span:
         kind, model = self.device_kind(trial), text(trial, "model")
         measured = self._first(
             "build_s",
-            [dict(model=model, device_kind=kind, dtype=text(trial, "dtype")), dict(model=model, device_kind=kind)],
+            dict(model=model, device_kind=kind, dtype=text(trial, "dtype")),
+            dict(model=model, device_kind=kind),
         )
         if len(measured):
             return spread(measured)
-        ratios = self._first("build_ratio", [dict(device_kind=kind), dict(device=text(trial, "device"))])
-        ratios = ratios[ratios > 0]
-        base = priors.prior_build(trial)
-        return _ratio_span(base.mid, ratios) if len(ratios) else base
+        chain = (dict(device_kind=kind), dict(device=text(trial, "device")))
+        return self._rescaled(priors.prior_build(trial), "build_ratio", *chain)
 
+    @kept_by()
     def harness(self, trial: Mapping) -> Span:
-        """A worker's per-trial cost around the trial: the process's start-up and exit on a warm worker
-        (in_child_s), plus the Ray task around the process (in_task_s, else OUTSIDE_CHILD_S)."""
-        return self._memoized("harness", trial, (), self._harness)
+        """A worker's per-trial cost around the trial: the process's start-up and exit on a warm worker (in_child_s),
+        plus the Ray task around the process (in_task_s, else OUTSIDE_CHILD_S)."""
+        measured = self._first("in_child_s", dict(device_kind=self.device_kind(trial)), {})
+        if not len(measured):
+            return Span.factor(priors.HARNESS_PRIOR_S, 2.0)
+        task = self._first("in_task_s", dict(device_kind=self.device_kind(trial)), {})
+        return spread(measured) + (spread(task) if len(task) else Span.factor(OUTSIDE_CHILD_S, 1.5))
 
-    def _harness(self, trial: Mapping) -> Span:
-        measured = self._first("in_child_s", [dict(device_kind=self.device_kind(trial)), {}])
-        if len(measured):
-            task = self._first("in_task_s", [dict(device_kind=self.device_kind(trial)), {}])
-            return spread(measured) + (spread(task) if len(task) else Span.factor(OUTSIDE_CHILD_S, 1.5))
-        return priors.prior_harness()
-
+    @kept_by()
     def cold_start(self, trial: Mapping) -> Span:
-        """A worker's start-up, paid by the first trial it runs (history.cold_starts): as measured on this
-        device kind, else anywhere, else the prior."""
-        return self._memoized("cold_start", trial, (), self._cold_start)
-
-    def _cold_start(self, trial: Mapping) -> Span:
-        chain = [dict(device_kind=self.device_kind(trial)), {}]
-        measured = self._first("cold_start_s", chain)
+        """A worker's start-up, paid by the first trial it runs (history.cold_starts): as measured on this device
+        kind, else anywhere, else the prior."""
+        measured = self._first("cold_start_s", dict(device_kind=self.device_kind(trial)), {})
         measured = measured[measured > 0]
         return spread(measured) if len(measured) else priors.prior_cold_start(trial)
 

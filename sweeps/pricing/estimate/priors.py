@@ -1,11 +1,9 @@
 """The prior: a trial's cost from first principles, for when no history covers it.
 
-A decode step costs the larger of reading the weights (bytes / bandwidth) and computing its tokens
-(FLOPs / peak), plus the host's per-step overhead (Python and kernel launches: eager, compiled or
-CUDA graphs). cache=none recomputes the whole prefix each step, so its work grows with position;
-with a cache a step does one token per row plus reading the cache, and step 0 is the prompt's
-prefill. Efficiencies, overheads and compile times below are round guesses, not measurements:
-the prior's range is x/3..x3 for that reason, and a history replaces or rescales it.
+A decode step costs the larger of reading the weights (bytes / bandwidth) and computing its tokens (FLOPs / peak),
+plus the host's per-step overhead. cache=none recomputes the whole prefix each step; with a cache a step does one
+token per row plus reading the cache, and step 0 is the prompt's prefill. Efficiencies, overheads and compile times
+are round guesses, hence the range x/3..x3; a history replaces or rescales them.
 """
 
 from __future__ import annotations
@@ -27,45 +25,31 @@ GPU_COMPUTE_EFFICIENCY = 0.5  # skinny decode GEMMs rarely reach more than half 
 CPU_BANDWIDTH_EFFICIENCY = 0.8
 CPU_COMPUTE_EFFICIENCY = 0.6  # torch's decode GEMMs against numpy's square 1024x1024 calibration matmul
 CPU_DTYPE_SLOWDOWN = {"float32": 1.0, "bfloat16": 2.0, "float16": 4.0}  # CPUs without native bf16/fp16 GEMMs
-
-# Host overhead per decode step, (fixed, per layer) seconds, by what the compile mode's declaration says
-# it does: eager transformers launches ~15 kernels a layer from Python; inductor fuses them; CUDA graphs
-# replay a step as one launch. A CPU step pays the same Python with slower dispatch, and replays no graph.
-EAGER_STEP, FUSED_STEP, GRAPHED_STEP = "eager", "fused", "graphed"
+# Host overhead per decode step, (fixed, per layer) seconds: eager transformers launches ~15 kernels a layer from
+# Python; inductor fuses them; CUDA graphs replay a step as one launch. A CPU step replays no graph.
 STEP_OVERHEAD_S = {
-    ("cuda", EAGER_STEP): (1.0e-3, 0.25e-3),
-    ("cuda", FUSED_STEP): (0.3e-3, 0.03e-3),
-    ("cuda", GRAPHED_STEP): (0.05e-3, 0.003e-3),
-    ("cpu", EAGER_STEP): (1.5e-3, 0.4e-3),
-    ("cpu", FUSED_STEP): (0.5e-3, 0.05e-3),
-    ("cpu", GRAPHED_STEP): (0.5e-3, 0.05e-3),
+    ("cuda", "eager"): (1.0e-3, 0.25e-3),
+    ("cuda", "fused"): (0.3e-3, 0.03e-3),
+    ("cuda", "graphed"): (0.05e-3, 0.003e-3),
+    ("cpu", "eager"): (1.5e-3, 0.4e-3),
+    ("cpu", "fused"): (0.5e-3, 0.05e-3),
+    ("cpu", "graphed"): (0.5e-3, 0.05e-3),
 }
-ENGINE_OVERHEAD_S = {"loop": 0.0, "generate": 0.5e-3, "generate_batch": 1.0e-3}  # logits processors, stopping criteria
-
-# Compile (cold inductor cache): seconds for compile=default by size family, times the mode's declared
-# compile_cost (CUDA graphs add capture and recompiles, autotuning benchmarks kernels); inductor's C++
-# codegen on a CPU is slower. compile=off: the first run still pays
-# cuBLAS/allocator start-up.
+ENGINE_OVERHEAD_S = {"loop": 0.0, "generate": 0.5e-3, "generate_batch": 1.0e-3}  # logits processors, stop criteria
+# A cold compile=default by size family, times the mode's declared compile_cost; inductor's C++ codegen on a CPU
+# is slower. On CUDA it is the host's work: gpt2 (base) took 15.9 s on an H200 node (docs/results.md, "On a GPU").
 COMPILE_PRIOR_S = {"small": 20.0, "base": 40.0, "large": 70.0, "huge": 120.0}
-# On CUDA the compile is the host's work: gpt2 (base) compile=default took 15.9 s on an H200 node's host
-# (docs/results.md, "On a GPU"); the other families scale with depth from it.
 CUDA_COMPILE_PRIOR_S = {"small": 8.0, "base": 16.0, "large": 40.0, "huge": 80.0}
 CPU_COMPILE_FACTOR = 1.5
 WARM_COMPILE_SHARE = 0.2  # a twin loading its graphs from the sweep's shared cache against their cold compile:
-# 0.19x measured on this project's CPU benchmark (benchmarks/compile_sharing.py, docs/results.md); a history's
-# warm trials replace it
-FIRST_RUN_EXTRA_S = {"cuda": 0.5, "cpu": 0.05}
-
-BUILD_FIXED_S = 0.3  # transformers' model class set-up
-BUILD_PARAMS_PER_S = 2e8  # random initialisation on the host
+# 0.19x on this project's CPU benchmark (benchmarks/compile_sharing.py); a history's warm trials replace it
+FIRST_RUN_EXTRA_S = {"cuda": 0.5, "cpu": 0.05}  # compile=off: cuBLAS and the allocator's start-up
+BUILD_FIXED_S, BUILD_PARAMS_PER_S = 0.3, 2e8  # transformers' class set-up; random initialisation on the host
 HOST_TO_DEVICE_GBS = 10.0  # pageable host-to-GPU copies
-
-COLD_START_PRIOR_S = {"cpu": 6.0, "cuda": 10.0}  # a worker's warm parent importing torch and transformers; CUDA's
-# first context besides (a 2-core VM's first smoke trial waited about 7 s)
-HARNESS_PRIOR_S = 0.3  # a worker's time on a trial outside the trial's own clock: the process's fork, start-up
-# and exit (child_wall_s - trial_wall_s: 0.26-0.7 s on a loaded 2-core VM); the driver's writes overlap the next trial
-PRIOR_FACTOR = 3.0  # the prior's range: x/3 .. x3
-UNSURE_FACTOR = 6.0  # an unknown GPU or a model whose shape cannot be read: x/6 .. x6
+COLD_START_PRIOR_S = {"cpu": 6.0, "cuda": 10.0}  # a worker's warm parent importing torch and transformers (and
+# CUDA's first context): a 2-core VM's first smoke trial waited about 7 s
+HARNESS_PRIOR_S = 0.3  # the trial process's fork, start-up and exit (0.26-0.7 s on a loaded 2-core VM)
+PRIOR_FACTOR, UNSURE_FACTOR = 3.0, 6.0  # x/3..x3; an unknown GPU or a model whose shape cannot be read x/6..x6
 FALLBACK_SHAPE = PRESET_SHAPES["gpt2"]
 
 
@@ -74,6 +58,10 @@ class Rates:
     flops_per_s: float
     bytes_per_s: float
     known: bool  # False: an unknown GPU, priced as DEFAULT_GPU
+
+
+def device_of(trial: Mapping) -> str:
+    return "cuda" if text(trial, "device") == "cuda" else "cpu"
 
 
 def rates(trial: Mapping, gpu: str | None, cpu: CpuSpeed | None = None) -> Rates:
@@ -92,14 +80,6 @@ def rates(trial: Mapping, gpu: str | None, cpu: CpuSpeed | None = None) -> Rates
     return Rates(tflops * 1e12 * GPU_COMPUTE_EFFICIENCY, spec.bandwidth_gbs * 1e9 * GPU_BANDWIDTH_EFFICIENCY, known)
 
 
-def step_overhead_s(trial: Mapping, shape: ModelShape) -> float:
-    device = "cuda" if text(trial, "device") == "cuda" else "cpu"
-    mode = compile_mode(trial)
-    kind = EAGER_STEP if mode is None or not compiles(trial) else GRAPHED_STEP if mode.cuda_graphs else FUSED_STEP
-    fixed, per_layer = STEP_OVERHEAD_S[(device, kind)]
-    return fixed + per_layer * shape.layers + ENGINE_OVERHEAD_S.get(text(trial, "engine"), 0.0)
-
-
 def step_seconds(trial: Mapping, shape: ModelShape, speed: Rates) -> np.ndarray:
     """Each decode step's time in one batch of max_seqlen steps (step 0 is the prompt's prefill)."""
     rows, prompt, steps = number(trial, "batch_size"), max(number(trial, "prompt_len"), 1), number(trial, "max_seqlen")
@@ -110,19 +90,18 @@ def step_seconds(trial: Mapping, shape: ModelShape, speed: Rates) -> np.ndarray:
     attention = 4.0 * shape.layers * shape.hidden * (context - new / 2)  # QK^T and AV, per new token (causal)
     flops = rows * new * (2.0 * shape.streamed_params + attention)
     size = DTYPE_BYTES.get(text(trial, "dtype"), 4)
+    bits = weight_bits({k: text(trial, k) for k in KNOBS})  # quantized weights at their declared bits
     cache_reads = 0.0 if recompute else rows * 2.0 * shape.layers * shape.kv_dim * context * size
-    memory = shape.streamed_params * weight_element_bytes(trial) + cache_reads
-    return np.maximum(memory / speed.bytes_per_s, flops / speed.flops_per_s) + step_overhead_s(trial, shape)
-
-
-def weight_element_bytes(trial: Mapping) -> float:
-    """Bytes a step reads per weight: the dtype's, or the bits a value declares (quantized weights)."""
-    bits = weight_bits({k: text(trial, k) for k in KNOBS})
-    return bits / 8 if bits else DTYPE_BYTES.get(text(trial, "dtype"), 4)
+    memory = shape.streamed_params * (bits / 8 if bits else size) + cache_reads
+    mode = compile_mode(trial)
+    kind = "eager" if mode is None or not compiles(trial) else "graphed" if mode.cuda_graphs else "fused"
+    fixed, per_layer = STEP_OVERHEAD_S[(device_of(trial), kind)]
+    overhead = fixed + per_layer * shape.layers + ENGINE_OVERHEAD_S.get(text(trial, "engine"), 0.0)
+    return np.maximum(memory / speed.bytes_per_s, flops / speed.flops_per_s) + overhead
 
 
 def prior_run(trial: Mapping, gpu: str | None = None, cpu: CpuSpeed | None = None) -> Span:
-    """One plain run's seconds (every batch's steps), x/3..x3 (x/6..x6 for an unknown GPU or model)."""
+    """One plain run's seconds (every batch's steps)."""
     shape = shape_of(text(trial, "model"))
     speed = rates(trial, gpu, cpu)
     seconds = batches(trial) * float(step_seconds(trial, shape or FALLBACK_SHAPE, speed).sum())
@@ -131,14 +110,13 @@ def prior_run(trial: Mapping, gpu: str | None = None, cpu: CpuSpeed | None = Non
 
 def prior_compile(trial: Mapping) -> Span:
     """The first run's extra time: compilation, or with compile=off the device's start-up."""
-    device = "cuda" if text(trial, "device") == "cuda" else "cpu"
+    device = device_of(trial)
     if not compiles(trial):
         return Span.factor(FIRST_RUN_EXTRA_S[device], PRIOR_FACTOR)
     mode = compile_mode(trial)
     family = (shape_of(text(trial, "model")) or FALLBACK_SHAPE).size_family
     base = COMPILE_PRIOR_S[family] * CPU_COMPILE_FACTOR if device == "cpu" else CUDA_COMPILE_PRIOR_S[family]
-    seconds = base * (mode.compile_cost if mode else 1.0)
-    return Span.factor(seconds, PRIOR_FACTOR)
+    return Span.factor(base * (mode.compile_cost if mode else 1.0), PRIOR_FACTOR)
 
 
 def prior_build(trial: Mapping) -> Span:
@@ -150,10 +128,6 @@ def prior_build(trial: Mapping) -> Span:
     return Span.factor(seconds, PRIOR_FACTOR)
 
 
-def prior_harness() -> Span:
-    return Span.factor(HARNESS_PRIOR_S, 2.0)
-
-
 def prior_cold_start(trial: Mapping) -> Span:
     """A worker's start-up before its first trial can begin, x/2..x2."""
-    return Span.factor(COLD_START_PRIOR_S["cuda" if text(trial, "device") == "cuda" else "cpu"], 2.0)
+    return Span.factor(COLD_START_PRIOR_S[device_of(trial)], 2.0)

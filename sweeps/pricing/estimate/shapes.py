@@ -1,9 +1,5 @@
-"""Model sizes: what one decode step reads and computes, from layer counts and widths alone.
-
-The presets' shapes are the contract's (tokengen/contract/models.py: PRESETS, torch-free, the facts
-their configs are built from); a local checkpoint is sized from its config.json. Parameter counts are
-exact for the presets (gpt2 124,439,808; llama-1b 1,235,814,400) and are checked by the tests.
-"""
+"""Model sizes: what one decode step reads and computes, from layer counts and widths alone. The presets' shapes
+are the contract's (tokengen/contract/models.py); a local checkpoint is sized from its config.json."""
 
 from __future__ import annotations
 
@@ -37,13 +33,11 @@ class ModelShape:
         d = self.hidden
         embeddings = self.vocab * d + (self.positions * d if self.arch == "gpt2" else 0)
         final_norm = 2 * d if self.arch == "gpt2" else d
-        head = 0 if self.tied else self.vocab * d
-        return embeddings + self.layers * self.layer_params + final_norm + head
+        return embeddings + self.layers * self.layer_params + final_norm + (0 if self.tied else self.vocab * d)
 
     @property
     def streamed_params(self) -> int:
-        """Weights a decode step reads in full: every layer's and the LM head (embedding lookups
-        gather a few rows only)."""
+        """Weights a decode step reads in full: every layer's and the LM head (an embedding lookup gathers rows)."""
         return self.layers * self.layer_params + self.vocab * self.hidden
 
     @property
@@ -53,46 +47,24 @@ class ModelShape:
         return "small" if n < 50e6 else "base" if n < 500e6 else "large" if n < 2e9 else "huge"
 
 
-def gpt2_shape(
-    layers: int, hidden: int, vocab: int = 50257, positions: int = 1024, intermediate: int | None = None
-) -> ModelShape:
-    return ModelShape("gpt2", layers, hidden, vocab, positions, intermediate or 4 * hidden, hidden, True)
-
-
-def llama_shape(
-    hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int, positions: int, tied: bool
-) -> ModelShape:
-    return ModelShape("llama", layers, hidden, vocab, positions, intermediate, kv_heads * (hidden // heads), tied)
-
-
-PRESET_SHAPES: dict[str, ModelShape] = {
+PRESET_SHAPES = {
     name: ModelShape(p.arch, p.layers, p.hidden, p.vocab, p.positions, p.intermediate, p.kv_dim, p.tied)
     for name, p in PRESETS.items()
 }
 
 
 def _from_config(facts: dict) -> ModelShape | None:
-    """A shape from a Hugging Face facts.json: GPT-2 names, else Llama-style names."""
+    """A shape from a Hugging Face config.json: GPT-2 names, else Llama-style names."""
     if "n_embd" in facts:
-        return gpt2_shape(
-            facts["n_layer"],
-            facts["n_embd"],
-            facts.get("vocab_size", 50257),
-            facts.get("n_positions", 1024),
-            facts.get("n_inner"),
-        )
+        d = facts["n_embd"]
+        vocab, positions = facts.get("vocab_size", 50257), facts.get("n_positions", 1024)
+        return ModelShape("gpt2", facts["n_layer"], d, vocab, positions, facts.get("n_inner") or 4 * d, d, True)
     if "hidden_size" in facts and "num_hidden_layers" in facts:
         d, heads = facts["hidden_size"], facts.get("num_attention_heads", 1)
-        return llama_shape(
-            d,
-            facts.get("intermediate_size", 4 * d),
-            facts["num_hidden_layers"],
-            heads,
-            facts.get("num_key_value_heads") or heads,
-            facts.get("vocab_size", 32000),
-            facts.get("max_position_embeddings", 2048),
-            bool(facts.get("tie_word_embeddings", False)),
-        )
+        kv_dim = (facts.get("num_key_value_heads") or heads) * (d // heads)
+        layers, vocab = facts["num_hidden_layers"], facts.get("vocab_size", 32000)
+        positions, tied = facts.get("max_position_embeddings", 2048), bool(facts.get("tie_word_embeddings", False))
+        return ModelShape("llama", layers, d, vocab, positions, facts.get("intermediate_size", 4 * d), kv_dim, tied)
     return None
 
 

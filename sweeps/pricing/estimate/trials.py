@@ -1,8 +1,4 @@
-"""A trial's fields as the cost model reads them: defaults, counts of runs and steps, its family.
-
-The defaults are tokengen.contract.spec.TrialSpec's (torch-free like the cost model), for the fields
-the cost model reads; a trial dict that names every field (as a sweep's plan does) never reaches them.
-"""
+"""A trial's fields as the cost model reads them: defaults, counts of runs and steps, its family."""
 
 from __future__ import annotations
 
@@ -13,39 +9,15 @@ from tokengen.contract.declarations import EAGER, RECOMPUTE, declared, in_family
 from tokengen.contract.spec import KNOBS, TrialSpec
 
 FIELDS_READ = (
-    "model",
-    "dtype",
-    "device",
-    "batch_size",
-    "max_seqlen",
-    "prompt_len",
+    *"model dtype device batch_size max_seqlen prompt_len".split(),
     *KNOBS,
-    "requests",
-    "warmup",
-    "runs",
-    "profile",
-    "variant",
-    "accelerator_type",
-    "matmul_precision",
-    "stop",
-    "min_runs",
-    "max_runs",
+    *"requests warmup runs profile variant accelerator_type matmul_precision stop min_runs max_runs".split(),
 )
-"""The fields the cost model reads of a trial; a history row lacking another is not taken for a default."""
-_SPEC = TrialSpec()
-DEFAULTS: dict = {
-    **{name: getattr(_SPEC, name, None) for name in FIELDS_READ},
-    "variant": None,  # unnamed: variant_family names the trial by its knobs, not as the spec's baseline
-}
-"""Each read field's default (accelerator_type, no spec field, has none); runs=auto (stored as 0,
-tokengen/measure/run_count.py RunPolicy) times between min_runs and max_runs."""
-
-INSTRUMENTED_RUNS = 1
-"""benchmark.run_trial always runs the generator once more with a per-step timer (ttft_s, step latencies)."""
-
-PROFILE_SLOWDOWN = {"off": 0.0, "torch": 2.0, "nsys": 1.3, "auto": 2.0}
-"""A profiled run's cost in plain runs (guess: torch.profiler's tracing ~2x, nsys' ~1.3x)."""
-
+DEFAULTS: dict = {**{name: getattr(TrialSpec(), name, None) for name in FIELDS_READ}, "variant": None}
+"""TrialSpec's default of each field read (torch-free): a history row lacking another field is not taken for a
+default. An unnamed variant is named by its knobs (family), not as the spec's baseline."""
+INSTRUMENTED_RUNS = 1  # benchmark.run_trial runs the generator once more with a per-step timer
+PROFILE_SLOWDOWN = {"off": 0.0, "torch": 2.0, "nsys": 1.3, "auto": 2.0}  # a profiled run in plain runs (a guess)
 AUTO = "auto"
 
 
@@ -60,8 +32,7 @@ def get(trial: Mapping, name: str):
 
 
 def number(trial: Mapping, name: str) -> int:
-    """An integer field; text (a CLI flag, an MLflow param) is parsed."""
-    return int(float(get(trial, name)))
+    return int(float(get(trial, name)))  # text too: a CLI flag, an MLflow param
 
 
 def text(trial: Mapping, name: str) -> str:
@@ -69,8 +40,7 @@ def text(trial: Mapping, name: str) -> str:
 
 
 def is_auto(runs) -> bool:
-    """runs=auto, as a word or as the spec stores it (0: tokengen.contract.spec.AUTO_RUNS)."""
-    return str(runs).strip().lower() in (AUTO, "0", "0.0")
+    return str(runs).strip().lower() in (AUTO, "0", "0.0")  # as the spec stores it: tokengen.contract.spec.AUTO_RUNS
 
 
 def fixed_runs(trial: Mapping) -> int | None:
@@ -86,19 +56,11 @@ def batches(trial: Mapping) -> int:
 
 
 def expected_steps(trial: Mapping) -> int:
-    """Decode steps (forwards) of one run if no row stops early: max_seqlen per batch."""
-    return batches(trial) * max(number(trial, "max_seqlen"), 1)
-
-
-def plain_runs(trial: Mapping, timed: float) -> float:
-    """Runs that cost one steady run each, the first counted (its compile is added apart):
-    warmup + timed + the instrumented run. With warmup=0 the first timed run is the first run."""
-    return number(trial, "warmup") + timed + INSTRUMENTED_RUNS
+    return batches(trial) * max(number(trial, "max_seqlen"), 1)  # if no row stops early
 
 
 def profile_runs(trial: Mapping) -> float:
-    """The profiled run's cost, in steady runs."""
-    return PROFILE_SLOWDOWN.get(text(trial, "profile"), 2.0)
+    return PROFILE_SLOWDOWN.get(text(trial, "profile"), 2.0)  # in steady runs
 
 
 def law(trial: Mapping) -> str:
@@ -107,28 +69,22 @@ def law(trial: Mapping) -> str:
 
 
 def compiles(trial: Mapping) -> bool:
-    """Whether the trial's compile mode compiles (an unknown mode, from an older store, counts as compiled)."""
+    """Whether the compile mode compiles (an unknown mode, from an older store, counts as compiled)."""
     return text(trial, "compile") not in in_family("compile", EAGER)
 
 
 def compile_mode(trial: Mapping):
-    """The trial's compile mode's declaration, or None for a mode no longer declared."""
-    try:
+    try:  # None for a mode no longer declared
         return declared("compile", text(trial, "compile"))
     except KeyError:
         return None
 
 
-def variant_family(trial: Mapping) -> str:
-    """The variant label, or for an unnamed one the knobs that shape a step's cost."""
-    variant = trial.get("variant")
-    if isinstance(variant, str) and variant and variant != "custom":
-        return variant
-    return "/".join(text(trial, k) for k in KNOBS)
-
-
 def family(trial: Mapping, device_kind: str) -> str:
-    """Trials one per-step law covers: same model, device kind, dtype, variant, batch or requests
-    (as one string: a plain column to group and compare on)."""
+    """Trials one per-step law covers, as one string: model, device kind, dtype, the variant (or, unnamed, the
+    knobs that shape a step's cost), batch or requests."""
+    variant = trial.get("variant")
+    if not (isinstance(variant, str) and variant and variant != "custom"):
+        variant = "/".join(text(trial, k) for k in KNOBS)
     serving = "requests" if number(trial, "requests") > 0 else "batch"
-    return " | ".join((text(trial, "model"), device_kind, text(trial, "dtype"), variant_family(trial), serving))
+    return " | ".join((text(trial, "model"), device_kind, text(trial, "dtype"), variant, serving))
