@@ -1,21 +1,19 @@
-"""The comparison read at a glance: per variant, B/A with its 95% interval at each point (batch size,
-prompt length, decode steps), one panel per model and dtype, a log axis centred on 1.0.
-
-A point below the dotted line ran faster on B. Variants keep the report's colours and markers
-(tracking/report/plots.py: Okabe and Ito's palette in preset order), sit side by side at each point so their
-intervals do not hide each other, and a point that a side judged noisy or contended is drawn hollow.
+"""The comparison at a glance: per variant, B/A with its 95% interval at each point (batch size, prompt length,
+decode steps), one panel per model and dtype, on a log axis centred on 1.0. Variants keep the report's colours and
+markers (tracking/report/plots.py) and sit side by side at each point so their intervals do not hide each other; a
+point that a side judged noisy or contended is hollow.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: I001 - after plots chose the backend
 
 from tracking.compare.points import rank
-from tracking.report.plots import DPI, LINESTYLES, MARKERS, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
+from tracking.report.plots import DPI, MARKERS, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
 
 FILE = "ratio_by_point.png"
 SPREAD = 0.6  # of the distance between two points, shared by the variants drawn at each
@@ -25,18 +23,6 @@ TICKS = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0, 5.0, 6.4, 8.0)  # log-even steps, s
 def point_label(row) -> str:
     requests = f" r{int(row['requests'])}" if (row.get("requests") or 0) > 0 else ""
     return f"b{int(row['batch_size'])} p{int(row['prompt_len'])} L{int(row['max_seqlen'])}{requests}"
-
-
-def styles(variants) -> dict[str, dict]:
-    ordered = sorted(variants, key=rank)
-    return {
-        v: {
-            "color": OKABE_ITO[i % len(OKABE_ITO)],
-            "marker": MARKERS[i % len(MARKERS)],
-            "linestyle": LINESTYLES[(i // len(OKABE_ITO)) % len(LINESTYLES)],
-        }
-        for i, v in enumerate(ordered)
-    }
 
 
 def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
@@ -49,40 +35,27 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
         _point=[point_label(r) for _, r in rows.iterrows()],
     )
     order = rows.sort_values(["batch_size", "prompt_len", "max_seqlen", "requests"])["_point"].drop_duplicates()
+    position = {p: i for i, p in enumerate(order)}
     panels = list(dict.fromkeys(rows["_panel"]))[:MAX_PANELS]
-    style = styles(rows["variant"].unique())
-    fig, axes = plt.subplots(
-        len(panels),
-        1,
-        squeeze=False,
-        layout="constrained",
-        figsize=(max(WIDTH_PX / DPI, 0.9 * len(order) + 4), PANEL_HEIGHT_IN * len(panels)),
-    )
-    width = SPREAD / max(len(style), 1)
+    variants = sorted(rows["variant"].unique(), key=rank)
+    size = (max(WIDTH_PX / DPI, 0.9 * len(order) + 4), PANEL_HEIGHT_IN * len(panels))
+    fig, axes = plt.subplots(len(panels), 1, squeeze=False, layout="constrained", figsize=size)
+    width = SPREAD / max(len(variants), 1)
     for ax, panel in zip(axes[:, 0], panels):
-        at = rows[rows["_panel"] == panel]
-        position = {p: i for i, p in enumerate(order)}
-        for offset, (variant, s) in enumerate(style.items()):
-            points = at[at["variant"] == variant]
+        for i, variant in enumerate(variants):
+            points = rows[(rows["_panel"] == panel) & (rows["variant"] == variant)]
             if points.empty:
                 continue
-            x = [position[p] - SPREAD / 2 + (offset + 0.5) * width for p in points["_point"]]
+            color, marker = OKABE_ITO[i % len(OKABE_ITO)], MARKERS[i % len(MARKERS)]
+            x = np.array([position[p] - SPREAD / 2 + (i + 0.5) * width for p in points["_point"]])
             ratio, low, high = (points[c].astype(float) for c in ("ratio", "ratio_low", "ratio_high"))
-            below = [0.0 if math.isnan(lo) else max(0.0, r - lo) for r, lo in zip(ratio, low)]
-            above = [0.0 if math.isnan(hi) else max(0.0, hi - r) for r, hi in zip(ratio, high)]
+            error = [(ratio - low).clip(lower=0).fillna(0.0), (high - ratio).clip(lower=0).fillna(0.0)]
+            ax.errorbar(x, ratio, yerr=error, color=color, linestyle="none", capsize=3, linewidth=1.3)
             hollow = points["marked"].astype(bool).to_numpy()
-            ax.errorbar(x, ratio, yerr=[below, above], color=s["color"], linestyle="none", capsize=3, linewidth=1.3)
             for filled, mask in ((True, ~hollow), (False, hollow)):
-                ax.plot(
-                    [v for v, m in zip(x, mask) if m],
-                    ratio[mask],
-                    linestyle="none",
-                    marker=s["marker"],
-                    markersize=7,
-                    color=s["color"],
-                    markerfacecolor=s["color"] if filled else "white",
-                    label=variant if filled or not (~hollow).any() else None,
-                )
+                face, named = (color, True) if filled else ("white", hollow.all())  # hollow named only if all are
+                style = dict(linestyle="none", marker=marker, markersize=7, color=color, markerfacecolor=face)
+                ax.plot(x[mask], ratio[mask], **style, label=variant if named else None)
         ax.axhline(1.0, color="grey", linewidth=1, linestyle=":")
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=TICKS))
@@ -90,8 +63,7 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
         ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xticks(range(len(order)), list(order))
         ax.set_xlim(-0.5, len(order) - 0.5)
-        ax.set_title(panel)
-        ax.set_ylabel("B / A runtime (log)")
+        ax.set(title=panel, ylabel="B / A runtime (log)")
         ax.grid(alpha=0.3)
     handles = {}
     for ax in axes[:, 0]:
@@ -99,7 +71,6 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
             handles.setdefault(label, handle)
     fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=9)
     fig.suptitle(f"{title}\nbelow 1.0: B faster; error bars: 95% intervals; hollow: a side was noisy or contended")
-    path = out / FILE
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(out / FILE, dpi=DPI)
     plt.close(fig)
-    return path
+    return out / FILE
