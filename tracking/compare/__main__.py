@@ -1,12 +1,8 @@
 """`python -m tracking.compare A B`: sweep B against sweep A, point by point, from MLflow alone.
 
-A and B are sweep names (`EXPERIMENT/SWEEP` for another experiment than --experiment's), read from --uri, or from
---uri-a and --uri-b where the two live in two stores. Writes `reports/<A>-vs-<B>/comparison.md`, `comparison.csv` and
-`ratio_by_point.png`, records the comparison in A's store (one run, one child run per matched point, the files under
-`comparison/`), prints what differs, the overview and the points, and ends with the comparison's URL in the MLflow UI.
-Bad input (an unknown sweep, a store that cannot be read, two sweeps with no point in common) is one line and exit 2.
-
-    python -m tracking.compare smoke-1t smoke-2t [--uri sqlite:///mlflow.db] [--out reports] [--no-record]
+A and B are sweep names (`EXPERIMENT/SWEEP` for another experiment), from --uri or from --uri-a and --uri-b. Writes
+`<out>/<A>-vs-<B>/comparison.md`, `comparison.csv` and `ratio_by_point.png`, records them in A's store (unless
+--no-record) and prints what differs, the overview and the points. Bad input is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -40,11 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-record", action="store_true", help="write nothing to the store, only the files")
     args = parser.parse_args(argv)
     uri_a, uri_b = args.uri_a or args.uri, args.uri_b or args.uri
-    why = unwritable(args.out, folder=True)
-    if why:
-        print(f"error: cannot write --out {args.out}: {why}: give another folder", file=sys.stderr)
-        return 2
     try:
+        why = unwritable(args.out, folder=True)
+        if why:
+            raise ReportError(f"cannot write --out {args.out}: {why}: give another folder")
         a, b = load_side("A", args.a, uri_a, args.experiment), load_side("B", args.b, uri_b, args.experiment)
         pairs, only, columns = compare(a, b)
     except ReportError as exc:
@@ -69,9 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             ]
     print(shown)
     where = f", recorded as run {run_id} in {uri_a}" if run_id else ""
-    print(f"comparison: {directory / 'comparison.md'} ({len(table)} matched points){where}", file=sys.stderr)
-    for line in after:
-        print(line, file=sys.stderr)
+    said = f"comparison: {directory / 'comparison.md'} ({len(table)} matched points){where}"
+    print("\n".join([said, *after]), file=sys.stderr)
     return 0
 
 

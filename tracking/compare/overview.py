@@ -1,10 +1,6 @@
 """What the matched points say together: per variant the geometric-mean ratio and how many points moved beyond the
-noise, where the variants rank otherwise on B than on A, and a warning where one variant name ran other models or
-dtypes on the two sides.
-
-A ranking change is the scaling study's finding (pipelining pays at batch 1 on one GPU and not on the other). A swap
-within the noise on both sides is no finding, so only swaps at least one side is sure of are listed (each side's pair
-judged by the report's interval), the rest counted.
+noise; where the variants rank otherwise on B (the scaling study's finding: pipelining pays at batch 1 on one GPU and
+not on another), listing only swaps one side at least is sure of; and variant names that ran other models on each side.
 """
 
 from __future__ import annotations
@@ -27,9 +23,8 @@ NOT_SURE = "~"  # beside a pair's ratio whose interval holds 1.0 (the report's m
 
 
 def overview(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Per variant: matched points, the geometric mean, min and max of B/A over the points neither side judged
-    noisy or contended (`left_out`: the others), how many are faster, slower, not significant, and whose tokens
-    differ."""
+    """Per variant: its points, the geometric mean, min and max of B/A over those neither side judged noisy or
+    contended (`left_out`: the others), how many are faster, slower, not significant, and whose tokens differ."""
     rows = []
     for variant in sorted(pairs["variant"].unique(), key=rank):
         group = pairs[pairs["variant"] == variant]
@@ -59,8 +54,7 @@ def _said(ratio: float, sure, unsure: bool) -> str:
 
 def ranking_changes(pairs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, int]:
     """Per workload point (and GPU type where matched on it), each pair of variants in one order on A and the other
-    on B: `A` and `B` give the second's runtime over the first's on each side (`~`: not significant; `!`: a trial of
-    the pair was noisy or contended there). Returns the swaps one side at least is sure of, and how many others."""
+    on B, with the second's runtime over the first's on each side; and how many more swaps were within the noise."""
     workload = [c for c in columns if c in WORKLOAD_FIELDS or c == "gpu_type"]
     keyed = [f"{c}_a" if c == "gpu_type" else c for c in workload]  # a pair keeps each side's GPU type, matched equal
     done = pairs[(pairs["status_a"] == FINISHED) & (pairs["status_b"] == FINISHED)]
@@ -91,10 +85,8 @@ def ranking_changes(pairs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFra
 
 
 def models_warning(pairs: pd.DataFrame, only: pd.DataFrame) -> str | None:
-    """A variant name that ran other models or dtypes on A than on B: its points cannot all match, and a reader
+    """Variant names that ran other models or dtypes on A than on B: their points cannot all match, though a reader
     seeing `kv_cache` on both sides would assume they could."""
-    if only.empty:
-        return None
     rows = pd.concat([pairs.assign(side="A"), pairs.assign(side="B"), only], ignore_index=True)
     named = []
     for variant in sorted(set(only["variant"]), key=rank):
@@ -103,10 +95,9 @@ def models_warning(pairs: pd.DataFrame, only: pd.DataFrame) -> str | None:
             seen = {s: sorted({key_part(v) for v in group.loc[group["side"] == s, field]}) for s in ("A", "B")}
             if seen["A"] and seen["B"] and seen["A"] != seen["B"]:
                 named.append(f"{variant} ran {field} {', '.join(seen['A'])} on A and {', '.join(seen['B'])} on B")
+    if not named:
+        return None
     return (
-        "Warning: the same variant names ran other models or dtypes on the two sides ("
-        + "; ".join(named)
-        + "): only the points both ran are compared; the rest are listed as on one side only."
-        if named
-        else None
+        f"Warning: the same variant names ran other models or dtypes on the two sides ({'; '.join(named)}): only the "
+        "points both ran are compared; the rest are listed as on one side only."
     )

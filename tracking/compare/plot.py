@@ -13,16 +13,12 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: I001 - after plots chose the backend
 
 from tracking.compare.points import rank
+from tracking.report.comparison import POINT
 from tracking.report.plots import DPI, MARKERS, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
 
 FILE = "ratio_by_point.png"
 SPREAD = 0.6  # of the distance between two points, shared by the variants drawn at each
 TICKS = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0, 5.0, 6.4, 8.0)  # log-even steps, so a ratio near 1.0 still reads
-
-
-def point_label(row) -> str:
-    requests = f" r{int(row['requests'])}" if (row.get("requests") or 0) > 0 else ""
-    return f"b{int(row['batch_size'])} p{int(row['prompt_len'])} L{int(row['max_seqlen'])}{requests}"
 
 
 def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
@@ -32,9 +28,12 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
         return None
     rows = rows.assign(
         _panel=[f"{m} {d}" for m, d in zip(rows["model"], rows["dtype"])],
-        _point=[point_label(r) for _, r in rows.iterrows()],
+        _point=[
+            f"b{int(b)} p{int(p)} L{int(n)}" + (f" r{int(r)}" if (r or 0) > 0 else "")
+            for b, p, n, r in rows[[*POINT, "requests"]].itertuples(index=False)
+        ],
     )
-    order = rows.sort_values(["batch_size", "prompt_len", "max_seqlen", "requests"])["_point"].drop_duplicates()
+    order = rows.sort_values([*POINT, "requests"])["_point"].drop_duplicates()
     position = {p: i for i, p in enumerate(order)}
     panels = list(dict.fromkeys(rows["_panel"]))[:MAX_PANELS]
     variants = sorted(rows["variant"].unique(), key=rank)
@@ -57,13 +56,11 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
                 style = dict(linestyle="none", marker=marker, markersize=7, color=color, markerfacecolor=face)
                 ax.plot(x[mask], ratio[mask], **style, label=variant if named else None)
         ax.axhline(1.0, color="grey", linewidth=1, linestyle=":")
-        ax.set_yscale("log")
+        ax.set(yscale="log", xlim=(-0.5, len(order) - 0.5), title=panel, ylabel="B / A runtime (log)")
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=TICKS))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xticks(range(len(order)), list(order))
-        ax.set_xlim(-0.5, len(order) - 0.5)
-        ax.set(title=panel, ylabel="B / A runtime (log)")
         ax.grid(alpha=0.3)
     handles = {}
     for ax in axes[:, 0]:

@@ -1,9 +1,6 @@
-"""The matched points of two sweeps and, per point, B/A with its 95% interval, pyperf's verdict and the tokens' agreement.
-
-A point is a setting of the spec's knob and workload fields, not a trial key: the key also hashes the measurement
-settings, so `trial.runs=5` and `trial.runs=auto` would share none. The GPU type joins the match where a side ran a
-point on several. B/A is the ratio of mean runtimes with the report's interval (tracking/report/figures/intervals.py),
-of time per step where the two took different numbers of steps.
+"""Two sweeps' matched points and, per point, B/A with the report's 95% interval (tracking/report/figures/intervals.py),
+pyperf's verdict and whether the tokens agree. A point is a setting of the knob and workload fields, not a trial key,
+which also hashes the measurement settings: `trial.runs=5` and `trial.runs=auto` would share none.
 """
 
 from __future__ import annotations
@@ -39,68 +36,46 @@ def rank(variant) -> tuple[int, str]:
     return (list(VARIANTS).index(variant) if variant in VARIANTS else len(VARIANTS), str(variant))
 
 
-def stats(row: dict, suffix: str = "") -> tuple[float, float, int]:
-    """(mean, std, runs) of one side's runtime as ratio_interval takes them: a missing std counts as exact."""
+def stats(row: dict, suffix: str) -> tuple[float, float, int]:
+    """(mean, std, runs) of one side's runtime in a pair's row, as ratio_interval takes them: a missing std is exact."""
     mean, std, runs = (as_float(row.get(name + suffix)) for name in ("runtime_mean_s", "runtime_std_s", "runs"))
     return mean, 0.0 if math.isnan(std) else std, 0 if math.isnan(runs) else int(runs)
 
 
-def side_figures(trial: dict, prices: dict) -> dict:
-    useful = as_float(trial.get("useful_tokens_per_s"))
-    useful = useful if useful > 0 else as_float(trial.get("tokens_per_s"))
-    price = price_of(prices, trial.get("gpu_type"), trial.get("device"))
-    return {
-        **{name: trial.get(name) for name in PER_SIDE},
-        "useful_tokens_per_s": useful,
-        "cost_per_mtok": price / 3600 / useful * 1e6 if useful > 0 else math.nan,
-        "energy_j_per_token": as_float(trial.get("energy_j_per_token")),
-        "runs": timed_runs(trial),
-    }
-
-
-def ratio_of(a: dict, b: dict) -> tuple[float, float, float, str | None]:
-    """(B/A, low, high, compared): of runtimes (`run`), or of time per step (`step`) where the steps differ."""
-    (mean_a, std_a, runs_a), (mean_b, std_b, runs_b) = stats(a), stats(b)
-    if a["status"] != FINISHED or b["status"] != FINISHED or not (mean_a > 0 and mean_b > 0):
-        return math.nan, math.nan, math.nan, None
-    steps = as_float(b["steps"]) / as_float(a["steps"])
+def ratio_of(row: dict) -> dict:
+    """B/A with its interval and verdict: of runtimes (`compared`: run), or of time per step (`step`) where the two
+    took different numbers of steps."""
+    failed = [side for side in "AB" if row[f"status_{side.lower()}"] != FINISHED]
+    (mean_a, std_a, runs_a), (mean_b, std_b, runs_b) = stats(row, "_a"), stats(row, "_b")
+    if failed or not (mean_a > 0 and mean_b > 0):
+        said = ("failed on " + ("both" if len(failed) == 2 else failed[0])) if failed else NO_INTERVAL
+        return dict(ratio=math.nan, ratio_low=math.nan, ratio_high=math.nan, compared=None, verdict=said)
+    steps = as_float(row["steps_b"]) / as_float(row["steps_a"])
     steps = steps if steps > 0 and steps != 1 else 1.0  # unknown steps: compare runs
-    low, high = ratio_interval(mean_b, std_b, runs_b, mean_a, std_a, runs_a)
-    return mean_b / mean_a / steps, low / steps, high / steps, "run" if steps == 1.0 else "step"
-
-
-def verdict(status_a, status_b, low: float, high: float) -> str:
-    failed = [side for side, status in (("A", status_a), ("B", status_b)) if status != FINISHED]
-    if failed:
-        return "failed on " + ("both" if len(failed) == 2 else failed[0])
+    low, high = (bound / steps for bound in ratio_interval(mean_b, std_b, runs_b, mean_a, std_a, runs_a))
     sure = significant(low, high)
-    return NO_INTERVAL if sure is None else NOT_SIGNIFICANT if not sure else FASTER if high < 1.0 else SLOWER
-
-
-def compile_note(a, b) -> str:
-    """'A cold, B warm' where one side's compile found its graphs in a cache and the other's did not: its
-    first run (and a price built on it) is no measure of the other's."""
-    a, b = (v if isinstance(v, str) and v else None for v in (a, b))
-    return f"A {a}, B {b}" if a and b and a != b else ""
+    said = NO_INTERVAL if sure is None else NOT_SIGNIFICANT if not sure else FASTER if high < 1.0 else SLOWER
+    compared = "run" if steps == 1.0 else "step"
+    return dict(ratio=mean_b / mean_a / steps, ratio_low=low, ratio_high=high, compared=compared, verdict=said)
 
 
 def pair(a: dict, b: dict, side_a: Side, side_b: Side, columns: list[str]) -> dict:
-    """One matched point: its fields (A's), each side's figures, B/A with interval and verdict, and `marked`
-    where a side judged its trial noisy or contended (left out of the means, as in the report)."""
-    figures_a, figures_b = side_figures(a, side_a.runs.settings.prices), side_figures(b, side_b.runs.settings.prices)
-    ratio, low, high, compared = ratio_of(figures_a, figures_b)
-    return {
-        **{name: a.get(name) for name in ["variant", *columns] if name != "gpu_type"},
-        **{f"{name}_a": value for name, value in figures_a.items()},
-        **{f"{name}_b": value for name, value in figures_b.items()},
-        "ratio": ratio,
-        "ratio_low": low,
-        "ratio_high": high,
-        "compared": compared,
-        "verdict": verdict(a.get("status"), b.get("status"), low, high),
-        "marked": bool(speedup_unsure(a.get("measurement"), b.get("measurement")) and not math.isnan(ratio)),
-        "compile": compile_note(a.get("compile_cache"), b.get("compile_cache")),
-    }
+    """One matched point: its fields (A's), each side's figures, B/A with interval and verdict, `marked` where a side
+    judged its trial noisy or contended (left out of the means, as in the report), and `compile`: 'A cold, B warm'
+    where one side's compile found its graphs in a cache and the other's did not (its first run is no measure)."""
+    row = {name: a.get(name) for name in ["variant", *columns] if name != "gpu_type"}
+    for suffix, trial, side in (("_a", a, side_a), ("_b", b, side_b)):
+        useful = as_float(trial.get("useful_tokens_per_s"))
+        useful = useful if useful > 0 else as_float(trial.get("tokens_per_s"))
+        price = price_of(side.runs.settings.prices, trial.get("gpu_type"), trial.get("device"))
+        own = {"useful_tokens_per_s": useful, "energy_j_per_token": as_float(trial.get("energy_j_per_token"))}
+        own |= {"cost_per_mtok": price / 3600 / useful * 1e6 if useful > 0 else math.nan, "runs": timed_runs(trial)}
+        row |= {name + suffix: own[name] if name in own else trial.get(name) for name in PER_SIDE}
+    row |= ratio_of(row)
+    unsure = speedup_unsure(a.get("measurement"), b.get("measurement")) and not math.isnan(row["ratio"])
+    cache = [c if isinstance(c, str) and c else None for c in (a.get("compile_cache"), b.get("compile_cache"))]
+    compiled = f"A {cache[0]}, B {cache[1]}" if all(cache) and cache[0] != cache[1] else ""
+    return row | {"marked": bool(unsure), "compile": compiled}
 
 
 def match(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
@@ -111,71 +86,54 @@ def match(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[
     columns = MATCH + ["gpu_type"] if doubled else list(MATCH)
     keys_a, keys_b = match_keys(a, columns), match_keys(b, columns)
     first_b = dict(zip(reversed(keys_b), reversed(b.index)))  # each key's first trial on B
-    first_a: dict = {}
-    for label, key in zip(a.index, keys_a):
-        if key in first_b:
-            first_a.setdefault(key, label)
+    first_a = pd.Series(keys_a, index=a.index).drop_duplicates()
+    first_a = first_a[first_a.isin(list(first_b))]
     plain_a, plain_b = a.to_dict("index"), b.to_dict("index")  # a row Series per point costs seconds at thousands
-    pairs = pd.DataFrame(
-        [
-            {**pair(plain_a[label], plain_b[first_b[key]], side_a, side_b, columns), "_a": label, "_b": first_b[key]}
-            for key, label in first_a.items()
-        ]
-    )
-    kept = ["variant", *MATCH, "gpu_type", "status", "trial_key"]
-    only_a, only_b = a[[k not in first_b for k in keys_a]], b[[k not in first_a for k in keys_b]]
+    rows = [pair(plain_a[label], plain_b[first_b[key]], side_a, side_b, columns) for label, key in first_a.items()]
+    pairs = pd.DataFrame(rows).assign(_a=list(first_a.index), _b=[first_b[key] for key in first_a])
+    kept, matched = ["variant", *MATCH, "gpu_type", "status", "trial_key"], set(first_a)
+    only_a, only_b = a[[k not in first_b for k in keys_a]], b[[k not in matched for k in keys_b]]
     return pairs, pd.concat([only_a[kept].assign(side="A"), only_b[kept].assign(side="B")], ignore_index=True), columns
 
 
-def tokens_verdicts(pairs: pd.DataFrame, side_a: Side, side_b: Side) -> list[str]:
+def tokens_verdicts(pairs: pd.DataFrame, side_a: Side, side_b: Side) -> pd.Series:
     """Per pair: `same` (equal checksums), `differ (agree k/N)` (every row's first k decode steps agree, from the
     two tokens.npy, fetched only where the checksums differ), `differ (no tokens.npy)`, or `n/a` without a checksum.
     Across machines float32 may round differently, so a difference is reported, not judged."""
-    sha = pairs[["tokens_sha256_a", "tokens_sha256_b"]].to_numpy()
-    differ = [label for label, (a, b) in zip(pairs.index, sha) if not (is_missing(a) or is_missing(b)) and a != b]
+    sha_a, sha_b = pairs["tokens_sha256_a"], pairs["tokens_sha256_b"]
+    known = ~(sha_a.map(is_missing) | sha_b.map(is_missing))
+    differ = pairs[known & (sha_a != sha_b)]
     tokens = []
     for side, column in ((side_a, "_a"), (side_b, "_b")):
-        labels = list(pairs.loc[differ, column])
-        found = fetch_artifacts(side.runs.client, side.runs.trials, labels, TOKENS_FILE, np.load)
-        tokens.append({label: found.get(side.runs.trials.at[label, "run_id"]) for label in labels})
-    said = []
-    for (sha_a, sha_b), label_a, label_b, prompt_len in zip(sha, pairs["_a"], pairs["_b"], pairs["prompt_len"]):
-        tokens_a, tokens_b = tokens[0].get(label_a), tokens[1].get(label_b)
-        prompt = 1 if is_missing(prompt_len) else int(prompt_len)
-        if is_missing(sha_a) or is_missing(sha_b):
-            said.append("n/a")
-        elif sha_a == sha_b:
-            said.append(SAME_TOKENS)
-        elif tokens_a is None or tokens_b is None:
-            said.append("differ (no tokens.npy)")
+        found = fetch_artifacts(side.runs.client, side.runs.trials, differ[column], TOKENS_FILE, np.load)
+        tokens.append([found.get(side.runs.trials.at[label, "run_id"]) for label in differ[column]])
+    said = pd.Series(SAME_TOKENS, index=pairs.index).where(known, "n/a")
+    for i, got_a, got_b, prompt in zip(differ.index, *tokens, differ["prompt_len"]):
+        if got_a is None or got_b is None:
+            said[i] = "differ (no tokens.npy)"
         else:  # tokens are (batch, prompt + steps)
-            steps = max(tokens_a.shape[1], tokens_b.shape[1]) - prompt
-            said.append(f"differ (agree {agreed_steps(tokens_a, tokens_b, prompt)}/{steps})")
+            prompt = 1 if is_missing(prompt) else int(prompt)
+            steps = max(got_a.shape[1], got_b.shape[1]) - prompt
+            said[i] = f"differ (agree {agreed_steps(got_a, got_b, prompt)}/{steps})"
     return said
 
 
 def compare(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """match's, the pairs with their `tokens` and in the tables' order; a ReportError where no point matched."""
+    """match's, the pairs with their `tokens` and in the tables' order; where no point matched, a ReportError that
+    says what each side ran, so the fix is plain."""
     pairs, only, columns = match(side_a, side_b)
     if pairs.empty:
-        raise no_common_point(side_a, side_b)
+        ran = {
+            c: [", ".join(sorted({str(v) for v in s.runs.trials[c]})) for s in (side_a, side_b)]
+            for c in ("model", "dtype", "device", "variant")
+        }
+        named = "; ".join(f"{c} {on_a} vs {on_b}" for c, (on_a, on_b) in ran.items() if on_a != on_b)
+        raise ReportError(
+            f"{side_a.name} and {side_b.name} have no point in common (same knobs and workload)"
+            + (f": {named}" if named else "")
+            + ": compare two sweeps of the same grid"
+        )
     pairs["tokens"] = tokens_verdicts(pairs, side_a, side_b)
     order = varying(pairs, [c for c in WORKLOAD_FIELDS if c not in POINT]) + POINT + ["variant"]
     pairs = pairs.sort_values(order, key=lambda c: c.map(rank) if c.name == "variant" else c, kind="stable")
     return pairs.reset_index(drop=True), only, columns
-
-
-def no_common_point(a: Side, b: Side) -> ReportError:
-    """Two sweeps that share no point: the line says what each ran, so the fix is plain."""
-
-    def ran(side: Side, column: str) -> str:
-        return ", ".join(sorted({str(v) for v in side.runs.trials[column]}))
-
-    named = [
-        f"{c} {ran(a, c)} vs {ran(b, c)}" for c in ("model", "dtype", "device", "variant") if ran(a, c) != ran(b, c)
-    ]
-    return ReportError(
-        f"{a.name} and {b.name} have no point in common (same knobs and workload)"
-        + (f": {'; '.join(named)}" if named else "")
-        + ": compare two sweeps of the same grid"
-    )

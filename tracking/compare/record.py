@@ -1,9 +1,6 @@
-"""The comparison in the MLflow UI: one run in A's store, one child run per matched point (metrics `ratio`, `ratio_low`,
-`ratio_high`, a `verdict` tag), and a saved view of those children sorted by ratio, whose URL the command prints.
-
-Written through the store's one writer (tracking/store/comparisons.py). No run here carries a trial's `status`,
-`trial_key` or `sweep` tag, so resume, the reports and the cost model never take one for a trial. The view's key comes
-from the two sweeps' names: comparing the same pair again points the same view at the newest comparison.
+"""The comparison in A's store, through its one writer (tracking/store/comparisons.py): one run, one child run per matched
+point (metrics `ratio`, `ratio_low`, `ratio_high`, a `verdict` tag), and a saved view of those children sorted by ratio,
+keyed by the two sweeps' names so that comparing the same pair again points it at the newest comparison.
 """
 
 from __future__ import annotations
@@ -40,61 +37,31 @@ def view_key(name_a: str, name_b: str) -> str:
     return "tokengen-compare-" + hashlib.sha256(f"{name_a}\0{name_b}".encode()).hexdigest()[:12]
 
 
-def children_filter(comparison_id: str) -> str:
-    """MLflow's search filter for one comparison's child runs (the UI's search box takes it too)."""
-    return f"tags.`{ID_TAG}` = '{comparison_id}'"
-
-
-def comparison_view(name: str, comparison_id: str) -> str:
-    """The saved view's tag value: the children, sorted by ratio (fastest on B first), the comparison's columns."""
-    state = {
-        **view_state(children_filter(comparison_id)),
-        "orderByKey": column("metrics", "ratio"),
-        "orderByAsc": True,
-        "selectedColumns": COLUMNS,
-        "columnOrder": COLUMNS,
-        "columnWidths": {c: 110 for c in COLUMNS if c.startswith("metrics.")},
-    }
-    now = int(time.time() * 1000)
-    return envelope(name, state, now, now)
-
-
-def child(row: dict, comparison_id: str) -> ChildRun:
-    """A matched point's run, named as its trial's run is (`kv_cache b4 p8 L48`)."""
-    known = {name: value for name, value in row.items() if not is_missing(value)}
-    return ChildRun(
-        name=run_name(row),
-        params={p: known[p] for p in PARAMS if p in known},
-        metrics={m: known[m] for m in METRICS if m in known},
-        tags={ID_TAG: comparison_id, **{t: str(known[t]) for t in TAGS if t in known}},
-    )
-
-
 def record(a: Side, b: Side, pairs: pd.DataFrame, files: list, differs: str, note: str) -> tuple[str, list[str]]:
-    """The comparison's run in A's store with its children, files and view: its id, and the lines that say how to
-    open it. TrackingError where the store refuses the write."""
+    """The comparison's run with its children, files and view: its id, and the lines that say how to open it.
+    TrackingError where the store refuses the write."""
     recorder = Recorder(a.runs.uri, a.runs.experiment)
     key, comparison_id = view_key(a.name, b.name), uuid.uuid4().hex[:12]
+    children_filter = f"tags.`{ID_TAG}` = '{comparison_id}'"  # the UI's search box takes it too
     title = f"compare {a.name} vs {b.name}"
-    tags = {
-        COMPARISON_TAG: f"{a.name} vs {b.name}",
-        FILTER_TAG: children_filter(comparison_id),
-        "compare_a": a.name,
-        "compare_b": b.name,
-        "compare_b_uri": redacted(b.runs.uri),
-        "mlflow.note.content": note if len(note) <= MAX_NOTE_CHARS else note[: MAX_NOTE_CHARS - 20] + "\n\n(cut short)",
-        "differs": differs[:6000],
-        "points": str(len(pairs)),
-        "sweep_a_run_id": a.runs.parent_id,
-        "sweep_b_run_id": b.runs.parent_id,
-    }
-    children = [child(row.to_dict(), comparison_id) for _, row in pairs.iterrows()]
-    view = {VIEW_PREFIX + key: comparison_view(title, comparison_id)}
+    note = note if len(note) <= MAX_NOTE_CHARS else note[: MAX_NOTE_CHARS - 20] + "\n\n(cut short)"
+    tags = {COMPARISON_TAG: f"{a.name} vs {b.name}", FILTER_TAG: children_filter, "mlflow.note.content": note}
+    tags |= dict(compare_a=a.name, compare_b=b.name, compare_b_uri=redacted(b.runs.uri), differs=differs[:6000])
+    tags |= dict(points=str(len(pairs)), sweep_a_run_id=a.runs.parent_id, sweep_b_run_id=b.runs.parent_id)
+    children = []
+    for row in pairs.to_dict("records"):  # named as its trial's run is (`kv_cache b4 p8 L48`)
+        known = {name: value for name, value in row.items() if not is_missing(value)}
+        metrics, params = {m: known[m] for m in METRICS if m in known}, {p: known[p] for p in PARAMS if p in known}
+        tags_of = {ID_TAG: comparison_id, **{t: str(known[t]) for t in TAGS if t in known}}
+        children.append(ChildRun(run_name(row), params, metrics, tags_of))
+    state = view_state(children_filter)  # the children, fastest on B first, the comparison's columns
+    state.update(orderByKey=column("metrics", "ratio"), orderByAsc=True, selectedColumns=COLUMNS, columnOrder=COLUMNS)
+    state["columnWidths"] = {c: 110 for c in COLUMNS if c.startswith("metrics.")}
+    now = int(time.time() * 1000)
+    view = {VIEW_PREFIX + key: envelope(title, state, now, now)}
     run_id = record_comparison(recorder, title, tags, children, files, view)
     url = view_url(base_url(a.runs.uri), recorder.experiment_id, key)
     if is_server(a.runs.uri):
         return run_id, [f"ui: the tracking server serves the MLflow UI; this comparison: {url}"]
-    return run_id, [
-        f"ui: serve the MLflow UI on this store: {server_command(a.runs.uri)}",
-        f"ui: this comparison: {url}",
-    ]
+    serve = f"ui: serve the MLflow UI on this store: {server_command(a.runs.uri)}"
+    return run_id, [serve, f"ui: this comparison: {url}"]

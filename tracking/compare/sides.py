@@ -1,14 +1,10 @@
-"""The two sweeps of a comparison: each loaded through tracking/store/reading.py, and what differs between them.
-
-A ratio of two sweeps' runtimes is the change of everything that differed between them (GPU, driver, torch, threads,
-code, how each was measured), so that is said before any number: the fingerprint every record carries
-(tokengen/contract/machine/fingerprint.py) names the environment, the spec's measurement fields and the sweep's saved
-settings the rest.
+"""The two sweeps of a comparison, each loaded through tracking/store/reading.py, and what differs between them: a
+ratio of their runtimes is the change of everything that did (GPU, driver, torch, threads, code, how each measured),
+so the fingerprint's facts, the measurement fields and the sweep's saved settings are named before any number.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 
 import pandas as pd
@@ -23,17 +19,8 @@ from tracking.store.reading import ReportError, SavedSettings, SweepRuns, load_s
 from tracking.store.search import search
 
 DEFAULT_EXPERIMENT = "tokengen"
-FACT_NAMES = {
-    "project": "code (tokengen-sweeps version)",
-    "model_files": "model files",
-}  # where its own says too little
-SYSTEM = {
-    "gpu_type": "GPU type",
-    "env_cuda": "CUDA",
-    "env_python": "python",
-    "env_cpu_count": "CPUs",
-    "env_host": "host",
-}
+FACT_NAMES = {"project": "code (tokengen-sweeps version)", "model_files": "model files"}  # its own says little
+SYSTEM = dict(gpu_type="GPU type", env_cuda="CUDA", env_python="python", env_cpu_count="CPUs", env_host="host")
 ENVIRONMENT = {*(FACT_NAMES.get(name, name) for name in FACTS), *SYSTEM.values()}
 MEASUREMENT_FIELDS = tuple(f.name for f in fields(TrialSpec) if f.metadata["role"] == MEASUREMENT)
 KNOWN_SHOWN = 10  # sweep names listed when the one asked for is not in the store
@@ -51,9 +38,8 @@ class Side:
 
     def measurement_line(self) -> str:
         """The report's first line for this side: how many finished trials are ok, noisy, contended, and why."""
-        done = self.finished
-        none = pd.Series(None, index=done.index, dtype=object)
-        return summary_line(done.get("measurement", none), done.get("measurement_reasons", none))
+        none = pd.Series(None, index=self.finished.index, dtype=object)
+        return summary_line(self.finished.get("measurement", none), self.finished.get("measurement_reasons", none))
 
 
 def load_side(label: str, text: str, uri: str, experiment: str = DEFAULT_EXPERIMENT) -> Side:
@@ -94,11 +80,11 @@ def _joined(values) -> str:
 
 
 def _setting(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "unknown" if value is None else "nan"
     if isinstance(value, dict):
         return ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
-    return "[" + ", ".join(str(v) for v in value) + "]" if isinstance(value, (list, tuple)) else str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return "unknown" if value is None else str(value)
 
 
 def facts_of(side: Side) -> dict[str, str]:
@@ -128,10 +114,3 @@ def differences(a: Side, b: Side) -> tuple[pd.DataFrame, str]:
     facts.loc[environment, "kind"] = "environment"
     shared = facts[environment & (facts["A"] == facts["B"]) & (facts["A"] != "unknown")]
     return facts[facts["A"] != facts["B"]].reset_index(drop=True), ", ".join(shared["fact"] + " " + shared["A"])
-
-
-def first_line(found: pd.DataFrame) -> str:
-    """The comparison's first line: 'What differs: threads 1 vs 2; sweep.cpus_per_trial 1 vs 2.'"""
-    if found.empty:
-        return "What differs: nothing the two sides recorded (same environment, same measurement settings)."
-    return "What differs: " + "; ".join(f"{r.fact} {r.A} vs {r.B}" for r in found.itertuples()) + "."
