@@ -1,8 +1,7 @@
 """`python -m tracking.compare A B`: sweep B against sweep A, point by point, from MLflow alone.
 
-A and B are sweep names (`EXPERIMENT/SWEEP` for another experiment), from --uri or from --uri-a and --uri-b. Writes
-`<out>/<A>-vs-<B>/comparison.md`, `comparison.csv` and `ratio_by_point.png`, records them in A's store (unless
---no-record) and prints what differs, the overview and the points. Bad input is one line and exit 2.
+Writes OUT/<A>-vs-<B>/comparison.md, comparison.csv and ratio_by_point.png, records them in A's store (unless
+--no-record) and prints what differs, the overview and the points; bad input is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -14,10 +13,9 @@ from pathlib import Path
 from tokengen.contract.names import path_component
 from tokengen.contract.record import first_line as one_line
 from tokengen.writable import unwritable
-from tracking.compare.plot import ratio_plot
 from tracking.compare.points import compare
 from tracking.compare.record import record
-from tracking.compare.render import csv_frame, render
+from tracking.compare.render import CSV_FIRST, ratio_plot, render
 from tracking.compare.sides import DEFAULT_EXPERIMENT, load_side
 from tracking.store.reading import ReportError
 
@@ -48,20 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     directory = Path(args.out) / path_component(f"{a.name}-vs-{b.name}")
     directory.mkdir(parents=True, exist_ok=True)
     plot = ratio_plot(pairs, directory, f"B = {b.name} against A = {a.name}")
-    text, shown, differs = render(a, b, pairs, only, columns, plot.name if plot else None)
+    text, shown = render(a, b, pairs, only, columns, plot.name if plot else "")
     (directory / "comparison.md").write_text(text)
-    table = csv_frame(pairs)
+    table = pairs[CSV_FIRST + [c for c in pairs.columns if c not in [*CSV_FIRST, "_a", "_b"]]]
     table.to_csv(directory / "comparison.csv", index=False)
     files = [directory / "comparison.md", directory / "comparison.csv", *([plot] if plot else [])]
     run_id, after = "", []
     if not args.no_record:
         try:
-            run_id, after = record(a, b, table, files, differs, shown)
+            run_id, after = record(a, b, table, files, shown)
         except Exception as exc:  # noqa: BLE001 - TrackingError or any refused write: the files stand
-            after = [
-                f"mlflow: the comparison was not recorded in {uri_a} ({one_line(exc)}): "
-                "rerun when the store takes writes, or pass --no-record"
-            ]
+            why = f"the comparison was not recorded in {uri_a} ({one_line(exc)})"
+            after = [f"mlflow: {why}: rerun when the store takes writes, or pass --no-record"]
     print(shown)
     where = f", recorded as run {run_id} in {uri_a}" if run_id else ""
     said = f"comparison: {directory / 'comparison.md'} ({len(table)} matched points){where}"

@@ -1,7 +1,5 @@
-"""What the matched points say together: per variant the geometric-mean ratio and how many points moved beyond the
-noise; where the variants rank otherwise on B (the scaling study's finding: pipelining pays at batch 1 on one GPU and
-not on another), listing only swaps one side at least is sure of; and variant names that ran other models on each side.
-"""
+"""What the matched points say together: per variant the mean ratio, where the variants rank otherwise on B than on A
+(the scaling study's finding), and variant names that ran other models or dtypes on the two sides."""
 
 from __future__ import annotations
 
@@ -29,27 +27,17 @@ def overview(pairs: pd.DataFrame) -> pd.DataFrame:
     for variant in sorted(pairs["variant"].unique(), key=rank):
         group = pairs[pairs["variant"] == variant]
         ratios = [r for r in group.loc[~group["marked"].astype(bool), "ratio"] if r > 0]
-        rows.append(
-            {
-                "variant": variant,
-                "points": len(group),
-                "ratio_geomean": math.exp(np.mean(np.log(ratios))) if ratios else math.nan,
-                "ratio_min": min(ratios, default=math.nan),
-                "ratio_max": max(ratios, default=math.nan),
-                **{v.replace(" ", "_"): int((group["verdict"] == v).sum()) for v in (FASTER, SLOWER, NOT_SIGNIFICANT)},
-                "left_out": int((group["ratio"] > 0).sum()) - len(ratios),
-                "tokens_differ": int(group["tokens"].astype(str).str.startswith("differ").sum()),
-            }
-        )
+        geomean = math.exp(np.mean(np.log(ratios))) if ratios else math.nan
+        low, high = min(ratios, default=math.nan), max(ratios, default=math.nan)
+        row = dict(variant=variant, points=len(group), ratio_geomean=geomean, ratio_min=low, ratio_max=high)
+        row |= {v.replace(" ", "_"): int((group["verdict"] == v).sum()) for v in (FASTER, SLOWER, NOT_SIGNIFICANT)}
+        differ = int(group["tokens"].astype(str).str.startswith("differ").sum())
+        rows.append(row | dict(left_out=int((group["ratio"] > 0).sum()) - len(ratios), tokens_differ=differ))
     table = pd.DataFrame(rows)
     if not table.empty and not table["left_out"].any():
         table = table.drop(columns="left_out")
     table.attrs["unit"] = {"ratio_geomean": "x", "ratio_min": "x", "ratio_max": "x"}
     return table
-
-
-def _said(ratio: float, sure, unsure: bool) -> str:
-    return f"{ratio:.2f}x" + ("" if sure else f" {NOT_SURE}") + (f" {MARK}" if unsure else "")
 
 
 def ranking_changes(pairs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, int]:
@@ -71,16 +59,11 @@ def ranking_changes(pairs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFra
             if not (sure_a or sure_b):
                 noise += 1
                 continue
-            rows.append(
-                {
-                    **{c: one[k] for c, k in zip(workload, keyed) if k in one},
-                    "first": first,
-                    "second": second,
-                    "A": _said(on_a, sure_a, speedup_unsure(one.get("measurement_a"), two.get("measurement_a"))),
-                    "B": _said(on_b, sure_b, speedup_unsure(one.get("measurement_b"), two.get("measurement_b"))),
-                    "sure on both": bool(sure_a and sure_b),
-                }
-            )
+            row = {c: one[k] for c, k in zip(workload, keyed) if k in one} | {"first": first, "second": second}
+            for s, ratio, sure in (("a", on_a, sure_a), ("b", on_b, sure_b)):
+                unsure = speedup_unsure(one.get(f"measurement_{s}"), two.get(f"measurement_{s}"))
+                row[s.upper()] = f"{ratio:.2f}x" + ("" if sure else f" {NOT_SURE}") + (f" {MARK}" if unsure else "")
+            rows.append(row | {"sure on both": bool(sure_a and sure_b)})
     return pd.DataFrame(rows), noise
 
 

@@ -1,7 +1,5 @@
-"""Two sweeps' matched points and, per point, B/A with the report's 95% interval (tracking/report/figures/intervals.py),
-pyperf's verdict and whether the tokens agree. A point is a setting of the knob and workload fields, not a trial key,
-which also hashes the measurement settings: `trial.runs=5` and `trial.runs=auto` would share none.
-"""
+"""Two sweeps matched on the knob and workload fields (not the trial key, which hashes the measurement settings too)
+and, per point, B/A with the report's 95% interval, pyperf's verdict and whether the tokens agree."""
 
 from __future__ import annotations
 
@@ -24,6 +22,7 @@ MATCH = [*KNOBS, *WORKLOAD_FIELDS]
 # B's interval wholly below 1.0, above it, holding it; or a side made fewer than two timed runs (a failed side says so)
 VERDICTS = FASTER, SLOWER, NOT_SIGNIFICANT, NO_INTERVAL = ("faster", "slower", "not significant", "no interval")
 SAME_TOKENS = "same"
+NAMED = ("model", "dtype", "device", "variant")  # what each side ran, named where two sweeps share no point
 FIGURES = ("runtime_mean_s", "useful_tokens_per_s", "cost_per_mtok", "energy_j_per_token")  # shown and recorded
 PER_SIDE = (  # each side's fields in a pair's row, as <name>_a and <name>_b
     "run_id trial_key status measurement gpu_type steps runtime_mean_s runtime_std_s runtime_cv useful_tokens_per_s "
@@ -43,8 +42,7 @@ def stats(row: dict, suffix: str) -> tuple[float, float, int]:
 
 
 def ratio_of(row: dict) -> dict:
-    """B/A with its interval and verdict: of runtimes (`compared`: run), or of time per step (`step`) where the two
-    took different numbers of steps."""
+    """B/A with its interval and verdict: of runtimes, or of time per step (`compared`) where the steps differ."""
     failed = [side for side in "AB" if row[f"status_{side.lower()}"] != FINISHED]
     (mean_a, std_a, runs_a), (mean_b, std_b, runs_b) = stats(row, "_a"), stats(row, "_b")
     if failed or not (mean_a > 0 and mean_b > 0):
@@ -91,7 +89,7 @@ def match(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[
     plain_a, plain_b = a.to_dict("index"), b.to_dict("index")  # a row Series per point costs seconds at thousands
     rows = [pair(plain_a[label], plain_b[first_b[key]], side_a, side_b, columns) for label, key in first_a.items()]
     pairs = pd.DataFrame(rows).assign(_a=list(first_a.index), _b=[first_b[key] for key in first_a])
-    kept, matched = ["variant", *MATCH, "gpu_type", "status", "trial_key"], set(first_a)
+    kept, matched = ["variant", *MATCH, "gpu_type", "status"], set(first_a)
     only_a, only_b = a[[k not in first_b for k in keys_a]], b[[k not in matched for k in keys_b]]
     return pairs, pd.concat([only_a[kept].assign(side="A"), only_b[kept].assign(side="B")], ignore_index=True), columns
 
@@ -100,9 +98,8 @@ def tokens_verdicts(pairs: pd.DataFrame, side_a: Side, side_b: Side) -> pd.Serie
     """Per pair: `same` (equal checksums), `differ (agree k/N)` (every row's first k decode steps agree, from the
     two tokens.npy, fetched only where the checksums differ), `differ (no tokens.npy)`, or `n/a` without a checksum.
     Across machines float32 may round differently, so a difference is reported, not judged."""
-    sha_a, sha_b = pairs["tokens_sha256_a"], pairs["tokens_sha256_b"]
-    known = ~(sha_a.map(is_missing) | sha_b.map(is_missing))
-    differ = pairs[known & (sha_a != sha_b)]
+    known = pairs[["tokens_sha256_a", "tokens_sha256_b"]].notna().all(axis=1)
+    differ = pairs[known & (pairs["tokens_sha256_a"] != pairs["tokens_sha256_b"])]
     tokens = []
     for side, column in ((side_a, "_a"), (side_b, "_b")):
         found = fetch_artifacts(side.runs.client, side.runs.trials, differ[column], TOKENS_FILE, np.load)
@@ -119,20 +116,13 @@ def tokens_verdicts(pairs: pd.DataFrame, side_a: Side, side_b: Side) -> pd.Serie
 
 
 def compare(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """match's, the pairs with their `tokens` and in the tables' order; where no point matched, a ReportError that
-    says what each side ran, so the fix is plain."""
+    """match's, the pairs with their `tokens` and in the tables' order; a ReportError where no point matched."""
     pairs, only, columns = match(side_a, side_b)
     if pairs.empty:
-        ran = {
-            c: [", ".join(sorted({str(v) for v in s.runs.trials[c]})) for s in (side_a, side_b)]
-            for c in ("model", "dtype", "device", "variant")
-        }
+        ran = {c: [", ".join(sorted({str(v) for v in s.runs.trials[c]})) for s in (side_a, side_b)] for c in NAMED}
         named = "; ".join(f"{c} {on_a} vs {on_b}" for c, (on_a, on_b) in ran.items() if on_a != on_b)
-        raise ReportError(
-            f"{side_a.name} and {side_b.name} have no point in common (same knobs and workload)"
-            + (f": {named}" if named else "")
-            + ": compare two sweeps of the same grid"
-        )
+        common = f"{side_a.name} and {side_b.name} have no point in common (same knobs and workload)"
+        raise ReportError(f"{common}{': ' + named if named else ''}: compare two sweeps of the same grid")
     pairs["tokens"] = tokens_verdicts(pairs, side_a, side_b)
     order = varying(pairs, [c for c in WORKLOAD_FIELDS if c not in POINT]) + POINT + ["variant"]
     pairs = pairs.sort_values(order, key=lambda c: c.map(rank) if c.name == "variant" else c, kind="stable")

@@ -1,7 +1,5 @@
-"""The comparison in A's store, through its one writer (tracking/store/comparisons.py): one run, one child run per matched
-point (metrics `ratio`, `ratio_low`, `ratio_high`, a `verdict` tag), and a saved view of those children sorted by ratio,
-keyed by the two sweeps' names so that comparing the same pair again points it at the newest comparison.
-"""
+"""The comparison in A's store (tracking/store/comparisons.py): one run, a child run per matched point, and a saved
+view of the children sorted by ratio, keyed by the two names so that comparing a pair again updates it."""
 
 from __future__ import annotations
 
@@ -37,16 +35,17 @@ def view_key(name_a: str, name_b: str) -> str:
     return "tokengen-compare-" + hashlib.sha256(f"{name_a}\0{name_b}".encode()).hexdigest()[:12]
 
 
-def record(a: Side, b: Side, pairs: pd.DataFrame, files: list, differs: str, note: str) -> tuple[str, list[str]]:
-    """The comparison's run with its children, files and view: its id, and the lines that say how to open it.
-    TrackingError where the store refuses the write."""
+def record(a: Side, b: Side, pairs: pd.DataFrame, files: list, note: str) -> tuple[str, list[str]]:
+    """The comparison's run with its children, files, view and `note` (what the command printed, its first line what
+    differs): its id and the lines that say how to open it; TrackingError where the store refuses the write."""
     recorder = Recorder(a.runs.uri, a.runs.experiment)
     key, comparison_id = view_key(a.name, b.name), uuid.uuid4().hex[:12]
     children_filter = f"tags.`{ID_TAG}` = '{comparison_id}'"  # the UI's search box takes it too
     title = f"compare {a.name} vs {b.name}"
     note = note if len(note) <= MAX_NOTE_CHARS else note[: MAX_NOTE_CHARS - 20] + "\n\n(cut short)"
     tags = {COMPARISON_TAG: f"{a.name} vs {b.name}", FILTER_TAG: children_filter, "mlflow.note.content": note}
-    tags |= dict(compare_a=a.name, compare_b=b.name, compare_b_uri=redacted(b.runs.uri), differs=differs[:6000])
+    differs = note.split("\n")[0][:6000]  # the note's first line
+    tags |= dict(compare_a=a.name, compare_b=b.name, compare_b_uri=redacted(b.runs.uri), differs=differs)
     tags |= dict(points=str(len(pairs)), sweep_a_run_id=a.runs.parent_id, sweep_b_run_id=b.runs.parent_id)
     children = []
     for row in pairs.to_dict("records"):  # named as its trial's run is (`kv_cache b4 p8 L48`)

@@ -1,46 +1,47 @@
-"""The comparison as Markdown and CSV: what differs first, then the overview, one row per matched point, the ranking
-changes and the points on one side only. `comparison.csv` keeps the store's names with each side's suffix
-(`runtime_mean_s_a`); the Markdown shows the same figures under shorter headings.
-"""
+"""The comparison's files: the Markdown (what differs first, then the overview and the points), the CSV (the store's
+names with each side's suffix: `runtime_mean_s_a`) and the plot of B/A per point."""
 
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: I001 - after plots chose the backend
 
 from tokengen.contract.spec import WORKLOAD_FIELDS
 from tracking.compare.overview import NOT_SURE, models_warning, overview, ranking_changes
-from tracking.compare.points import FIGURES, MATCH, SAME_TOKENS
+from tracking.compare.points import FIGURES, MATCH, SAME_TOKENS, rank
 from tracking.compare.sides import Side, differences
 from tracking.measurement import MARK
 from tracking.report.comparison import POINT, varying
 from tracking.report.markdown import to_markdown
+from tracking.report.plots import DPI, MARKERS, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
 
 CONTEXT = [c for c in WORKLOAD_FIELDS if c not in POINT]
-HEADINGS = dict(
-    zip(FIGURES, [("runtime {} (s)", "s"), ("tokens/s {}", "rate"), ("$/Mtok {}", "usd"), ("J/token {}", "g4")])
-)
+HEADINGS = dict(zip(FIGURES, ["runtime {} (s)", "tokens/s {}", "$/Mtok {}", "J/token {}"]))  # each side's, in the table
+UNITS = dict(zip(FIGURES, ["s", "rate", "usd", "g4"]))  # as tracking/report/markdown.py formats them
 CSV_FIRST = ["variant", *MATCH, "ratio", "ratio_low", "ratio_high", "verdict", "compared", "marked", "tokens"]
 NOTHING_DIFFERS = "What differs: nothing the two sides recorded (same environment, same measurement settings)."
 RANK_ALIKE = "The variants rank alike on both sides."
 ALL_MATCHED = "Every point of each side has its match on the other."
+FILE = "ratio_by_point.png"
+SPREAD = 0.6  # of the distance between two points, shared by the variants drawn at each
+TICKS = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0, 5.0, 6.4, 8.0)  # log-even steps, so a ratio near 1.0 still reads
 NOTES = {
-    "points": "B/A = B's mean runtime over A's at the same point (the same knobs and workload); below 1.0 B is "
-    "faster. interval: its 95% interval (the report's: delta method on the log scale, Student t with "
-    "Welch's degrees of freedom); verdict: faster or slower where the interval excludes 1.0, else not "
-    f"significant. `compared` = `step` where the two took different numbers of steps (time per step "
-    f"compared). {MARK}: a side's trial was judged noisy or contended; such a ratio is left out of the "
-    "overview's means. tokens: `same` = equal checksums; `differ (agree k/N)`: every row's first k of N "
-    "decode steps agree (float32 may round differently on another machine or version). Cost per million "
-    "useful tokens at each sweep's own sweep.prices; J/token from NVML where it counted.",
+    "points": "B/A = B's mean runtime over A's at the same point (the same knobs and workload); below 1.0 B is faster. "
+    "interval: its 95% interval (the report's: delta method on the log scale, Student t with Welch's degrees of "
+    "freedom); verdict: faster or slower where the interval excludes 1.0, else not significant. `compared` = `step` "
+    f"where the two took different numbers of steps (time per step compared). {MARK}: a side's trial was judged noisy "
+    "or contended; such a ratio is left out of the overview's means. tokens: `same` = equal checksums; `differ (agree "
+    "k/N)`: every row's first k of N decode steps agree (float32 may round differently on another machine or version). "
+    "Cost per million useful tokens at each sweep's own sweep.prices; J/token from NVML where it counted.",
     "overview": "Per variant over its matched points: the geometric mean, min and max of B/A (points a side judged "
-    "noisy or contended left out: `left_out`), how many moved beyond the noise (faster, slower) and "
-    "how many did not.",
-    "ranking": "At one workload, two variants in one order on A and the other on B. A and B: the second's runtime "
-    f"over the first's on each side (below 1.0: the second is faster there; {NOT_SURE}: its interval "
-    f"holds 1.0; {MARK}: a trial of the pair was noisy or contended on that side, so its order there is "
-    "suspect).",
+    "noisy or contended left out: `left_out`), how many moved beyond the noise (faster, slower) and how many did not.",
+    "ranking": "At one workload, two variants in one order on A and the other on B. A and B: the second's runtime over "
+    f"the first's on each side (below 1.0: the second is faster there; {NOT_SURE}: its interval holds 1.0; {MARK}: a "
+    "trial of the pair was noisy or contended on that side, so its order there is suspect).",
 }
 
 
@@ -48,7 +49,7 @@ def point_table(pairs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """One row per matched point, as the Markdown shows it."""
     context = varying(pairs, [c for c in CONTEXT if c in columns])
     gpu = [c for c in ("gpu_type_a", "gpu_type_b") if "gpu_type" in columns or pairs[c].nunique(dropna=False) > 1]
-    shown = {f"{name}_{s}": (head.format(s.upper()), unit) for name, (head, unit) in HEADINGS.items() for s in "ab"}
+    shown = {f"{name}_{s}": (HEADINGS[name].format(s.upper()), UNITS[name]) for name in FIGURES for s in "ab"}
     sided = list(shown)
     low_high = pairs[["ratio_low", "ratio_high"]].to_numpy()
     table = pairs.assign(interval=["" if pd.isna([lo, hi]).any() else f"{lo:.3f}-{hi:.3f}" for lo, hi in low_high])
@@ -62,18 +63,12 @@ def point_table(pairs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return table
 
 
-def csv_frame(pairs: pd.DataFrame) -> pd.DataFrame:
-    rows = pairs.drop(columns=["_a", "_b"])
-    first = [c for c in CSV_FIRST if c in rows]
-    return rows[first + [c for c in rows.columns if c not in first]]
-
-
 def section(title: str, body: str, note: str = "") -> list[str]:
     return [f"## {title}", *([note] if note else []), body]
 
 
-def render(a: Side, b: Side, pairs: pd.DataFrame, only: pd.DataFrame, columns: list[str], plot: str | None):
-    """(comparison.md's text; what the command prints: what differs, the overview and the points; its first line)."""
+def render(a: Side, b: Side, pairs: pd.DataFrame, only: pd.DataFrame, columns: list[str], plot: str) -> tuple[str, str]:
+    """(comparison.md's text, `plot` the PNG's name or ""; what the command prints: differences, overview, points)."""
     found, shared = differences(a, b)
     differs = "; ".join(f"{r.fact} {r.A} vs {r.B}" for r in found.itertuples())
     warning = models_warning(pairs, only)
@@ -84,11 +79,8 @@ def render(a: Side, b: Side, pairs: pd.DataFrame, only: pd.DataFrame, columns: l
     sided = only["side"].value_counts()
     lonely = f"On one side only: {sided.get('A', 0)} point(s) of A, {sided.get('B', 0)} of B (listed at the end)"
     lonely = f"{lonely}; they are in no ratio or mean." if len(only) else ALL_MATCHED
-    head = [
-        f"What differs: {differs}." if differs else NOTHING_DIFFERS,
-        *([f"**{warning}**"] if warning else []),
-        f"{len(pairs)} matched point(s): {counts}. {tokens} {lonely}",
-    ]
+    head = [f"What differs: {differs}." if differs else NOTHING_DIFFERS, *([f"**{warning}**"] if warning else [])]
+    head.append(f"{len(pairs)} matched point(s): {counts}. {tokens} {lonely}")
     what = to_markdown(found) if differs else "Nothing recorded differs."
     tables = [
         *section("What differs between the two sides", what, f"Same on both: {shared or 'nothing known'}."),
@@ -114,4 +106,55 @@ def render(a: Side, b: Side, pairs: pd.DataFrame, only: pd.DataFrame, columns: l
         *(section("On one side only", to_markdown(one_side.drop(columns=fixed))) if len(only) else []),
         *([f"![B/A per point]({plot})"] if plot else []),
     ]
-    return "\n\n".join(text) + "\n", "\n\n".join(head + tables) + "\n", head[0]
+    return "\n\n".join(text) + "\n", "\n\n".join(head + tables) + "\n"
+
+
+def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
+    """Per variant, B/A with its 95% interval at each point, one panel per model and dtype, on a log axis centred on
+    1.0, a point a side judged noisy or contended hollow; None where no matched point has a ratio."""
+    rows = pairs[pd.to_numeric(pairs["ratio"], errors="coerce") > 0]
+    if rows.empty:
+        return None
+    labels = [
+        f"b{int(b)} p{int(p)} L{int(n)}" + (f" r{int(r)}" if (r or 0) > 0 else "")
+        for b, p, n, r in rows[[*POINT, "requests"]].itertuples(index=False)
+    ]
+    rows = rows.assign(_panel=rows["model"].astype(str) + " " + rows["dtype"].astype(str), _point=labels)
+    order = rows.sort_values([*POINT, "requests"])["_point"].drop_duplicates()
+    position = {p: i for i, p in enumerate(order)}
+    panels = list(dict.fromkeys(rows["_panel"]))[:MAX_PANELS]
+    variants = sorted(rows["variant"].unique(), key=rank)
+    size = (max(WIDTH_PX / DPI, 0.9 * len(order) + 4), PANEL_HEIGHT_IN * len(panels))
+    fig, axes = plt.subplots(len(panels), 1, squeeze=False, layout="constrained", figsize=size)
+    width = SPREAD / max(len(variants), 1)
+    for ax, panel in zip(axes[:, 0], panels):
+        for i, variant in enumerate(variants):
+            points = rows[(rows["_panel"] == panel) & (rows["variant"] == variant)]
+            if points.empty:
+                continue
+            color, marker = OKABE_ITO[i % len(OKABE_ITO)], MARKERS[i % len(MARKERS)]
+            x = np.array([position[p] - SPREAD / 2 + (i + 0.5) * width for p in points["_point"]])
+            ratio, low, high = (points[c].astype(float) for c in ("ratio", "ratio_low", "ratio_high"))
+            error = [(ratio - low).clip(lower=0).fillna(0.0), (high - ratio).clip(lower=0).fillna(0.0)]
+            ax.errorbar(x, ratio, yerr=error, color=color, linestyle="none", capsize=3, linewidth=1.3)
+            hollow = points["marked"].astype(bool).to_numpy()
+            for filled, mask in ((True, ~hollow), (False, hollow)):
+                face, named = (color, True) if filled else ("white", hollow.all())  # hollow named only if all are
+                style = dict(linestyle="none", marker=marker, markersize=7, color=color, markerfacecolor=face)
+                ax.plot(x[mask], ratio[mask], **style, label=variant if named else None)
+        ax.axhline(1.0, color="grey", linewidth=1, linestyle=":")
+        ax.set(yscale="log", xlim=(-0.5, len(order) - 0.5), title=panel, ylabel="B / A runtime (log)")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=TICKS))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_xticks(range(len(order)), list(order))
+        ax.grid(alpha=0.3)
+    handles = {}
+    for ax in axes[:, 0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=9)
+    fig.suptitle(f"{title}\nbelow 1.0: B faster; error bars: 95% intervals; hollow: a side was noisy or contended")
+    fig.savefig(out / FILE, dpi=DPI)
+    plt.close(fig)
+    return out / FILE

@@ -1,7 +1,5 @@
-"""The two sweeps of a comparison, each loaded through tracking/store/reading.py, and what differs between them: a
-ratio of their runtimes is the change of everything that did (GPU, driver, torch, threads, code, how each measured),
-so the fingerprint's facts, the measurement fields and the sweep's saved settings are named before any number.
-"""
+"""The two sweeps of a comparison and what differs between them, said before any number: a ratio of their runtimes
+is the change of everything that did (GPU, driver, torch, threads, code, how each was measured)."""
 
 from __future__ import annotations
 
@@ -32,19 +30,15 @@ class Side:
     name: str  # as the user gave it: SWEEP or EXPERIMENT/SWEEP
     runs: SweepRuns
 
-    @property
-    def finished(self) -> pd.DataFrame:
-        return self.runs.trials[self.runs.trials["status"] == FINISHED]
-
     def measurement_line(self) -> str:
         """The report's first line for this side: how many finished trials are ok, noisy, contended, and why."""
-        none = pd.Series(None, index=self.finished.index, dtype=object)
-        return summary_line(self.finished.get("measurement", none), self.finished.get("measurement_reasons", none))
+        done = self.runs.trials[self.runs.trials["status"] == FINISHED]
+        none = pd.Series(None, index=done.index, dtype=object)
+        return summary_line(done.get("measurement", none), done.get("measurement_reasons", none))
 
 
 def load_side(label: str, text: str, uri: str, experiment: str = DEFAULT_EXPERIMENT) -> Side:
-    """One side's trials from `SWEEP` or `EXPERIMENT/SWEEP` (a sweep name has no `/`, an experiment's may); a
-    ReportError that says which side and how to fix it."""
+    """One side from `SWEEP` or `EXPERIMENT/SWEEP`; a ReportError that names the side and the fix."""
     try:
         experiment, _, sweep = text.rpartition("/") if "/" in text else (experiment, "", text)
         if not sweep or not experiment:
@@ -88,17 +82,15 @@ def _setting(value) -> str:
 
 
 def facts_of(side: Side) -> dict[str, str]:
-    """What the side's finished trials were measured with, each as one text: the fingerprint's and the system's
-    facts, the measurement fields, the timed runs made and the sweep's settings."""
-    done = side.finished
+    """What the side's finished trials were measured with and its sweep's settings, one text per fact."""
+    done = side.runs.trials[side.runs.trials["status"] == FINISHED]
     parsed = [from_text(text) for text in done.get("env_facts", [])]
     out = {FACT_NAMES.get(name, name): _joined(p.get(name) for p in parsed if p) for name in FACTS}
     out.update({shown: _joined(done.get(name, [])) for name, shown in SYSTEM.items()})
     out.update({f"trial.{name}": _joined(done.get(name, [])) for name in MEASUREMENT_FIELDS})
     out["trial.runs"] = ", ".join("auto" if v == str(AUTO_RUNS) else v for v in out["trial.runs"].split(", "))
-    made = pd.to_numeric(pd.Series(done.get("runs_done", []), dtype=object), errors="coerce").dropna()
-    low, high = (int(made.min()), int(made.max())) if len(made) else (None, None)
-    out["timed runs made"] = "unknown" if low is None else str(low) if low == high else f"{low}-{high}"
+    made = pd.to_numeric(pd.Series(done.get("runs_done", []), dtype=object), errors="coerce").dropna().astype(int)
+    out["timed runs made"] = "-".join(str(v) for v in sorted({made.min(), made.max()})) if len(made) else "unknown"
     saved = side.runs.settings
     return {**out, **{f"sweep.{f.name}": _setting(getattr(saved, f.name)) for f in fields(SavedSettings)}}
 
