@@ -1,131 +1,66 @@
-"""The comparison in the MLflow UI: one run in A's store, one child run per matched point with metrics
-`ratio`, `ratio_low`, `ratio_high` and a `verdict` tag, and a saved view of those children sorted by
-ratio, whose URL the command prints (tracking/ui.py builds it, as for a sweep's report).
-
-Written through the Recorder (tracking/store/recorder.py), the store's one writer. No run here carries a
-trial's `status`, `trial_key` or `sweep` tag, so resume, the reports and the cost model never take a
-comparison's runs for trials. The view's key comes from the two sweeps' names, so comparing the same
-pair again points the same view at the newest comparison.
-"""
+"""The comparison in A's store (tracking/store/comparisons.py): one run, a child run per matched point, and a saved
+view of the children sorted by ratio, keyed by the two names so that comparing a pair again updates it."""
 
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 import uuid
 
 import pandas as pd
 
+from tracking.compare.points import FIGURES
+from tracking.compare.sides import Side
 from tracking.run_names import run_name
 from tracking.store.comparisons import ChildRun, record_comparison
 from tracking.store.connect import is_server, redacted
+from tracking.store.reading import is_missing
 from tracking.store.recorder import Recorder
 from tracking.store.view import VIEW_PREFIX, column, envelope, view_state
 from tracking.ui import base_url, server_command, view_url
 
-METRICS = (
-    "ratio",
-    "ratio_low",
-    "ratio_high",
-    "runtime_mean_s_a",
-    "runtime_mean_s_b",
-    "useful_tokens_per_s_a",
-    "useful_tokens_per_s_b",
-    "cost_per_mtok_a",
-    "cost_per_mtok_b",
-    "energy_j_per_token_a",
-    "energy_j_per_token_b",
-)
+METRICS = ("ratio", "ratio_low", "ratio_high", *(f"{name}_{side}" for name in FIGURES for side in "ab"))
 TAGS = ("verdict", "tokens", "compared", "measurement_a", "measurement_b", "run_id_a", "run_id_b")
 PARAMS = ("variant", "batch_size", "prompt_len", "max_seqlen", "requests", "model", "dtype", "device")
-COLUMNS = (
-    [column("metrics", m) for m in METRICS[:5]]
-    + [column("tags", t) for t in TAGS[:3]]
-    + [column("params", p) for p in PARAMS[:4]]
-)
-"""The view's columns after the run's name: the ratio and its interval first, so a narrow window shows them."""
+# the view's columns after the run's name: the ratio and its interval first, so a narrow window shows them
+COLUMNS = [column("metrics", m) for m in METRICS[:5]] + [column("tags", t) for t in TAGS[:3]]
+COLUMNS += [column("params", p) for p in PARAMS[:4]]
 COMPARISON_TAG = "comparison"  # on the comparison's run: "A vs B"
-ID_TAG = "comparison_id"
-"""On each child run of a comparison: one id per comparison, chosen before anything is written, so the
-view's filter is known when the runs are created (the comparison's own run lacks it: the view lists points)."""
+ID_TAG = "comparison_id"  # on each child: chosen before any write, so the view's filter is known as the runs are made
 FILTER_TAG = "children_filter"  # on the comparison's run: the search filter that lists its children
+MAX_NOTE_CHARS = 8000  # MLflow's limit on a tag's value (the run's description)
 
 
 def view_key(name_a: str, name_b: str) -> str:
     return "tokengen-compare-" + hashlib.sha256(f"{name_a}\0{name_b}".encode()).hexdigest()[:12]
 
 
-def children_filter(comparison_id: str) -> str:
-    """MLflow's search filter for one comparison's child runs (the UI's search box takes it too)."""
-    return f"tags.`{ID_TAG}` = '{comparison_id}'"
-
-
-def comparison_view(name: str, comparison_id: str) -> str:
-    """The saved view's tag value: the children, sorted by ratio (fastest on B first), the comparison's columns."""
-    state = {
-        **view_state(children_filter(comparison_id)),
-        "orderByKey": column("metrics", "ratio"),
-        "orderByAsc": True,
-        "selectedColumns": COLUMNS,
-        "columnOrder": COLUMNS,
-        "columnWidths": {c: 110 for c in COLUMNS if c.startswith("metrics.")},
-    }
+def record(a: Side, b: Side, pairs: pd.DataFrame, files: list, note: str) -> tuple[str, list[str]]:
+    """The comparison's run with its children, files, view and `note` (what the command printed, its first line what
+    differs): its id and the lines that say how to open it; TrackingError where the store refuses the write."""
+    recorder = Recorder(a.runs.uri, a.runs.experiment)
+    key, comparison_id = view_key(a.name, b.name), uuid.uuid4().hex[:12]
+    children_filter = f"tags.`{ID_TAG}` = '{comparison_id}'"  # the UI's search box takes it too
+    title = f"compare {a.name} vs {b.name}"
+    note = note if len(note) <= MAX_NOTE_CHARS else note[: MAX_NOTE_CHARS - 20] + "\n\n(cut short)"
+    tags = {COMPARISON_TAG: f"{a.name} vs {b.name}", FILTER_TAG: children_filter, "mlflow.note.content": note}
+    differs = note.split("\n")[0][:6000]  # the note's first line
+    tags |= dict(compare_a=a.name, compare_b=b.name, compare_b_uri=redacted(b.runs.uri), differs=differs)
+    tags |= dict(points=str(len(pairs)), sweep_a_run_id=a.runs.parent_id, sweep_b_run_id=b.runs.parent_id)
+    children = []
+    for row in pairs.to_dict("records"):  # named as its trial's run is (`kv_cache b4 p8 L48`)
+        known = {name: value for name, value in row.items() if not is_missing(value)}
+        metrics, params = {m: known[m] for m in METRICS if m in known}, {p: known[p] for p in PARAMS if p in known}
+        tags_of = {ID_TAG: comparison_id, **{t: str(known[t]) for t in TAGS if t in known}}
+        children.append(ChildRun(run_name(row), params, metrics, tags_of))
+    state = view_state(children_filter)  # the children, fastest on B first, the comparison's columns
+    state.update(orderByKey=column("metrics", "ratio"), orderByAsc=True, selectedColumns=COLUMNS, columnOrder=COLUMNS)
+    state["columnWidths"] = {c: 110 for c in COLUMNS if c.startswith("metrics.")}
     now = int(time.time() * 1000)
-    return envelope(name, state, now, now)
-
-
-def _known(value) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
-def children(pairs: pd.DataFrame, comparison_id: str) -> list[ChildRun]:
-    """One child run per matched point, named as its trial's run is (`kv_cache b4 p8 L48`)."""
-    out = []
-    for _, row in pairs.iterrows():
-        fields = row.to_dict()
-        out.append(
-            ChildRun(
-                name=run_name(fields),
-                params={p: fields[p] for p in PARAMS if p in fields and _known(fields[p])},
-                metrics={m: fields[m] for m in METRICS if m in fields and _known(fields[m])},
-                tags={ID_TAG: comparison_id, **{t: str(fields[t]) for t in TAGS if t in fields and _known(fields[t])}},
-            )
-        )
-    return out
-
-
-def record(
-    uri: str,
-    experiment: str,
-    name_a: str,
-    name_b: str,
-    uri_b: str,
-    pairs: pd.DataFrame,
-    files: list,
-    summary: dict[str, str],
-) -> tuple[str, str, str]:
-    """The comparison's run in A's store (uri, experiment) with its children, files and view.
-    Returns (run id, experiment id, view key). TrackingError where the store refuses the write."""
-    recorder = Recorder(uri, experiment)
-    key, comparison_id = view_key(name_a, name_b), uuid.uuid4().hex[:12]
-    title = f"compare {name_a} vs {name_b}"
-    tags = {
-        COMPARISON_TAG: f"{name_a} vs {name_b}",
-        FILTER_TAG: children_filter(comparison_id),
-        "compare_a": name_a,
-        "compare_b": name_b,
-        "compare_b_uri": redacted(uri_b),
-        **summary,
-    }
-    view = {VIEW_PREFIX + key: comparison_view(title, comparison_id)}
-    run_id = record_comparison(recorder, title, tags, children(pairs, comparison_id), files, view)
-    return run_id, recorder.experiment_id, key
-
-
-def how_to_open(uri: str, experiment_id: str, key: str) -> list[str]:
-    """The lines the command ends with: how to serve the UI on A's store, and the comparison's URL."""
-    url = view_url(base_url(uri), experiment_id, key)
-    if is_server(uri):
-        return [f"ui: the tracking server serves the MLflow UI; this comparison: {url}"]
-    return [f"ui: serve the MLflow UI on this store: {server_command(uri)}", f"ui: this comparison: {url}"]
+    view = {VIEW_PREFIX + key: envelope(title, state, now, now)}
+    run_id = record_comparison(recorder, title, tags, children, files, view)
+    url = view_url(base_url(a.runs.uri), recorder.experiment_id, key)
+    if is_server(a.runs.uri):
+        return run_id, [f"ui: the tracking server serves the MLflow UI; this comparison: {url}"]
+    serve = f"ui: serve the MLflow UI on this store: {server_command(a.runs.uri)}"
+    return run_id, [serve, f"ui: this comparison: {url}"]
