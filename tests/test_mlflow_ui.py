@@ -115,6 +115,9 @@ def test_each_trial_run_carries_the_reports_figures(store):
         assert tags["compared"] == "run" and tags["baseline_run_id"] == store.ids[("baseline", batch, n)]
         assert tags[derived.mark_of(store.parent)] == "s"
         assert "vs_generate" not in metrics  # no generate() peer in this sweep: nothing written, not NaN
+        for name in ("speedup", "speedup_low", "speedup_high", "runtime_mean_s", "tokens_per_s"):
+            assert metrics["ui/" + name] == float(f"{metrics[name]:.4g}")  # the view's copy, four digits
+        assert "ui/vs_generate" not in metrics
         if variant == "kv_cache":
             assert tags["tokens_verdict"] == "ok"
         else:
@@ -142,10 +145,9 @@ def test_figures_are_written_in_one_transaction_that_mlflow_reads_back(store, tm
     kv = store.ids[("kv_cache", 2, 8)]
     data = store.client.get_run(kv).data
     metrics, tags = wanted[kv]
-    assert {n: data.metrics[n] for n in metrics} == metrics and set(metrics) == {
-        "speedup",
-        "speedup_low",
-        "speedup_high",
+    shown = {"speedup", "speedup_low", "speedup_high"}
+    assert {n: data.metrics[n] for n in metrics} == metrics and set(metrics) == shown | {
+        f"ui/{n}" for n in (*shown, "runtime_mean_s", "tokens_per_s")
     }
     assert {n: data.tags[n] for n in tags} == tags and data.tags[derived.mark_of(other)] == "other"
     history = [m.value for m in store.client.get_metric_history(kv, "speedup")]
@@ -163,26 +165,69 @@ def test_the_sweep_run_describes_the_overview(store):
     assert "## Overview per variant" in note and "| variant | finished | failed | speedup_geomean |" in note
     geomean = math.exp(sum(math.log(s) for s in SPEEDUP.values()) / 4)
     assert f"| kv_cache | 4 | 0 | {geomean:.2f}x |" in note
+    assert "opens at its headline point, b4 p1 L16, grouped by variant" in note and "report/points.csv" in note
+
+
+def test_the_sweep_run_holds_the_per_point_table(store, tmp_path):
+    """One row per point, a column per variant with its speedup there, the fastest named; attached with
+    the report and its plots."""
+    points = pd.read_csv(store.report.directory / "points.csv")
+    assert list(points.columns) == [
+        "batch_size",
+        "prompt_len",
+        "max_seqlen",
+        "baseline",
+        "kv_cache",
+        "fastest",
+        "fastest_speedup",
+    ]
+    assert [tuple(r) for r in points[["batch_size", "max_seqlen", "kv_cache", "fastest"]].to_numpy()] == [
+        (2, 8, 4.0, "kv_cache"),
+        (2, 16, 8.0, "kv_cache"),
+        (4, 8, 6.0, "kv_cache"),
+        (4, 16, 12.0, "kv_cache"),
+    ]
+    assert (points["baseline"] == 1.0).all()
+    assert report_main(["--uri", store.uri, "--sweep", "s", "--out", str(tmp_path)]) == 0
+    attached = {a.path for a in store.client.list_artifacts(store.parent, "report")}
+    assert {"report/report.md", "report/points.csv", "report/runtime_vs_seqlen.png"} <= attached
 
 
 def test_the_experiment_holds_the_sweeps_view(store):
+    """The view opens on the runs at the headline point (the largest batch and length: every point
+    compares both variants), grouped by variant, best speedup first, the figures at four digits, the run
+    names whole."""
     key = store.report.view_key
     assert key == view.view_key(store.parent) == f"tokengen-{store.parent}"
     value = store.client.get_experiment(store.experiment_id).tags[view.VIEW_PREFIX + key]
     saved = json.loads(value)
-    assert saved["name"].startswith("sweep s (") and saved["state"].startswith("deflate;")
+    assert saved["name"] == f"sweep s ({store.parent[:8]}) at b4 p1 L16, by variant"
+    assert saved["state"].startswith("deflate;")
     state = view.read_view(value)
-    assert state["searchFilter"] == derived.view_filter(store.parent, "s")
-    assert state["orderByKey"] == "metrics.`speedup`" and state["orderByAsc"] is False
+    assert state["searchFilter"] == (
+        derived.view_filter(store.parent, "s") + " and params.`batch_size` = '4' and params.`max_seqlen` = '16'"
+    )
+    assert state["groupBy"] == {
+        "aggregateFunction": "max",
+        "groupByKeys": [{"mode": "param", "groupByData": "variant"}],
+    }
+    assert state["orderByKey"] == "metrics.`ui/speedup`" and state["orderByAsc"] is False
     for name in ("variant", "batch_size", "max_seqlen", "prompt_len", "model"):
         assert f"params.`{name}`" in state["selectedColumns"]
     for name in ("speedup", "speedup_low", "speedup_high", "vs_generate", "runtime_mean_s", "tokens_per_s"):
-        assert f"metrics.`{name}`" in state["selectedColumns"]
+        assert f"metrics.`ui/{name}`" in state["selectedColumns"]
     for name in ("tokens_verdict", "measurement", "compared"):
         assert f"tags.`{name}`" in state["selectedColumns"]
-    # the view's filter finds exactly the report's runs: the children, not the sweep's own run
-    found = store.client.search_runs([store.experiment_id], state["searchFilter"])
-    assert {r.info.run_id for r in found} == set(store.ids.values())
+    assert state["columnOrder"][0] == "attributes.`Run Name`"
+    assert state["columnWidths"]["attributes.`Run Name`"] == 190  # "baseline b4 p1 L16" fits the UI's own width
+    assert view.name_width(["static_cudagraph_pipelined b64 p128 L400 bfloat16 H100"]) == 382
+    # the view's filter finds exactly the runs at that point, one per variant; the mark alone finds every run
+    found = store.client.search_runs(
+        [store.experiment_id], state["searchFilter"], order_by=["metrics.`ui/speedup` DESC"]
+    )
+    assert [r.info.run_id for r in found] == [store.ids[("kv_cache", 4, 16)], store.ids[("baseline", 4, 16)]]
+    every = store.client.search_runs([store.experiment_id], derived.view_filter(store.parent, "s"))
+    assert {r.info.run_id for r in every} == set(store.ids.values())
 
 
 def test_the_url_lands_on_the_runs_table_in_model_training_mode(store):
@@ -329,6 +374,7 @@ def test_a_rebuild_updates_the_figures_and_clears_stale_ones(tmp_path):
     assert mark not in old.tags  # replaced by its retry: out of the view
     orphan = client.get_run(ids[("kv_cache", 16)]).data  # its baseline was deleted
     assert math.isnan(orphan.metrics["speedup"]) and math.isnan(orphan.metrics["speedup_high"])
+    assert math.isnan(orphan.metrics["ui/speedup"]) and orphan.metrics["ui/runtime_mean_s"] == pytest.approx(0.32)
     assert "baseline_run_id" not in orphan.tags and "compared" not in orphan.tags and orphan.tags[mark] == "r"
     history = [
         m.value for m in sorted(client.get_metric_history(ids[("kv_cache", 16)], "speedup"), key=lambda m: m.timestamp)

@@ -1,11 +1,12 @@
 """The way in, for real: a small sweep run as a real driver process (local Ray, SQLite store) ends with
 the project's own lines only, the light server's command and the URL of its comparison; `python -m
 tracking.ui` serves that store with a real `mlflow server`, and headless chromium, given the URL,
-renders the sweep's runs in the Model-training runs table with the `speedup` column, not the GenAI
-overview. One sweep for the whole module."""
+renders the sweep's runs in the Model-training runs table, not the GenAI overview: grouped by variant,
+the best speedup's group first, the figures at four significant digits. One sweep for the whole module."""
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import signal
@@ -86,6 +87,17 @@ def test_trial_runs_are_named_and_carry_the_comparison(swept):
     assert "| kv_cache | 1 | 0 |" in note
 
 
+def groups_in_order(dom: str) -> list[str]:
+    """The group rows of the runs table, top to bottom: ag-grid draws rows in any order, `row-index` says
+    where each goes; a group row's name cell reads `Group: <value>`."""
+    found = {}
+    for chunk in dom.split('row-index="')[1:]:
+        group = re.search(r">Group: (?:<!-- -->)?([^<]+)<", chunk)
+        if group:
+            found[int(chunk[: chunk.index('"')])] = html.unescape(group[1])
+    return [found[i] for i in sorted(found)]
+
+
 def first_line(stream, timeout_s: float) -> str:
     """The first line a process prints, or "" if none comes in time."""
     got = []
@@ -142,8 +154,17 @@ def test_the_printed_url_opens_the_sweeps_runs_in_a_browser(swept):
             timeout=240,
         )
         dom = browser.stdout
-        assert 'data-testid="sort-header-speedup"' in dom, dom[-2000:]  # the comparison's column
+        assert 'data-testid="sort-header-ui/speedup"' in dom, dom[-2000:]  # the comparison's column, sorted on
         assert "baseline b2 p8 L6" in dom and "kv_cache b2 p8 L6" in dom  # the sweep's runs, by name
+        runs = MlflowClient(tracking_uri=swept.uri).search_runs(
+            [child_runs(swept.uri)[0].info.experiment_id],
+            f"tags.`in_report.{child_runs(swept.uri)[0].data.tags['mlflow.parentRunId']}` = 't'",
+            order_by=["metrics.`ui/speedup` DESC"],
+        )
+        best_first = [run.data.params["variant"] for run in runs]
+        assert groups_in_order(dom) == best_first  # grouped by variant, the best speedup's group first
+        for run in runs:  # the figures as the view shows them: four significant digits
+            assert f">{run.data.metrics['ui/speedup']:.4g}<" in dom
         assert ">Model registry<" in dom  # the Model-training sidebar
         assert ">Overview<" not in dom and ">Training runs<" not in dom  # not the GenAI pages
         assert "viewing a shared view" in dom

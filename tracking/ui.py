@@ -7,9 +7,10 @@ derived from the sweep's parent run id, so a rebuilt report updates the same vie
     <server>/#/experiments/<id>/runs?viewStateShareKey=<KEY>&compareRunsMode=TABLE&workflowType=machine_learning
 
 lands on the experiment's runs table in Model-training mode (without `workflowType` MLflow 3 opens
-its GenAI overview), showing the runs the report used, sorted by speedup, with the comparison's
-columns. The URL must carry no search parameter (searchFilter, orderByKey, ...): the UI would
-drop the view for it.
+its GenAI overview), showing the report's runs at the sweep's headline point grouped by variant, best
+speedup first, at four significant digits (tracking/store/view.py). The URL must carry no search
+parameter (searchFilter, orderByKey, ...): the UI would drop the view for it, grouping included, which
+only a saved view (or the user's own browser state) holds.
 
 This command starts a light `mlflow server` on a database store (one worker, no job runner: about
 480 MiB and 2 processes instead of 1.8 GiB and 15), waits until it answers, prints the URL and

@@ -2,8 +2,8 @@
 
 Reads the sweep's runs (the latest sweep by default) from any tracking store or server, writes
 `reports/<sweep>/report.md` (first how sure its numbers are, then one table per article question),
-`results.csv` (every trial, one column per fact, MLflow's names), `runs.csv` (every timed run) and
-PNG plots, attaches them to the sweep's parent run under `report/`, and prints the main tables. The
+`results.csv` (every trial, one column per fact, MLflow's names), `runs.csv` (every timed run),
+`points.csv` (every point, a variant's speedup per column: tracking/report/headline.py) and PNG plots, attaches them to the sweep's parent run under `report/`, and prints the main tables. The
 comparison goes into MLflow too: each trial's run gets the report's figures (speedup, its interval,
 vs_generate, the token verdict: tracking/store/derived.py), the sweep's run gets the overview as its
 description, and the experiment gets a saved view of the sweep whose URL is printed last
@@ -28,6 +28,7 @@ from tracking.report.compile_table import compile_table
 from tracking.report.figures.derived import figures
 from tracking.report.figures.token_verdicts import HOW
 from tracking.report.frames import measurement_summary, results_frame, runs_frame, system_facts
+from tracking.report.headline import headline, points_table
 from tracking.report.knob_tables import knob_tables
 from tracking.report.markdown import to_markdown
 from tracking.report.notes import NOTES
@@ -46,7 +47,15 @@ from tracking.store.reading import (
 from tracking.store.view import attach_files, publish_view, set_note
 from tracking.ui import how_to_open
 
-OWN_FILES = ("report.md", "results.csv", "runs.csv", "runtime_vs_seqlen.png", "speedup_vs_batch.png", "memory.png")
+OWN_FILES = (
+    "report.md",
+    "results.csv",
+    "runs.csv",
+    "points.csv",
+    "runtime_vs_seqlen.png",
+    "speedup_vs_batch.png",
+    "memory.png",
+)
 
 
 @dataclass
@@ -150,12 +159,24 @@ def description(runs, frame: pd.DataFrame) -> str:
     mine = frame[frame["in_sweep"].astype(bool)]
     done = int((mine["status"] == FINISHED).sum())
     table = tables.overview_table(frame)
+    point = headline(frame)
     text = "\n".join(
         [
             f"Sweep `{runs.sweep}`: {done} finished, {len(mine) - done} failed trial(s). The full report is this "
-            "run's artifact report/report.md; each trial's run carries the report's figures (metrics "
-            f"{', '.join(DERIVED_METRICS)}; tags tokens_verdict, compared, baseline_run_id).",
+            "run's artifact report/report.md, with its plots beside it; report/points.csv holds every point, "
+            "one row each, the speedup of each variant in its columns. Each trial's run carries the report's "
+            f"figures (metrics {', '.join(DERIVED_METRICS)}, and ui/... at four significant digits; tags "
+            "tokens_verdict, compared, baseline_run_id).",
             "",
+            *(
+                [
+                    f"The sweep's view in the runs table opens at its headline point, {point.label}, grouped by "
+                    "variant, best speedup first: remove the filter's params clauses to see every point.",
+                    "",
+                ]
+                if point
+                else []
+            ),
             "## Overview per variant",
             "",
             NOTES["overview"],
@@ -174,7 +195,9 @@ def publish(runs, frame: pd.DataFrame) -> str:
         runs.client, runs.uri, runs.experiment_id, runs.sweep, runs.parent_id, figures(frame, comparison.REPORT_MATCH)
     )
     set_note(runs.client, runs.parent_id, description(runs, frame))
-    return publish_view(runs.client, runs.experiment_id, runs.sweep, runs.parent_id)
+    point = headline(frame)
+    at = (point.label, point.run_id, point.varying) if point else None
+    return publish_view(runs.client, runs.experiment_id, runs.sweep, runs.parent_id, at, point and point.names)
 
 
 def still_running(runs) -> str | None:
@@ -221,9 +244,13 @@ def build_report(
     (directory / "report.md").write_text(text)
     results_frame(frame).to_csv(directory / "results.csv", index=False)
     runs_frame(frame).to_csv(directory / "runs.csv", index=False)
+    per_point = points_table(frame)
+    if per_point is not None:
+        per_point.to_csv(directory / "points.csv", index=False)
     mine = frame[frame["in_sweep"].astype(bool)]
     failed = int((mine["status"] != FINISHED).sum())
-    files = [directory / "report.md", directory / "results.csv", directory / "runs.csv", *plots.values(), *plan_files]
+    tables_written = [directory / name for name in ("report.md", "results.csv", "runs.csv", "points.csv")]
+    files = [path for path in tables_written if path.exists()] + [*plots.values(), *plan_files]
     report = Report(
         runs.sweep,
         runs.parent_id,

@@ -2,7 +2,8 @@
 
 A report (tracking/report/) derives figures no trial can measure alone: its speedup over the
 matching baseline and the interval around it, its runtime against transformers' generate(), its
-token verdict. `write_back` puts them on the run of every trial the report used (into a database's
+token verdict; and the view's columns at four significant digits (`ui/speedup`, ...: the UI shows a metric
+to its last digit). `write_back` puts them on the run of every trial the report used (into a database's
 tables in one transaction; through a server, one `log_batch` per run, several at once), and marks
 those runs with the tag `in_report.<parent run id>`, which the sweep's view in the UI filters on:
 the trials the report used, reused ones from other sweeps included, and not the runs a retry
@@ -27,6 +28,9 @@ from tracking.store.runs import (  # noqa: F401 - the report's
     DERIVED_METRICS,
     DERIVED_TAGS,
     REPORT_MARK,  # names, declared beside the flattener that drops them
+    SHOWN,
+    SHOWN_METRICS,
+    SHOWN_PREFIX,
     is_derived,
     mark_of,
 )
@@ -81,7 +85,8 @@ def write_back(
         old = before.get(run_id)
         if old is not None:  # a figure the last build wrote and this one cannot: cleared, never left stale
             old_metrics, old_tags = old
-            metrics.update({n: math.nan for n in DERIVED_METRICS if n in old_metrics and n not in metrics})
+            cleared = DERIVED_METRICS + SHOWN_METRICS
+            metrics.update({n: math.nan for n in cleared if n in old_metrics and n not in metrics})
             stale = [(run_id, n) for n in DERIVED_TAGS if n in old_tags and n not in tags]
             stale_tags += stale
             if not stale and _same(metrics, old_metrics) and _same(tags, old_tags):

@@ -32,10 +32,15 @@ REPORT_MARK = "in_report."
 """Tag prefix: `in_report.<parent run id>` = the sweep's name, on each run that sweep's report used."""
 COLUMN_OF = {"tokens_verdict": "tokens"}
 """A derived tag whose column in the report's frame has another name."""
+SHOWN_PREFIX = "ui/"
+SHOWN = ("speedup", "speedup_low", "speedup_high", "vs_generate", "runtime_mean_s", "tokens_per_s")
+"""The view's figures, copied at four significant digits as `ui/<name>`: the UI prints a metric's every digit
+and cannot round, and the figures themselves keep theirs."""
+SHOWN_METRICS = tuple(SHOWN_PREFIX + name for name in SHOWN)
 
 
 def is_derived(name: str) -> bool:
-    return name in DERIVED or name.startswith(REPORT_MARK)
+    return name in DERIVED or name.startswith((REPORT_MARK, SHOWN_PREFIX))
 
 
 def mark_of(parent_id: str) -> str:

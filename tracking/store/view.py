@@ -1,7 +1,8 @@
 """The sweep's saved view of the MLflow UI, written as the UI's own "Save and share view" does
 (MLflow 3.17): the experiment tag `mlflow.sharedViewState.<KEY>` holds a JSON envelope whose `state` is
 the runs page's state, deflated and base64'd; the UI lists it by name and opens it from
-`?viewStateShareKey=KEY` (tracking/ui.py). Beside it, a report's place in the store: its files as
+`?viewStateShareKey=KEY` (tracking/ui.py), grouped by variant at the sweep's headline point
+(tracking/report/headline.py), best speedup first, its figures at four significant digits. Beside it, a report's place in the store: its files as
 artifacts of the sweep's run, and its overview as that run's description."""
 
 from __future__ import annotations
@@ -12,13 +13,22 @@ import time
 import zlib
 from pathlib import Path
 
-from tracking.store.derived import view_filter
+from tracking.store.derived import SHOWN_METRICS, view_filter
 
 VIEW_PREFIX = "mlflow.sharedViewState."  # the UI's tag prefix for saved views
 MAX_VIEW_CHARS = 20000  # MLflow's limit on an experiment tag's value, which the UI checks too
 PARAMS = ("variant", "batch_size", "max_seqlen", "prompt_len", "model")
-METRICS = ("speedup", "speedup_low", "speedup_high", "vs_generate", "runtime_mean_s", "tokens_per_s")
 TAGS = ("tokens_verdict", "measurement", "compared")
+NAME = "attributes.`Run Name`"  # the UI's id of the run-name column
+GROUP_BY = {"aggregateFunction": "max", "groupByKeys": [{"mode": "param", "groupByData": "variant"}]}
+"""The runs table's "Group by" (MLflow 3.17: a list of param/tag keys and the group row's aggregate): one
+group per variant, in the order of its first run, so the best variant's group comes first. At one point a
+group holds one run, so the aggregate is that run's figure; `max` is the shortest label beside it."""
+CHAR_PX, NAME_PAD_PX, NAME_MIN_PX, NAME_MAX_PX = 6.2, 48, 190, 640
+"""A run name's width in the UI's 13 px font (5.8 px a character measured, a little more for wide letters),
+plus the row's nesting; 190 px is the column's own width, which cuts `static_cudagraph_pipelined b32 p1
+L100` short."""
+METRIC_CHARS = 12  # `11.65 (max)`: a group row's figure and its aggregate
 
 
 def column(kind: str, name: str) -> str:
@@ -27,7 +37,9 @@ def column(kind: str, name: str) -> str:
 
 
 COLUMNS = (
-    [column("metrics", m) for m in METRICS] + [column("tags", t) for t in TAGS] + [column("params", p) for p in PARAMS]
+    [column("metrics", m) for m in SHOWN_METRICS]
+    + [column("tags", t) for t in TAGS]
+    + [column("params", p) for p in PARAMS]
 )
 """Shown in this order after the run's name (which already reads `variant bB pP LN`): the comparison
 first, so a narrow window still shows the speedup."""
@@ -47,24 +59,50 @@ def view_key(parent_id: str) -> str:
     return f"tokengen-{parent_id}"
 
 
-def view_state(search_filter: str) -> dict:
-    """The runs page's state as the UI saves it: search facets (filter, sort) and table settings."""
+def name_width(names: list[str]) -> int:
+    """The run-name column's width in pixels: the longest name whole, within reason."""
+    longest = max((len(n) for n in names), default=0)
+    return int(min(max(longest * CHAR_PX + NAME_PAD_PX, NAME_MIN_PX), NAME_MAX_PX))
+
+
+def view_state(search_filter: str, names: list[str] | None = None) -> dict:
+    """The runs page's state as the UI saves it: search facets (filter, sort) and table settings (columns,
+    their widths, the grouping); `names`: the run names the view shows, for the name column's width."""
+    widths = {column("metrics", m): int(max(len(m), METRIC_CHARS) * 7 + 32) for m in SHOWN_METRICS}  # headers whole
     return {
         "searchFilter": search_filter,
-        "orderByKey": column("metrics", "speedup"),
+        "orderByKey": column("metrics", SHOWN_METRICS[0]),
         "orderByAsc": False,
         "startTime": "ALL",
         "lifecycleFilter": "Active",
         "datasetsFilter": [],
         "modelVersionFilter": "All Runs",
         "selectedColumns": COLUMNS,
-        "columnOrder": COLUMNS,
-        "columnWidths": {c: 110 for c in COLUMNS if c.startswith("metrics.")},
+        "columnOrder": [NAME, *COLUMNS],
+        "columnWidths": {NAME: name_width(names or []), **widths},
         "runsHiddenMode": "SHOW_ALL",
-        "groupBy": None,
+        "groupBy": GROUP_BY,
+        "groupsExpanded": {},  # every group open: its runs show under it
         "viewMaximized": False,
         "runListHidden": False,
     }
+
+
+def point_filter(client, run_id: str, fields: list[str]) -> list[str]:
+    """The search clauses that pin a point down: each of `fields` as the run `run_id` stored it (params,
+    `gpu_type` as Ray's accelerator_type, else the GPU's name); a field the run has no value for is left out."""
+    data = client.get_run(run_id).data
+    clauses = []
+    for name in fields:
+        if name == "gpu_type":
+            gpu = data.params.get("accelerator_type") or ""
+            kind, key, value = ("params", "accelerator_type", gpu) if gpu else ("tags", "env_gpu_name", None)
+            value = value or data.tags.get("env_gpu_name")
+        else:
+            kind, key, value = "params", name, data.params.get(name)
+        if value not in (None, "", "None") and "'" not in value:  # the filter has no escape for a quote
+            clauses.append(f"{column(kind, key)} = '{value}'")
+    return clauses
 
 
 def envelope(name: str, state: dict, created_ms: int, updated_ms: int) -> str:
@@ -88,13 +126,25 @@ def has_view(client, experiment_id: str, key: str) -> bool:
     return VIEW_PREFIX + key in client.get_experiment(experiment_id).tags
 
 
-def publish_view(client, experiment_id: str, sweep: str, parent_id: str) -> str:
-    """Save the sweep's view in its experiment (created once, updated by each rebuild); returns its key."""
+def publish_view(
+    client,
+    experiment_id: str,
+    sweep: str,
+    parent_id: str,
+    point: tuple[str, str, list[str]] | None = None,
+    names: list[str] | None = None,
+) -> str:
+    """Save the sweep's view in its experiment (created once, updated by each rebuild); returns its key.
+    `point`: (its label, a run at it, the fields that pin it down): the view opens there, else on every run."""
     key = view_key(parent_id)
     now = int(time.time() * 1000)
     old = client.get_experiment(experiment_id).tags.get(VIEW_PREFIX + key)
     created = json.loads(old).get("createdAt", now) if old else now
-    value = envelope(f"sweep {sweep} ({parent_id[:8]})", view_state(view_filter(parent_id, sweep)), created, now)
+    where, title = view_filter(parent_id, sweep), f"sweep {sweep} ({parent_id[:8]})"
+    if point:
+        label, run_id, fields = point
+        where, title = " and ".join([where, *point_filter(client, run_id, fields)]), f"{title} at {label}"
+    value = envelope(f"{title}, by variant", view_state(where, names), created, now)
     client.set_experiment_tag(experiment_id, VIEW_PREFIX + key, value)
     return key
 

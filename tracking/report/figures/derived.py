@@ -1,5 +1,6 @@
 """The figures a report derives for each trial's run (its speedup and interval, vs_generate, its token
-verdict), as the store's write-back (tracking/store/derived.py) takes them."""
+verdict, the view's columns rounded for display), as the store's write-back (tracking/store/derived.py)
+takes them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import math
 import pandas as pd
 
 from tracking.report.figures.baselines import baseline_of
-from tracking.store.derived import COLUMN_OF, DERIVED_METRICS, DERIVED_TAGS
+from tracking.store.derived import COLUMN_OF, DERIVED_METRICS, DERIVED_TAGS, SHOWN, SHOWN_PREFIX
+
+DIGITS = 4  # significant digits of a figure as the view shows it
 
 
 def _number(value) -> float | None:
@@ -17,6 +20,11 @@ def _number(value) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def rounded(value: float, digits: int) -> float:
+    """The value to `digits` significant digits (49.07644088 -> 49.08)."""
+    return float(f"{value:.{digits}g}")
 
 
 def _text(value) -> str | None:
@@ -33,6 +41,9 @@ def figures(frame: pd.DataFrame, match: list[str]) -> dict[str, tuple[dict[str, 
     out = {}
     for label, row in mine.iterrows():
         metrics = {name: v for name in DERIVED_METRICS if (v := _number(row.get(name))) is not None}
+        metrics |= {
+            SHOWN_PREFIX + name: rounded(v, DIGITS) for name in SHOWN if (v := _number(row.get(name))) is not None
+        }
         tags = {name: v for name in DERIVED_TAGS if (v := _text(row.get(COLUMN_OF.get(name, name)))) is not None}
         if "speedup" in metrics and base[label] is not None:
             tags["baseline_run_id"] = str(frame.at[base[label], "run_id"])
