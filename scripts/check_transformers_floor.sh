@@ -11,7 +11,7 @@
 #                   "transformers==5.17.0 huggingface_hub==1.33.0 tokenizers==0.23.2 safetensors==0.8.0"
 #   TF_FLOOR_VENV   where the env lives (default: ~/.cache/tokengen/venv-<pins hash>, outside any checkout,
 #                   so git never sees it; a path inside REPO must be git-ignored or the script refuses)
-#   TF_FLOOR_TESTS  test files (default: tests/test_equivalence.py)
+#   TF_FLOOR_TESTS  test files (default: tests/tokengen/test_equivalence.py)
 #   TF_FLOOR_MARKS  pytest -m expression (default: none, so slow tests run too; "not slow" for the fast lane)
 #   PYTHON          interpreter for the venv (default: python3)
 #
@@ -26,7 +26,7 @@ if [[ $# -gt 0 && $1 != -- ]]; then REPO=$1; shift; fi
 REPO=$(cd "${REPO:-.}" && pwd)
 PYTHON=${PYTHON:-python3}
 PINS=${TF_FLOOR_PINS:-"transformers==5.17.0 huggingface_hub==1.33.0 tokenizers==0.23.2 safetensors==0.8.0"}
-TESTS=${TF_FLOOR_TESTS:-tests/test_equivalence.py}
+TESTS=${TF_FLOOR_TESTS:-tests/tokengen/test_equivalence.py}
 MARKS=${TF_FLOOR_MARKS:-}
 # What the tests need besides the pins: psutil because transformers 5.17's continuous batching sizes its
 # CPU cache from psutil (without it: "available memory 0", MemoryError); 5.24 also reads NUMA sysfs.

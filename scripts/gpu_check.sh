@@ -119,17 +119,17 @@ fi
 
 # the gpu tests, cheapest and most telling first (pytest runs node ids in the order given)
 gpu_tests=(
-  "tests/test_gpu.py::test_the_sync_trap_catches_a_host_sync"
-  "tests/test_gpu.py::test_cuda_record_has_memory_stats_and_gpu_name"
-  "tests/test_gpu.py::test_expandable_allocator_is_live_in_the_trial_process"
-  "tests/test_gpu.py::test_a_lagged_check_on_a_lagging_gpu_returns_the_sync_tokens"
-  "tests/test_gpu.py::test_a_lagged_generation_never_waits_for_the_gpu"
-  "tests/test_max_autotune.py::test_on_a_gpu_max_autotune_returns_the_eager_tokens_through_cuda_graphs"
-  "tests/test_serving.py::test_on_the_gpu_static_and_continuous_serve_every_request_its_solo_generate_tokens"
-  "tests/test_serving.py::test_on_a_lagging_gpu_every_continuous_variant_serves_static_batchings_tokens"
-  "tests/test_gpu.py::test_torch_profile_on_cuda_sees_the_gpu_idle_between_synced_steps"
-  "tests/test_gpu.py::test_energy_meter_counts_joules_while_the_gpu_works"
-  "tests/test_gpu.py::test_on_a_gpu_every_quantized_value_runs_and_is_measured_against_the_plain_model"
+  "tests/tokengen/test_gpu.py::test_the_sync_trap_catches_a_host_sync"
+  "tests/tokengen/test_gpu.py::test_cuda_record_has_memory_stats_and_gpu_name"
+  "tests/tokengen/test_gpu.py::test_expandable_allocator_is_live_in_the_trial_process"
+  "tests/tokengen/test_gpu.py::test_a_lagged_check_on_a_lagging_gpu_returns_the_sync_tokens"
+  "tests/tokengen/test_gpu.py::test_a_lagged_generation_never_waits_for_the_gpu"
+  "tests/tokengen/test_max_autotune.py::test_on_a_gpu_max_autotune_returns_the_eager_tokens_through_cuda_graphs"
+  "tests/tokengen/test_serving.py::test_on_the_gpu_static_and_continuous_serve_every_request_its_solo_generate_tokens"
+  "tests/tokengen/test_serving.py::test_on_a_lagging_gpu_every_continuous_variant_serves_static_batchings_tokens"
+  "tests/tokengen/test_gpu.py::test_torch_profile_on_cuda_sees_the_gpu_idle_between_synced_steps"
+  "tests/tokengen/test_gpu.py::test_energy_meter_counts_joules_while_the_gpu_works"
+  "tests/tokengen/test_gpu.py::test_on_a_gpu_every_quantized_value_runs_and_is_measured_against_the_plain_model"
 )
 if [ -z "$py" ]; then
   skip "gpu tests" "no python with torch and transformers"

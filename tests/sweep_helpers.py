@@ -18,7 +18,7 @@ register()
 
 def small_overrides(tmp_path: Path, name: str = "t") -> list[str]:
     """+grid=smoke cut down to a few fast trials, tracked in a SQLite store under tmp_path. Two fixed runs and no
-    remeasure round: a busy test machine must not change how many runs a test counts (tests/test_remeasure_sweep.py
+    remeasure round: a busy test machine must not change how many runs a test counts (tests/end_to_end/test_remeasure_sweep.py
     turns remeasuring on)."""
     return [
         "+grid=smoke",

@@ -5,7 +5,7 @@ Torch-free and transformers-free (transformers' config classes import torch): a 
 ids are declared here once, beside its name, and a local checkpoint's facts are read from its
 config.json as JSON. tokengen.models builds the presets' configs from the same entries (and
 checks a local checkpoint with `model_facts` too); sweeps/pricing/estimate/shapes.py sizes the presets by
-them; tests/test_models.py proves that each preset's facts here equal its built config's. Nothing
+them; tests/tokengen/test_models.py proves that each preset's facts here equal its built config's. Nothing
 here reaches a hub.
 """
 

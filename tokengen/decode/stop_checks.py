@@ -9,7 +9,7 @@ count. A lagged check (pipelined, deferred) has already enqueued step i when it 
 ended the batch: it returns i, and step i's token is dropped.
 
 The lagged checks take the streams, events and pinned flags they are built from through `device`
-(CUDA by default), so tests/test_stop_checks.py can run them on a simulated GPU that falls behind
+(CUDA by default), so tests/tokengen/test_stop_checks.py can run them on a simulated GPU that falls behind
 the host: their bookkeeping is tested on any machine, without a GPU.
 """
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sweeps.planning.config import TrackingSettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("tokengen", "sweeps", "tracking", "benchmarks", "scripts", "tests")
 PATH = re.compile(r"(?<![\w./-])(?:tokengen|sweeps|tracking|benchmarks|scripts|conf|docs|tests)/[\w./*<>-]*")
 FILE_SUFFIXES = {"md", "py", "yaml", "csv", "json", "sh", "log", "db"}

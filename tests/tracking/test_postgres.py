@@ -2,7 +2,7 @@
 refused or a server down said in one line within seconds; the password from PGPASSWORD; sweeps, the
 report, compare, the UI's link and the dry run's history on `tracking.uri=postgresql://...`; and
 `mlflow server --backend-store-uri postgresql://...` serving a sweep. The killed-and-resumed driver on
-PostgreSQL is tests/test_driver_killed.py's second case."""
+PostgreSQL is tests/end_to_end/test_driver_killed.py's second case."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tokengen.contract.declarations import KNOBS, declared, names, plain
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DECLARATIONS = ROOT / "tokengen" / "contract" / "declarations.py"
 
 

@@ -3,7 +3,7 @@ MySQL's) is refused in one line that names where the password goes instead, by t
 line before Hydra writes its run folder, by the driver (dry run included), the report, the comparison
 and the UI; nothing is written and no printed line carries it. The sweep, report, comparison and UI
 hint through a real basic-auth server, the password in the environment, are grepped in
-tests/test_auth.py."""
+tests/tracking/test_auth.py."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from tokengen.contract.spec import TrialSpec
 from tracking.store.reading import load_sweep
 from tracking.store.recorder import Recorder
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def full_record() -> dict:

@@ -9,14 +9,11 @@ projections are Conv1D, which quantize_ skips: every block's weights must come o
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 import torch
 
 from tokengen import models
-from tokengen.cli import main
 from tokengen.contract.declarations import KNOBS, LOSSY, declared, names, plain
 from tokengen.contract.fidelity import RANDOM_WEIGHTS
 from tokengen.contract.rules import capability_problem, problem, resolve
@@ -59,28 +56,8 @@ def test_every_linear_weight_of_gpt2_is_quantized_not_only_the_head():
     assert linear_bytes < 0.3 * plain_bytes  # int8 data and per-row scales: about a quarter of float32
 
 
-def test_the_cli_measures_a_quantized_trial_against_the_model_itself(tmp_path):
-    path = tmp_path / "record.json"
-    assert (
-        main(
-            [
-                "--model",
-                "tiny",
-                "--quant",
-                CPU_QUANT,
-                "--batch-size",
-                "2",
-                "--max-seqlen",
-                "8",
-                "--runs",
-                "2",
-                "--json",
-                str(path),
-            ]
-        )
-        == 0
-    )
-    record = json.loads(path.read_text())
+def test_the_cli_measures_a_quantized_trial_against_the_model_itself(tiny_trial):
+    record = tiny_trial("--quant", CPU_QUANT)
     assert record["fidelity"] == LOSSY and 0.5 <= record["top1_agreement"] <= 1.0
     assert record["fidelity_verdict"].startswith(f"{LOSSY} ") and record["fidelity_verdict"].endswith(RANDOM_WEIGHTS)
     assert record["rows_exact"] is not None and record["top1_margin_median"] > 0 and record["fidelity_gate"] == 0.99
@@ -140,32 +117,11 @@ def test_every_cpu_attention_backend_runs_a_step_and_keeps_to_the_gate():
         assert found["fidelity"] == value.fidelity and found["top1_agreement"] == 1.0
 
 
-def test_the_report_shows_the_gate_never_ok_and_flags_a_speedup_below_it(tmp_path):
-    records = []
-    for name, extra in (("baseline", {}), ("kv_cache", {}), ("kv_cache", {"quant": CPU_QUANT})):
-        path = tmp_path / f"{name}{len(records)}.json"
-        flags = [f"--{k}={v}" for k, v in extra.items()]
-        assert (
-            main(
-                [
-                    "--variant",
-                    name,
-                    "--model",
-                    "tiny",
-                    "--batch-size",
-                    "2",
-                    "--max-seqlen",
-                    "8",
-                    "--runs",
-                    "2",
-                    *flags,
-                    "--json",
-                    str(path),
-                ]
-            )
-            == 0
-        )
-        records.append(json.loads(path.read_text()))
+def test_the_report_shows_the_gate_never_ok_and_flags_a_speedup_below_it(tiny_trial):
+    records = [
+        tiny_trial("--variant", name, *[f"--{k}={v}" for k, v in extra.items()])
+        for name, extra in (("baseline", {}), ("kv_cache", {}), ("kv_cache", {"quant": CPU_QUANT}))
+    ]
     frame = pd.DataFrame([{**r, "trial_key": r["key"], "run_id": r["key"], "gpu_type": None} for r in records])
     prepared, _ = prepare(frame)
     verdicts = dict(zip(prepared["variant"], prepared["tokens"]))

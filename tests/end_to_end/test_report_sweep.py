@@ -19,7 +19,7 @@ from sweep_helpers import child_runs, run_captured, small_sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_ray")]  # one sweep, on the session's warm Ray
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from sweeps.planning.config import load_config, register
 from sweeps.planning.grid import expand
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = sorted([README, *(ROOT / "docs").glob("*.md")])
 register()

@@ -4,7 +4,7 @@ No GPU here, so NVML and torch's memory snapshot are stand-ins. For the meter: i
 that it asks NVML for the GPU at torch's device address (not NVML's index, which
 CUDA_VISIBLE_DEVICES does not remap), and that a GPU without the counter gives None rather than
 an error. For the allocator: that the verdict comes from the segments the allocator holds.
-(tests/test_gpu.py checks both on a real GPU.)
+(tests/tokengen/test_gpu.py checks both on a real GPU.)
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import pytest
 
-MEASURE = Path(__file__).resolve().parents[1] / "tokengen" / "measure"
+MEASURE = Path(__file__).resolve().parents[2] / "tokengen" / "measure"
 
 
 def _load(name: str):

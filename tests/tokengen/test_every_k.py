@@ -1,7 +1,7 @@
 """stop_check=every_k waits for the device K times less often than sync, and returns what sync returns.
 
-Its tokens and step count against sync's are tests/test_stop_checks.py's (the simulated GPU, every
-declared check) and tests/test_equivalence.py's (real models, rows ending apart, 14 steps: not a
+Its tokens and step count against sync's are tests/tokengen/test_stop_checks.py's (the simulated GPU, every
+declared check) and tests/tokengen/test_equivalence.py's (real models, rows ending apart, 14 steps: not a
 multiple of K); here, on the simulated GPU that runs only when waited for, the waits themselves.
 """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
 
 
 def test_the_limits_in_the_script_add_up_to_its_header_and_to_at_most_300_s():

@@ -6,7 +6,7 @@ A fast GPU hides a lagged check's bugs: if the GPU has finished step i-1 before 
 flag, reading it early, a missing wait_stream or a missing final wait return the right tokens by
 luck. So every lagged run here enqueues `torch.cuda._sleep` before each step: the host runs as far
 ahead as the check lets it, and any of those bugs changes the tokens or the step count. Rows have
-their own prompts and seeded top-k draws, so a row mix-up shows too. (tests/test_stop_checks.py
+their own prompts and seeded top-k draws, so a row mix-up shows too. (tests/tokengen/test_stop_checks.py
 proves the same bugs are caught on a simulated GPU; these prove the CUDA version is the same.)
 
 Skipped without CUDA; scripts/gpu_check.sh runs them on a GPU box that has only torch and transformers.

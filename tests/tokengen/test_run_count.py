@@ -18,7 +18,7 @@ import pytest
 
 
 def _load(name: str):
-    path = Path(__file__).resolve().parents[1] / "tokengen" / "measure" / f"{name}.py"
+    path = Path(__file__).resolve().parents[2] / "tokengen" / "measure" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_measure_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "article_table.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "article_table.py"
 
 
 def load_script():

@@ -93,7 +93,7 @@ def test_port_0_picks_a_free_port_for_the_server_and_the_url(store, tmp_path, ca
 
 
 def test_a_database_uri_is_named_without_its_credentials():
-    """A database URI's password is refused (tests/test_credentials.py); a store that cannot be opened is
+    """A database URI's password is refused (tests/tracking/test_credentials.py); a store that cannot be opened is
     named without the user its URI may carry, and never with a password."""
     with pytest.raises(TrackingError) as refused:
         Recorder("postgresql://user@127.0.0.1:9/mlflow", "tokengen")

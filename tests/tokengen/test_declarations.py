@@ -18,7 +18,7 @@ from tokengen.contract.rules import CUDA_ONLY, cuda_only_reason, incompatibility
 from tokengen.contract.spec import CHOICES, KNOBS, TrialSpec
 from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for, label_for
 
-TRIAL_MD = Path(__file__).resolve().parents[1] / "docs" / "trial.md"
+TRIAL_MD = Path(__file__).resolve().parents[2] / "docs" / "trial.md"
 IDS = [f"{d.knob}={d.name}" for d in DECLARED]
 
 # The preset names users typed before presets were generated, with their knobs: none may change.
@@ -143,7 +143,7 @@ def test_the_report_benchmark_synthesizes_a_trial_for_every_preset():
 
     import numpy as np
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "report_speed.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "report_speed.py"
     spec = importlib.util.spec_from_file_location("report_speed", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

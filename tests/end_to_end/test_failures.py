@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow  # real trials: the sweep on the session's warm Ra
 
 def corrupt_checkpoint(path) -> str:
     """Valid config, a whole safetensors file of tensors the wrong shape: passes planning (a truncated or
-    garbage file does not: tests/test_weight_files.py), breaks inside the trial's process."""
+    garbage file does not: tests/tokengen/test_weight_files.py), breaks inside the trial's process."""
     from safetensors.torch import save_file
 
     net = build_model("tiny", "float32", "cpu", 0)

@@ -14,7 +14,7 @@ from sweep_helpers import driver_environment, small_overrides
 
 from sweeps.planning.entry_errors import command_line_problem, refuse_bad_command_line
 
-GRIDS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "grid").glob("*.yaml"))
+GRIDS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "grid").glob("*.yaml"))
 
 SECRET = "s3cret-Pa55"
 FIELDS = "use one of variant, model, dtype, device, batch_size, max_seqlen, cache, compile, stop_check, allocator, "

@@ -1,7 +1,7 @@
 """Two real CPU sweeps of the same small grid, one with 1 thread per trial and one with 2, compared by
 `python -m tracking.compare`: the thread count is named first, the matched point gets its ratio,
 interval and verdict, and the two returned the same tokens. One trial per sweep: the synthetic pairs
-(tests/test_compare.py) cover many points; this proves the command on what a real sweep records."""
+(tests/tracking/test_compare.py) cover many points; this proves the command on what a real sweep records."""
 
 from __future__ import annotations
 

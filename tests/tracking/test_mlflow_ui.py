@@ -2,7 +2,7 @@
 report writes its derived figures on each trial's run (one batch per run), the reader never reads
 them back, a rebuild updates them and clears stale ones, the sweep's run describes the overview,
 the experiment holds the sweep's saved view, and the URL and commands that open it are printed.
-No server, browser or Ray here (tests/test_ui_browser.py has those)."""
+No server, browser or Ray here (tests/end_to_end/test_ui_browser.py has those)."""
 
 from __future__ import annotations
 

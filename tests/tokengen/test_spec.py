@@ -108,7 +108,7 @@ def test_the_cli_and_hydra_take_runs_auto():
 
     assert build_parser().parse_args(["--runs", "auto"]).runs == 0
     register()
-    conf = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "conf")
+    conf = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "conf")
     for overrides, runs in (([], 0), (["trial.runs=5"], 5), (["trial.runs=auto"], 0)):
         with initialize_config_dir(config_dir=conf, version_base=None):
             config = load_config(compose("config", overrides=["+grid=smoke", *overrides]))

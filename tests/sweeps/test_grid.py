@@ -14,7 +14,7 @@ from sweeps.planning.grid import expand, plan_sweep
 from tokengen.contract.declarations import values
 from tokengen.contract.spec import SpecError
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
+CONF = str(Path(__file__).resolve().parents[2] / "conf")
 register()
 
 

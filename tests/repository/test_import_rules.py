@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("tokengen", "sweeps", "tracking")
 DOOR = "tracking.store"
 STORE_MODULES = ("mlflow", "sqlite3")

@@ -18,7 +18,7 @@ from sweeps.planning.config import SweepConfig, SweepSettings, load_config
 from sweeps.pricing import memory, price, tables, workers
 from tokengen.contract.spec import SpecError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENTRY_POINTS = [
     grid.plan_sweep,
     resume.expected_fingerprints,
