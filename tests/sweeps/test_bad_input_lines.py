@@ -184,10 +184,10 @@ def test_a_store_write_that_fails_is_one_line_naming_the_log(read_only, tmp_path
     line = err_line(capsys)  # without the log's routing: some 80 lines of SQLAlchemy's traceback first
     assert line.startswith(
         f"error: cannot write to tracking store sqlite:///{read_only}/mlflow.db ((sqlite3."
-        "OperationalError) attempt to write a readonly database): make it writable"
+        "OperationalError) unable to open database file): make it writable"  # a WAL store: no -wal, -shm there
     ), line
     assert line.endswith("(details: .sweeps/logs/tokengen/t.log)")
-    assert "attempt to write a readonly database" in (tmp_path / ".sweeps/logs/tokengen/t.log").read_text()
+    assert (tmp_path / ".sweeps/logs/tokengen/t.log").is_file()  # the open fails in one line: no traceback to log
 
 
 def test_the_single_trial_cli_asks_the_sweeps_memory_guard(capsys):

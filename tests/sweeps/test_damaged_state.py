@@ -1,15 +1,20 @@
 """State that heals or says so: a journal's damaged lines (a byte that is not UTF-8, `42`, `{"result": {}}`,
 a line cut mid-write) are set aside beside it, named once, never a result; a journaled result is recorded
 only for a key of the plan; a journal path that cannot take a result is one line before any trial runs;
-a rollback journal a killed writer left beside a SQLite store is rolled back, not blamed on tracking.uri."""
+a killed writer's rollback journal beside an older SQLite store is rolled back, not blamed on tracking.uri, and
+a WAL store (the Recorder's) is read after a killed writer, and from a folder the reader may not write."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
+from pathlib import Path
 
 import pytest
-from sweep_helpers import child_runs, small_sweep
+from disk_helpers import tmpfs
+from sweep_helpers import child_runs, driver_environment, small_sweep
 
 from sweeps.delivery.journal import Journal, JournalError, journaled_results
 from sweeps.delivery.outbox import Outbox
@@ -97,16 +102,62 @@ connection.execute("CREATE TABLE ballast AS WITH RECURSIVE n(i) AS (SELECT 1 UNI
                    "WHERE i < 3000) SELECT randomblob(600) AS b FROM n")
 os.kill(os.getpid(), signal.SIGKILL)
 """
+ONE_TRIAL = """
+import sys
+from tokengen.contract.names import FINISHED
+from tokengen.contract.record import make_record
+from tokengen.contract.spec import TrialSpec
+from tracking.store.recorder import Recorder
+recorder = Recorder(sys.argv[1], "tokengen")
+recorder.start_sweep("t", {}, resume=False)
+recorder.record_trial(make_record(TrialSpec(), key=TrialSpec().key(), status=FINISHED))
+"""
+
+
+def one_trial_then_killed_writer(db: Path, journal_mode: str | None = None) -> None:
+    """A store with one finished trial, by a driver that ended (`journal_mode`: then set, as an older store's),
+    and a writer killed mid-transaction on it."""
+    uri = f"sqlite:///{db}"
+    subprocess.run([sys.executable, "-c", ONE_TRIAL, uri], env=driver_environment(), cwd=db.parent, check=True)
+    if journal_mode:
+        with closing(sqlite3.connect(db)) as connection:
+            assert connection.execute(f"PRAGMA journal_mode={journal_mode}").fetchone() == (journal_mode.lower(),)
+    assert subprocess.run([sys.executable, "-c", KILLED_WRITER, str(db)]).returncode == -9
 
 
 def test_a_rollback_journal_a_killed_writer_left_is_rolled_back(tmp_path, monkeypatch, capsys):
+    """An older store, in rollback-journal mode: SQLite rolls the journal back for the reader."""
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "mlflow.db"
-    recorder = Recorder(f"sqlite:///{db}", "tokengen")
-    recorder.start_sweep("t", {"sweep": {"name": "t"}}, resume=False)
-    del recorder
-    assert subprocess.run([sys.executable, "-c", KILLED_WRITER, str(db)]).returncode == -9
+    one_trial_then_killed_writer(db, "DELETE")
     assert (tmp_path / "mlflow.db-journal").is_file()
-    assert load_history(f"sqlite:///{db}", "tokengen").frame.empty  # read, not "fix tracking.uri"
+    assert len(load_history(f"sqlite:///{db}", "tokengen").frame) == 1  # read, not "fix tracking.uri"
     assert not (tmp_path / "mlflow.db-journal").exists()
     assert run_sweep(small_sweep(tmp_path, "sweep.dry_run=true")) == 0, capsys.readouterr().err
+
+
+def test_a_killed_writer_of_a_wal_store_leaves_no_journal_and_the_store_reads(tmp_path, monkeypatch, capsys):
+    """The Recorder switches a store to WAL: a killed writer leaves its log (-wal), which readers skip past."""
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "mlflow.db"
+    one_trial_then_killed_writer(db)
+    assert (tmp_path / "mlflow.db-wal").is_file() and not (tmp_path / "mlflow.db-journal").exists()
+    assert len(load_history(f"sqlite:///{db}", "tokengen").frame) == 1
+    assert run_sweep(small_sweep(tmp_path, "sweep.dry_run=true")) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("writer", ["closed", "killed"])
+def test_a_wal_store_in_a_folder_the_reader_may_not_write_reads(tmp_path, writer):
+    """SQLite's read-only connection creates -wal and -shm where none are (a writer that closed the store
+    removed them): on a read-only filesystem the history reads the file alone instead of failing."""
+    with tmpfs(tmp_path / "ro", "8m") as disk:
+        db = disk / "mlflow.db"
+        one_trial_then_killed_writer(db)
+        if writer == "closed":
+            with closing(sqlite3.connect(db)) as connection:
+                connection.execute("PRAGMA schema_version")  # the last connection checkpoints, removes -wal
+        assert (disk / "mlflow.db-wal").exists() == (writer == "killed")
+        remounted = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True, text=True)
+        if remounted.returncode:
+            pytest.skip(f"cannot remount a tmpfs read-only here ({remounted.stderr.strip()})")
+        assert len(load_history(f"sqlite:///{db}", "tokengen").frame) == 1

@@ -54,8 +54,8 @@ def store_state(tmp_path: Path) -> dict:
     state = {}
     for path in sorted(tmp_path.rglob("*")):
         relative = path.relative_to(tmp_path)
-        if relative.parts[0] in ("reports", "outputs") or path.is_dir():
-            continue
+        if relative.parts[0] in ("reports", "outputs") or path.is_dir() or path.name.endswith("-shm"):
+            continue  # -shm: SQLite's shared index of a WAL store's log, which every reader updates
         state[str(relative)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return state
 

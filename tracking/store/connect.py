@@ -12,6 +12,7 @@ import fcntl
 import functools
 import hashlib
 import os
+import sqlite3
 import tempfile
 import urllib.error
 import urllib.parse
@@ -244,6 +245,28 @@ def _one_opener(uri: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def sqlite_path(uri: str) -> str | None:
+    """The file of a sqlite:/// URI (relative to the current directory, as MLflow reads it), else None."""
+    scheme = urllib.parse.urlparse(uri).scheme
+    if scheme.split("+", 1)[0] != "sqlite" or ":///" not in uri:
+        return None
+    return uri.split(":///", 1)[1].split("?", 1)[0]
+
+
+def write_ahead(uri: str) -> None:
+    """A SQLite store switched to a write-ahead log, once (the mode is kept in the file): a commit then
+    syncs one append to <file>-wal, where a rollback journal took several syncs, a third of the time to
+    record a result (benchmarks/record_rate.py). synchronous stays FULL: a commit is on disk when the
+    journal (sweeps/delivery/journal.py) marks the result recorded, even across a power cut. Best effort:
+    a store that cannot switch (read-only, busy for 20 s) keeps its mode, and the write check names why."""
+    path = sqlite_path(uri)
+    if path is None:
+        return
+    with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(path, timeout=20)) as connection:
+        if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            connection.execute("PRAGMA journal_mode=WAL")
+
+
 def load_mlflow() -> None:
     """MLflow imported now: on import it sets its own handlers on its loggers, which the sweep's log
     (sweeps/execution/logs.py) then takes over."""
@@ -260,8 +283,12 @@ def open_client(uri: str, use: str = "write to"):
         with _fail_fast_http():
             client = MlflowClient(tracking_uri=engine_uri(uri))
         relocate(uri)  # a store moved or copied with its mlartifacts/: its artifacts are beside it
+        if use == "write to":
+            write_ahead(uri)
         return client
-    except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI
+    except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI, or its folder's mode
+        path = sqlite_path(uri)  # a WAL store where -wal and -shm cannot be made fails to open at all
+        fix = "make it writable or " if path and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK) else ""
         raise TrackingError(
-            f"cannot {use} tracking store {redacted(uri)} ({first_line(exc)}): fix tracking.uri"
+            f"cannot {use} tracking store {redacted(uri)} ({first_line(exc)}): {fix}fix tracking.uri"
         ) from None

@@ -2,8 +2,10 @@
 
 A SQLite store is opened by sqlite3 in read-only mode (`mode=ro`): a missing file is an empty history
 and stays missing, nothing MLflow would do on opening (create tables, a default experiment, an
-artifact folder) happens, and MLflow itself is not imported (seconds on a busy host); the one write is
-SQLite's own recovery of a rollback journal a killed writer left (_read_after_rollback). A PostgreSQL
+artifact folder) happens, and MLflow itself is not imported (seconds on a busy host); the writes are
+SQLite's own: the recovery of a rollback journal a killed writer left beside an older store
+(_read_after_rollback), and the empty -wal and -shm its read-only connection creates beside a WAL store
+(the Recorder's: connect.write_ahead) whose writer closed it. A PostgreSQL
 database is read the same way (`Tables`, through psycopg); a tracking server through
 `MlflowClient.search_runs` alone. The report, compare and resume's index read a database's runs
 through `Tables` too.
@@ -26,7 +28,7 @@ import pandas as pd
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
 from tokengen.measure.interference import OK
-from tracking.store.connect import TrackingError, check_reachable, check_uri
+from tracking.store.connect import TrackingError, check_reachable, check_uri, sqlite_path
 from tracking.store.postgres import CONNECT_TIMEOUT_S, engine_uri, is_postgres, libpq_uri
 from tracking.store.runs import PARENT_TAG, flat_row
 from tracking.store.search import search
@@ -59,12 +61,17 @@ class History:
         return self.frame[tag.isna() | tag.astype(str).str.lower().isin(TRUSTED_MEASUREMENT)]
 
 
-def sqlite_path(uri: str) -> str | None:
-    """The file of a sqlite:/// URI (relative to the current directory, as MLflow reads it), else None."""
-    scheme = urllib.parse.urlparse(uri).scheme
-    if scheme.split("+", 1)[0] != "sqlite" or ":///" not in uri:
-        return None
-    return uri.split(":///", 1)[1].split("?", 1)[0]
+def _closed_wal_out_of_reach(path: str) -> bool:
+    """A WAL store (header bytes 18-19: 2) with no <file>-wal (its last writer closed it), in a folder this
+    reader may not write: a read-only connection must create -wal and -shm to read it and fails ("attempt
+    to write a readonly database"); the file alone is then the whole store, read as immutable. A writer
+    that opens it during that read can fail the read (malformed), never the store."""
+    try:
+        with open(path, "rb") as handle:
+            wal = handle.read(20)[18:20] == b"\x02\x02"
+    except OSError:
+        return False
+    return wal and not os.path.exists(path + "-wal") and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
 
 
 class Tables:
@@ -78,7 +85,8 @@ class Tables:
         path = sqlite_path(uri)
         if path is not None:
             quoted = urllib.parse.quote(os.path.abspath(path))
-            self.connection = sqlite3.connect(f"file:{quoted}" + ("" if write else "?mode=ro"), uri=True, timeout=30)
+            mode = "" if write else "?mode=ro&immutable=1" if _closed_wal_out_of_reach(path) else "?mode=ro"
+            self.connection = sqlite3.connect(f"file:{quoted}{mode}", uri=True, timeout=30)
             self.mark = "?"
         else:
             import psycopg

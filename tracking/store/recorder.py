@@ -245,16 +245,17 @@ class Recorder:
         if attempt:
             self._cut[attempt] = [run_id]  # until its status tag is set
         result = {k: v for k, v in record.items() if k not in TRANSPORT}
-        self.client.log_text(run_id, json.dumps(result, indent=2), RESULT_FILE)
+        files = {RESULT_FILE: json.dumps(result, indent=2).encode()}
         if record.get("log"):
-            self.client.log_text(run_id, record["log"], TRIAL_LOG)
-        if record.get("files"):
-            with tempfile.TemporaryDirectory() as tmp:
-                for name, blob in record["files"].items():
-                    Path(tmp, name).write_bytes(blob)
-                    self.client.log_artifact(run_id, str(Path(tmp, name)))
-        # the files, the run's end, then metrics, params and the status tag in one transaction, last: a run with
-        # its status holds everything and has ended; one without it was cut short
+            files[TRIAL_LOG] = record["log"].encode()
+        # one folder for all (log_text makes one each); log_artifact, not log_artifacts, writes each file whole
+        # (staged, then renamed): a disk that fills mid-file leaves no part of it and names its destination
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, blob in {**files, **(record.get("files") or {})}.items():
+                Path(tmp, name).write_bytes(blob)
+                self.client.log_artifact(run_id, str(Path(tmp, name)))
+        # the files, the run's end, then one log_batch (MLflow commits its params, metrics, then tags): the status
+        # tag last, so a run with its status holds everything and has ended; one without it was cut short
         self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
         self.client.log_batch(
             run_id,
