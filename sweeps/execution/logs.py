@@ -19,9 +19,9 @@ from pathlib import Path
 from tokengen.contract.names import path_component
 
 LOG_ROOT = Path(".sweeps") / "logs"
-ROUTINE = ("ray", "mlflow.store.db.utils", "alembic")
+ROUTINE = ("ray", "mlflow.store.db.utils", "alembic", "tracking.store")
 """Loggers whose INFO and WARNING lines are routine on a sweep's terminal."""
-STORE_LOGGERS = ("mlflow.store.db.utils", "alembic")
+STORE_LOGGERS = ("mlflow.store.db.utils", "alembic", "tracking.store")
 """Their errors too go to the file only: a failed store write is the driver's own one line, naming the file."""
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

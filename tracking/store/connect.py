@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import logging
 import os
 import sqlite3
 import tempfile
@@ -273,6 +274,10 @@ def load_mlflow() -> None:
     import mlflow  # noqa: F401 - imported for what importing it does
 
 
+STORE_LOG = logging.getLogger("tracking.store")
+"""Where a store's failure leaves its traceback: the sweep's log file (sweeps/execution/logs.py), nowhere else."""
+
+
 def open_client(uri: str, use: str = "write to"):
     """A client on the store, or TrackingError in one line (`use`: what the caller came to do, "write to"
     or "read"): MLflow opens a database store (and creates or migrates its tables) as the client is
@@ -287,6 +292,7 @@ def open_client(uri: str, use: str = "write to"):
             write_ahead(uri)
         return client
     except Exception as exc:  # noqa: BLE001 - any store failure here means: fix the URI, or its folder's mode
+        STORE_LOG.info("cannot %s tracking store %s", use, redacted(uri), exc_info=True)  # the sweep's log file
         path = sqlite_path(uri)  # a WAL store where -wal and -shm cannot be made fails to open at all
         fix = "make it writable or " if path and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK) else ""
         raise TrackingError(
