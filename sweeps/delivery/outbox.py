@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 
 from sweeps.delivery.journal import Journal
-from sweeps.execution.space import OutOfSpace, full_line, out_of_space, path_of, reason_of, record_bytes, sqlite_path
+from sweeps.execution.space import OutOfSpace, full_line, out_of_space, path_of, reason_of, record_bytes
 from tokengen.contract.record import first_line
+from tracking.store.connect import sqlite_path
 
 
 class Outbox:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sweeps.delivery.full_disk import mark_full
 from sweeps.delivery.outbox import Outbox
-from sweeps.execution.space import OutOfSpace, full_line, out_of_space, reason_of, sqlite_path
+from sweeps.execution.space import OutOfSpace, full_line, out_of_space, reason_of
 from sweeps.planning.config import SweepConfig, as_stored
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.pricing.priced import PLAN_COLUMNS, Priced
@@ -17,6 +17,7 @@ from sweeps.pricing.tables import PLAN_CSV, PLAN_MD, plan_metrics, render
 from sweeps.say import say
 from tokengen.contract.record import first_line
 from tracking.run_names import run_names
+from tracking.store.connect import sqlite_path
 
 REPORT_BYTES = 2 << 20  # what a report's tables and plots take, about: said when its disk is full
 

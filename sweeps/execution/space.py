@@ -85,7 +85,3 @@ def record_bytes(record: dict) -> int:
     """What a result takes on disk: its files, its log and its JSON line (a few KB)."""
     files = sum(len(blob) for blob in (record.get("files") or {}).values())
     return files + len(record.get("log") or "") + 16 * 1024
-
-
-def sqlite_path(uri: str) -> str | None:
-    return uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
