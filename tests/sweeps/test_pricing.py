@@ -26,7 +26,7 @@ from sweeps.planning.config import SweepConfig, SweepSettings, load_config
 from sweeps.planning.grid import PlannedTrial
 from sweeps.pricing import price as pricing
 from sweeps.pricing.estimate import makespan
-from sweeps.pricing.estimate.history import IdentityIndex, identical, prepare
+from sweeps.pricing.estimate.history import KEY_COLUMNS, IdentityIndex, _asked, _normal, _with_exact, prepare
 from sweeps.pricing.estimate.priors import WARM_COMPILE_SHARE
 from sweeps.pricing.price import price_sweep
 from sweeps.pricing.priced import PARTS, PLAN_COLUMNS, REUSED, RUN
@@ -276,6 +276,23 @@ def test_plan_against_actual_on_known_inputs():
 def test_peak_concurrency_counts_an_end_before_a_start_at_the_same_instant():
     assert peak_concurrency([0, 1, 2], [1, 2, 3]) == 1
     assert peak_concurrency([0, 0, 5], [10, 4, 6]) == 2
+
+
+def identical(trial: dict, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The index's answer the slow way, a pass over every row per field: a trial key the history holds decides
+    alone, else every field the trial gives."""
+    empty, key = frame.iloc[0:0], str(trial.get("key") or trial.get("trial_key") or "")
+    for column in (c for c in KEY_COLUMNS if key and c in frame):
+        rows = frame[frame[column].astype(str) == key]
+        if len(rows):
+            return rows, rows
+    asked = None if frame.empty else _asked(trial, frame)
+    if asked is None:
+        return empty, empty
+    keep = pd.Series(True, index=frame.index)
+    for name, want in asked.items():
+        keep &= frame[name].map(lambda v, want=want: _normal(v) == want)
+    return _with_exact(trial, frame[keep])
 
 
 def test_the_identity_index_agrees_with_identical():

@@ -162,23 +162,6 @@ def _with_exact(trial: Mapping, rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
     return rows, rows[exact]
 
 
-def identical(trial: Mapping, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(rows of the same spec up to measurement settings, those of these the same in full too): a trial key the
-    history holds decides alone, else every field the trial gives. A pass over every row per field."""
-    empty, key = frame.iloc[0:0], str(trial.get("key") or trial.get("trial_key") or "")
-    for column in (c for c in KEY_COLUMNS if key and c in frame):
-        rows = frame[frame[column].astype(str) == key]
-        if len(rows):
-            return rows, rows
-    asked = None if frame.empty else _asked(trial, frame)
-    if asked is None:
-        return empty, empty
-    keep = pd.Series(True, index=frame.index)
-    for name, want in asked.items():
-        keep &= frame[name].map(lambda v, want=want: _normal(v) == want)
-    return _with_exact(trial, frame[keep])
-
-
 def _positions(values) -> dict:
     found: dict = {}
     for position, value in enumerate(values):
@@ -187,8 +170,9 @@ def _positions(values) -> dict:
 
 
 class IdentityIndex:
-    """`identical` for many trials against one frame: grouped once per set of fields asked (a sweep's trials all ask
-    the same), each trial is a dictionary look-up."""
+    """The history's rows of a trial's spec, and of those the ones with its measurement settings too: a trial key
+    the history holds decides alone, else every field the trial gives. Grouped once per set of fields asked (a
+    sweep's trials all ask the same), each trial is a dictionary look-up."""
 
     def __init__(self, frame: pd.DataFrame):
         self.frame, self.empty, self._groups = frame, frame.iloc[0:0], {}

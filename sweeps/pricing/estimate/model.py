@@ -106,7 +106,7 @@ class CostModel:
         return "cuda"
 
     def identical(self, trial: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """history.identical against this model's frame, through an index built once."""
+        """history.IdentityIndex over this model's frame, built once."""
         return self._kept(("identical",), lambda: IdentityIndex(self.frame))(trial)
 
     def _rows(self, column: str, **match) -> pd.Series:
