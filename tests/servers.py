@@ -48,6 +48,7 @@ def auth_environment(root: Path) -> dict[str, str]:
         "default_permission = READ\n"
         f"database_uri = sqlite:///{root}/auth.db\n"
         f"admin_username = {ADMIN}\n"
+        "auth_cache_ttl_seconds = 300\n"  # a password that passed is not hashed again on every call
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
     )
     return {

@@ -1,7 +1,7 @@
 """Two users, one store: two sweeps with different names but the same trials, started at the same moment
 as two real driver processes joining one Ray (the session's warm one, as a cluster's drivers join
 its head), against one new SQLite file and (at the same time)
-against one tracking server. Both finish, each records each of its trials once, and neither touches
+against one tracking server, then against one new PostgreSQL database. Both finish, each records each of its trials once, and neither touches
 the other's trial folders on the node (`<workdir>/<sweep>/<key>`)."""
 
 from __future__ import annotations
@@ -84,6 +84,15 @@ def test_two_users_at_once_on_one_new_sqlite_file_and_on_one_tracking_server(sha
     for kind, drivers in running.items():
         logs = wait_for(drivers)
         check_each_sweep_recorded_its_trials_once_from_its_own_folders(stores[kind], tmp_path / kind, logs)
+
+
+@pytest.mark.slow
+def test_two_users_at_once_on_one_new_postgresql_database(postgres, tmp_path, warm_ray):
+    """The cluster's store as docs/cluster.md runs it: both drivers find the database empty and make
+    MLflow's tables, the experiment and their sweep's claim at the same moment."""
+    uri = postgres.create_database("two_users")
+    logs = wait_for(start_two_sweeps(tmp_path / "postgresql", joining_warm_ray(), uri))
+    check_each_sweep_recorded_its_trials_once_from_its_own_folders(uri, tmp_path / "postgresql", logs)
 
 
 MOUNTS = """/dev/vda / ext4 rw,relatime 0 0

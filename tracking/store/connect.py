@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tokengen.contract.record import first_line
 from tracking.store.artifact_root import relocate
-from tracking.store.postgres import engine_uri, is_postgres, postgres_problem
+from tracking.store.postgres import engine_uri, is_postgres, one_opener, postgres_problem
 
 
 class TrackingError(RuntimeError):
@@ -33,9 +33,7 @@ SERVER_SCHEMES = ("http", "https")
 DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy store; "+driver" allowed
 FILE_STORE_OPT_IN = "MLFLOW_ALLOW_FILE_STORE"
 CREDENTIALS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")  # MLflow's own names, read by its client
-# The driver's client gives up on a dead server in about a second, not after MLflow's default 7
-# retries with exponential back-off (minutes per call): the journal keeps what it could not send.
-FAIL_FAST_HTTP = {
+FAIL_FAST_HTTP = {  # MLflow's default: 7 retries with exponential back-off, minutes per call
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
@@ -232,9 +230,10 @@ def sqlite_sharing_problem(uri: str, mounts: str | None = None) -> str | None:
 @contextlib.contextmanager
 def _one_opener(uri: str):
     """Two drivers opening one new SQLite file at once both create MLflow's tables (its tracking store
-    takes no lock there): the first to open it does, the second waits for it."""
+    takes no lock there): the first to open it does, the second waits for it (PostgreSQL: postgres.one_opener)."""
     if not uri.startswith("sqlite:///"):
-        yield
+        with one_opener(uri) if is_postgres(uri) else contextlib.nullcontext():
+            yield
         return
     path = os.path.abspath(uri.removeprefix("sqlite:///"))
     lock = Path(tempfile.gettempdir()) / f"tokengen-mlflow-{hashlib.sha256(path.encode()).hexdigest()[:16]}.lock"

@@ -5,6 +5,7 @@ within seconds. The password comes from libpq's environment (PGPASSWORD) or ~/.p
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import urllib.parse
@@ -12,6 +13,7 @@ import urllib.parse
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 POSTGRES_DRIVER = "postgresql+psycopg"  # psycopg 3, the `postgres` extra (SQLAlchemy 2.0 would pick psycopg2)
 CONNECT_TIMEOUT_S = 5
+OPENING_LOCK = 0x746F6B656E67656E  # pg_advisory_lock's key while MLflow makes its tables ("tokengen")
 PASSWORD_FIX = "set PGPASSWORD or a ~/.pgpass line (host:port:database:user:password)"
 
 
@@ -67,3 +69,15 @@ def postgres_problem(uri: str, timeout_s: float = CONNECT_TIMEOUT_S) -> str | No
     if "pg_hba.conf" in text:
         return f"{where} refused the connection ({reason}): allow this host in its pg_hba.conf or fix tracking.uri"
     return f"{where} is unreachable ({reason}): start it or fix tracking.uri"
+
+
+@contextlib.contextmanager
+def one_opener(uri: str):
+    """Two drivers opening one new database at once both run MLflow's migrations, and the second's CREATE TABLE
+    fails on the first's: a session advisory lock on the database lets one make the tables while the other waits,
+    then finds them made. It ends with its connection, whatever happens to the opener."""
+    import psycopg
+
+    with psycopg.connect(libpq_uri(uri), connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as connection:
+        connection.execute("SELECT pg_advisory_lock(%s)", (OPENING_LOCK,))
+        yield
