@@ -12,28 +12,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from record_helpers import full_record
 
-from tokengen.contract.names import FINISHED
-from tokengen.contract.record import METRIC, PARAM, ROLES, TAG, base_type, make_record, typed, unknown_fields, with_role
+from tokengen.contract.record import METRIC, PARAM, ROLES, TAG, make_record, typed, unknown_fields, with_role
 from tokengen.contract.spec import TrialSpec
 from tracking.store.reading import load_sweep
 from tracking.store.recorder import Recorder
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def full_record() -> dict:
-    """A record with a value in every field MLflow stores, each of its declared type."""
-    spec = TrialSpec(model="tiny", batch_size=3, max_seqlen=7, prompt_len=4, matmul_precision="high", cache="static")
-    values = {}
-    for name in with_role(METRIC) + with_role(TAG):
-        if name in ("key", "status"):
-            continue
-        kind = base_type(name)
-        values[name] = {int: 7, float: 0.25, bool: True, str: f"text-{name}"}[kind]
-    return make_record(
-        spec, key=spec.key(), status=FINISHED, accelerator_type="H200", runtime_s=[0.3, 0.2, 0.25], **values
-    )
 
 
 def test_make_record_refuses_a_field_it_does_not_declare():

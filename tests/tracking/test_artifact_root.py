@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from test_record import full_record
+from record_helpers import full_record
 
 from tokengen.contract.names import TOKENS_FILE
 from tracking.store.artifact_root import FOLDER

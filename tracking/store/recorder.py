@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from mlflow.entities import Metric, RunTag
+from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
 from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_LOG
 from tokengen.contract.record import first_line
@@ -250,10 +251,12 @@ class Recorder:
             files[TRIAL_LOG] = record["log"].encode()
         # one folder for all (log_text makes one each); log_artifact, not log_artifacts, writes each file whole
         # (staged, then renamed): a disk that fills mid-file leaves no part of it and names its destination
+        # the run's own repository: MLflow's client would read the whole run back from the store to find it
+        repository = get_artifact_repository(run.info.artifact_uri, tracking_uri=self.client.tracking_uri)
         with tempfile.TemporaryDirectory() as tmp:
             for name, blob in {**files, **(record.get("files") or {})}.items():
                 Path(tmp, name).write_bytes(blob)
-                self.client.log_artifact(run_id, str(Path(tmp, name)))
+                repository.log_artifact(str(Path(tmp, name)))
         # the files, the run's end, then one log_batch (MLflow commits its params, metrics, then tags): the status
         # tag last, so a run with its status holds everything and has ended; one without it was cut short
         self.client.set_terminated(run_id, "FINISHED" if status == FINISHED else "FAILED")
