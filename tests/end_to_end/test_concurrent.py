@@ -1,8 +1,8 @@
 """Two users, one store: two sweeps with different names but the same trials, started at the same moment
 as two real driver processes joining one Ray (the session's warm one, as a cluster's drivers join
-its head), against one new SQLite file and (at the same time)
-against one tracking server, then against one new PostgreSQL database. Both finish, each records each of its trials once, and neither touches
-the other's trial folders on the node (`<workdir>/<sweep>/<key>`)."""
+its head), against one new SQLite file and (at the same time) against one tracking server, then
+against one new PostgreSQL database. Both finish, each records each of its trials once, and neither
+touches the other's trial folders on the node (`<workdir>/<sweep>/<key>`)."""
 
 from __future__ import annotations
 

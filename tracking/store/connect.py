@@ -229,20 +229,20 @@ def sqlite_sharing_problem(uri: str, mounts: str | None = None) -> str | None:
 
 @contextlib.contextmanager
 def _one_opener(uri: str):
-    """Two drivers opening one new SQLite file at once both create MLflow's tables (its tracking store
-    takes no lock there): the first to open it does, the second waits for it (PostgreSQL: postgres.one_opener)."""
-    if not uri.startswith("sqlite:///"):
-        with one_opener(uri) if is_postgres(uri) else contextlib.nullcontext():
+    """Two drivers opening one new store at once both create MLflow's tables (its tracking store takes no lock):
+    the first to open it does, the second waits for it (SQLite: a file lock; PostgreSQL: postgres.one_opener)."""
+    if is_postgres(uri):
+        with one_opener(uri):
             yield
         return
-    path = os.path.abspath(uri.removeprefix("sqlite:///"))
-    lock = Path(tempfile.gettempdir()) / f"tokengen-mlflow-{hashlib.sha256(path.encode()).hexdigest()[:16]}.lock"
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    path = sqlite_path(uri)
+    if path is None:
+        yield
+        return
+    digest = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"tokengen-mlflow-{digest}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def sqlite_path(uri: str) -> str | None:
