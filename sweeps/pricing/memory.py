@@ -112,25 +112,21 @@ def free_memory() -> FreeMemory:
             host = float(min(host, int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text())))
     except (OSError, ValueError):
         pass
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    select = ["-i", visible] if visible else []
+    select = ["-i", visible] if (visible := os.environ.get("CUDA_VISIBLE_DEVICES")) else []
     query = ["nvidia-smi", *select, "--query-gpu=memory.free", "--format=csv,noheader,nounits"]
     try:
-        out = subprocess.run(query, capture_output=True, text=True, timeout=10) if shutil.which("nvidia-smi") else None
-    except (OSError, subprocess.TimeoutExpired):
-        out = None
-    ok = out is not None and out.returncode == 0
-    return FreeMemory(
-        host, [float(line) * 2**20 for line in out.stdout.split() if line.strip().isdigit()] if ok else []
-    )
+        run = subprocess.run(query, capture_output=True, text=True, timeout=10) if shutil.which("nvidia-smi") else None
+        out = run.stdout if run is not None and run.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return FreeMemory(host, [float(line) * 2**20 for line in out.split() if line.strip().isdigit()])
 
 
 def memory_refusal(
     trials, free: FreeMemory, guard: float | None, setting: str = "sweep.memory_guard=", fix: str = SWEEP_FIX
 ) -> str | None:
-    """One line for the first trial whose estimate passes `guard` (a fraction) of its device's free memory, with the
-    figure and its parts; None where every trial fits, or the guard is off. `setting` and `fix` name the guard as
-    the caller's user sets it (the sweep's, or `python -m tokengen --memory-guard`)."""
+    """One line for the first trial estimated past `guard` (a fraction) of its device's free memory, with the figure,
+    its parts, and the guard (`setting`) and `fix` as the caller's user knows them; None where every trial fits."""
     if not guard:
         return None
     for trial in trials:

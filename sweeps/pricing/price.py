@@ -8,7 +8,7 @@ import time
 
 import pandas as pd
 
-from sweeps.planning.config import SweepConfig, SweepSettings
+from sweeps.planning.config import SweepConfig
 from sweeps.planning.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.planning.settings import SHARED, inductor_mode
 from sweeps.pricing.estimate import estimate, fit
@@ -21,6 +21,8 @@ from sweeps.pricing.priced import LIMITS, PLAN_COLUMNS, REUSED, RUN, Priced
 from sweeps.pricing.workers import CPU, find_workers, pool_of
 from tokengen.contract.graphs import GRAPH_FIELDS, graph_key
 from tokengen.contract.names import FINISHED
+from tokengen.contract.record import first_line
+from tokengen.contract.spec import SpecError
 from tracking.measurement import OK, attempt_of
 from tracking.store.history import History, StoreReadError, load_history
 
@@ -30,14 +32,9 @@ REMEASURE_PRIOR = {"cpu": (0.25, "a shared CPU machine's share, assumed"), "gpu"
 COMPILED_GRAPH = GRAPH_FIELDS  # what decides a compile's graphs (tokengen/contract/graphs.py): twins share them
 
 
-def remeasure_rounds(sweep: SweepSettings) -> int:
-    return max(0, int(sweep.remeasure or 0))
-
-
 def remeasured_share(history: History, kind: str = "cpu") -> tuple[float, str]:
     """The share of the history's first attempts on this kind of device (`cpu`, a GPU type, `cuda`) that a verdict
-    other than ok sent back (a later attempt is itself a remeasure, mostly ok, and would dilute the rate), with a
-    note; where the history has no verdict there, REMEASURE_PRIOR's."""
+    other than ok sent back (later attempts, mostly ok, would dilute it), with a note; else REMEASURE_PRIOR's."""
     frame = history.frame
     if not frame.empty and "measurement" in frame:
         frame = frame[[device_kind(row) == kind for row in frame.to_dict("records")]]
@@ -55,41 +52,35 @@ def device_type(fields: dict, model: CostModel, cluster_types: list[str]) -> tup
     unpinned CUDA trial the GPU the history ran it on, the cluster's only type, else DEFAULT_GPU."""
     if fields.get("device") != "cuda":
         return CPU, False
-    if fields.get("accelerator_type"):
-        return str(fields["accelerator_type"]), False
-    kind = model.device_kind(fields)
+    kind = fields.get("accelerator_type") or model.device_kind(fields)
     if kind not in ("cpu", "cuda"):
-        return kind, False
+        return str(kind), False
     return (cluster_types[0], False) if len(cluster_types) == 1 else (DEFAULT_GPU, True)
 
 
-RUN_KINDS = ("warmup", "timed", "instrumented", "profiled")
-
-
 def trial_row(trial: PlannedTrial, model: CostModel, runs: bool, warm: bool, shared: bool, rounds: int, share) -> dict:
-    """One planned trial's row of the plan, its seconds by part. Under a shared inductor cache (`shared`) a `warm`
-    trial (a twin of a graph priced before) pays the warm compile, as does every remeasure round; `share(kind)`:
-    the remeasured share on that kind of device."""
+    """One planned trial's row of the plan, its seconds by part. Under a `shared` inductor cache a `warm` trial (a
+    twin of a graph priced before) and every remeasure round pay the warm compile; `share(kind)`: the rounds' share."""
     fields = {**trial.spec.to_dict(), "key": trial.key, "accelerator_type": trial.accelerator_type}
     found = estimate(fields, model)
-    seconds, low, high = found.seconds, found.low, found.high
     counts = (number(fields, "warmup"), model.timed_runs(fields).mid, INSTRUMENTED_RUNS, profile_runs(fields))
-    parts = {f"{kind}_s": found.parts["run"] * count for kind, count in zip(RUN_KINDS, counts)}
+    parts = {
+        f"{kind}_s": found.parts["run"] * n for kind, n in zip(("warmup", "timed", "instrumented", "profiled"), counts)
+    }
     parts.update({f"{part}_s": found.parts[part] for part in ("compile", "build", "harness")})
     saved = max(parts["compile_s"] - model.warm_compile(fields)[0].mid, 0.0) if shared and compiles(fields) else 0.0
-    if warm:
-        parts["compile_s"] -= saved
-        scale = (seconds - saved) / seconds if seconds > 0 else 1.0
-        seconds, low, high = seconds * scale, low * scale, high * scale
+    scale = (found.seconds - saved) / found.seconds if warm and found.seconds > 0 else 1.0
+    parts["compile_s"] -= saved if warm else 0.0
     one_round = found.seconds - saved  # the whole trial again, on a warm worker
     extra = rounds * share(model.device_kind(fields)) * one_round if rounds else 0.0
+    seconds = found.seconds * scale
     return {
         **fields,
         "action": RUN if runs else REUSED,
         "pool": pool_of(fields["device"], trial.accelerator_type),
         "estimated_s": seconds + extra,
-        "low_s": low,
-        "high_s": high + rounds * one_round,
+        "low_s": found.low * scale,
+        "high_s": found.high * scale + rounds * one_round,
         "basis": found.basis,
         "in_trial_s": seconds + extra - parts["harness_s"],
         **parts,
@@ -103,24 +94,20 @@ def price_sweep(
     config: SweepConfig, plan: GridPlan | None = None, history: History | None = None, reader=None, waiting=()
 ) -> Priced:
     """Plan the sweep as a real run would (grid, drops, resume against the store and the journal's `waiting`
-    results, sweeps.delivery.journal.journaled_results), read the store read-only, fit the cost model once and
-    price every planned trial. SpecError for a bad grid, StoreReadError for a store that cannot be read."""
+    results), read the store read-only, fit the cost model once and price every planned trial. SpecError for a bad
+    grid, StoreReadError for a store that cannot be read."""
     started, sweep = time.perf_counter(), config.sweep
     plan = plan or plan_sweep(config)
     history = history or load_history(config.tracking.uri, config.tracking.experiment)
     finished = history.finished_keys | {r["key"] for r in waiting if r.get("status") == FINISHED}
     pools = {pool_of(t.spec.device, t.accelerator_type) for t in plan.trials}
     workers = find_workers(config, pools, **({"reader": reader} if reader else {}))
-    model, rounds, shared = (
-        fit(history.trusted()),
-        remeasure_rounds(sweep),
-        inductor_mode(sweep.inductor_cache) == SHARED,
-    )
+    model, rounds = fit(history.trusted()), max(0, int(sweep.remeasure or 0))
+    shared = inductor_mode(sweep.inductor_cache) == SHARED
     shares, compiled, rows, starts, assumed = {}, set(), [], {}, 0
 
     def share(kind: str) -> float:
-        if kind not in shares:
-            shares[kind] = remeasured_share(history, kind)
+        shares[kind] = shares.get(kind) or remeasured_share(history, kind)
         return shares[kind][0]
 
     for trial in plan.trials:
@@ -128,8 +115,7 @@ def price_sweep(
         graph = graph_key(trial.spec.to_dict(), trial.accelerator_type) if shared else None
         row = trial_row(trial, model, runs, runs and graph in compiled, shared, rounds, share)
         row["device_type"], guessed = device_type(row, model, list(workers.types))
-        if row["pool"] not in starts:  # a pool's workers are alike: its first trial prices their start-up
-            starts[row["pool"]] = model.cold_start(row)
+        starts.setdefault(row["pool"], model.cold_start(row))  # a pool's workers are alike: priced on its first
         rows.append(row)
         assumed += guessed
         compiled |= {graph} - {None}
@@ -161,9 +147,6 @@ def price_for_run(config: SweepConfig, say, waiting: list[dict] = ()) -> Priced 
     """price_sweep for a real run. Bad input (SpecError, StoreReadError) and an estimate over a limit (Refused)
     raise; a failure of the cost model itself is said in one line and the sweep goes on in the grid's order (None),
     unless a limit is set, which cannot then be checked (Refused)."""
-    from tokengen.contract.record import first_line
-    from tokengen.contract.spec import SpecError
-
     try:
         priced = price_sweep(config, waiting=waiting)
     except (SpecError, StoreReadError):

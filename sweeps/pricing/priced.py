@@ -1,16 +1,18 @@
 """A priced sweep: every planned trial with its estimate in submission order (longest first), the pools' workers
-and walls, the totals and the budget guard."""
+and walls, the totals and the budget guard. A pool's wall is LPT's (each trial, longest first, to the worker free
+soonest: within 4/3 of the best schedule, Graham 1969); no schedule beats max(total / workers, longest)."""
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
 from sweeps.planning.grid import GridPlan, PlannedTrial
-from sweeps.pricing.estimate import makespan
 from sweeps.pricing.workers import Workers
 from tokengen.contract.machine.gpus import price_per_hour
 from tokengen.contract.spec import SPEC_FIELDS
@@ -27,6 +29,27 @@ PLAN_COLUMNS = (
 )
 SPANS = ["estimated_s", "low_s", "high_s"]
 DEVICE_COLUMNS = "device trials device_hours low_hours high_hours usd_per_hour cost_usd cost_range_usd".split()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    seconds: float  # LPT's makespan
+    lower_bound: float  # max(total / workers, longest): no schedule finishes sooner
+    worker: list  # worker of each estimate, in the estimates' order
+
+
+def makespan(estimates: Iterable, workers: int) -> Schedule:
+    """LPT's schedule of `estimates` (Estimates or seconds) on `workers` identical workers."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    seconds = [float(getattr(e, "seconds", e)) for e in estimates]
+    free = [(0.0, w) for w in range(workers)]  # (time the worker is free, worker)
+    worker = [0] * len(seconds)
+    for i in sorted(range(len(seconds)), key=lambda i: -seconds[i]):  # longest first, ties in the given order
+        at, worker[i] = heapq.heappop(free)
+        heapq.heappush(free, (at + seconds[i], worker[i]))
+    bound = max(sum(seconds) / workers, max(seconds, default=0.0))
+    return Schedule(max(at for at, _ in free), bound, worker)
 
 
 def money(usd: float) -> str:
@@ -106,20 +129,15 @@ class Priced:
     @property
     def cost(self) -> float | None:
         """USD for the trials that run; None when a device type they use has no price."""
-        if self.unpriced:
-            return None
-        hours = self.runs.groupby("device_type")["estimated_s"].sum() / 3600
-        return float(sum(h * price_per_hour(self.prices, d) for d, h in hours.items()))
+        return None if self.unpriced else float(self.by_device()["cost_usd"].sum())
 
     def walls(self) -> pd.DataFrame:
         """Per pool: workers, LPT's wall on them and the bound no schedule beats."""
         rows = []
         for pool, group in self.runs.groupby("pool", sort=True):
             workers = self.workers.of(pool)
-            schedule = makespan(group["estimated_s"].tolist(), workers)
-            rows.append(
-                (pool, len(group), workers, schedule.seconds, schedule.lower_bound, float(group["estimated_s"].max()))
-            )
+            lpt = makespan(group["estimated_s"].tolist(), workers)
+            rows.append((pool, len(group), workers, lpt.seconds, lpt.lower_bound, group["estimated_s"].max()))
         return pd.DataFrame(rows, columns=["pool", "trials", "workers", "wall_s", "lower_bound_s", "longest_s"])
 
     @property

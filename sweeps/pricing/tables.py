@@ -24,7 +24,7 @@ ESTIMATE_NOTE = (
     "timer's run) and profiled runs, the compile (the first run's extra), the model's build, the harness around each "
     "trial process (its start-up and exit, the Ray task), remeasure rounds where sweep.remeasure is set, and start_s, "
     "a worker's start-up, on the first trial each worker takes (columns left out are zero); range_s: the model's "
-    "low..high; basis: history (the trial, or its spec, ran before), fit (its family's law) or prior (first "
+    "low..high; basis: history (this very trial ran before), fit (its family's law) or prior (first "
     "principles, rescaled by the nearest runs)."
 )
 DEVICE_NOTE = "Prices from sweep.prices (USD per device-hour; `cpu`: one CPU trial's node)."

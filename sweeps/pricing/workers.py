@@ -1,10 +1,6 @@
-"""How many trials of each kind run at once, found without starting Ray: the wall a plan predicts.
-
-A sweep's trials fall into pools that share no worker: CPU trials, CUDA trials pinned to an accelerator type
-and unpinned CUDA trials. `sweep.workers` sets every pool's size; else ray.address's cluster, read from its GCS
-(a cluster that cannot be read is assumed 1 worker per pool), else a local Ray's ray.num_cpus (or this host's
-cores) // sweep.cpus_per_trial and ray.num_gpus (or the GPUs NVML sees, else 1 assumed).
-"""
+"""How many trials of each pool (CPU, CUDA pinned to an accelerator type, unpinned CUDA) run at once, found
+without starting Ray: `sweep.workers`, else ray.address's cluster read from its GCS (1 per pool where it cannot be
+read), else a local Ray's CPUs // sweep.cpus_per_trial and its GPUs (1 assumed where none is found)."""
 
 from __future__ import annotations
 
@@ -115,18 +111,11 @@ def find_workers(config: SweepConfig, pools: set[str], reader=read_cluster) -> W
         source = f"the cluster at ray.address={address}: {len(nodes)} node(s), {int(sum(n.gpus for n in nodes))} GPU(s)"
         source += f" ({', '.join(types)})" if types else ""
         return Workers(cluster_sizes(nodes, pools, sweep.cpus_per_trial), source, types=types)
-    cpus = config.ray.num_cpus or os.cpu_count() or 1
-    sizes, notes, assumed = {}, [], False
-    for pool in pools:
-        if pool == CPU:
-            per_trial = sweep.cpus_per_trial or cpus
-            sizes[pool] = max(1, int(cpus // per_trial))
-            notes.append(f"cpu: {cpus} CPU(s) // {per_trial} per trial")
-            continue
-        found = config.ray.num_gpus
-        if found is None:
-            local = local_gpus()
-            found = None if local is None else len(local)
-        sizes[pool], assumed = max(1, int(found or 1)), assumed or not found
-        notes.append(f"{pool}: {found} GPU(s)" if found else f"{pool}: assumes 1 GPU (none found here)")
-    return Workers(sizes, "local Ray, " + "; ".join(sorted(notes)), assumed)
+    cpus, gpus, on_gpu = config.ray.num_cpus or os.cpu_count() or 1, config.ray.num_gpus, pools - {CPU}
+    if gpus is None and on_gpu and (local := local_gpus()) is not None:
+        gpus = len(local)
+    per_trial = sweep.cpus_per_trial or cpus
+    sizes = {p: max(1, int(cpus // per_trial)) if p == CPU else max(1, int(gpus or 1)) for p in pools}
+    gpu_note = f"{gpus} GPU(s)" if gpus else "assumes 1 GPU (none found here)"
+    notes = [f"cpu: {cpus} CPU(s) // {per_trial} per trial" if p == CPU else f"{p}: {gpu_note}" for p in pools]
+    return Workers(sizes, "local Ray, " + "; ".join(sorted(notes)), assumed=bool(on_gpu) and not gpus)

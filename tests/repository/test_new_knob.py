@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent("""
     from tokengen.contract.spec import TrialSpec
     from sweeps.planning.grid import expand
     from sweeps.pricing.price import COMPILED_GRAPH
-    from sweeps.pricing.estimate import estimate
+    from sweeps.pricing.estimate import estimate, fit
     from sweeps.pricing.estimate.model import PRIOR_RUN_FIELDS
     from tracking.report.comparison import prepare
     from tracking.report.knob_tables import knob_tables
@@ -50,7 +50,7 @@ SCRIPT = textwrap.dedent("""
                                                                    max_seqlen=4, runs=2).key()
     plan = expand({"model": "tiny"}, {"variant": ["kv_cache"], "throwaway": ["plain", "noop"]})
     seen["grid"] = sorted(t.spec.throwaway for t in plan.trials)
-    seen["priced"] = [estimate({**t.spec.to_dict()}).seconds > 0 for t in plan.trials]
+    seen["priced"] = [estimate({**t.spec.to_dict()}, fit(None)).seconds > 0 for t in plan.trials]
     seen["price_keys"] = "throwaway" in COMPILED_GRAPH and "throwaway" in PRIOR_RUN_FIELDS
     frame = pd.DataFrame([{**r, "trial_key": r["key"], "run_id": r["key"], "accelerator_type": None, "gpu_type": None}
                           for r in records])

@@ -22,14 +22,13 @@ from pricing_helpers import CPU, T0, FakeCluster, fake_record
 from sweep_helpers import small_sweep
 
 from sweeps.driver import run_sweep
-from sweeps.planning.config import SweepConfig, SweepSettings, load_config
+from sweeps.planning.config import SweepConfig, load_config
 from sweeps.planning.grid import PlannedTrial
 from sweeps.pricing import price as pricing
-from sweeps.pricing.estimate import makespan
-from sweeps.pricing.estimate.history import KEY_COLUMNS, IdentityIndex, _asked, _normal, _with_exact, prepare
+from sweeps.pricing.estimate.history import prepare
 from sweeps.pricing.estimate.priors import WARM_COMPILE_SHARE
 from sweeps.pricing.price import price_sweep
-from sweeps.pricing.priced import PARTS, PLAN_COLUMNS, REUSED, RUN
+from sweeps.pricing.priced import PARTS, PLAN_COLUMNS, REUSED, RUN, makespan
 from sweeps.pricing.tables import PLAN_CSV, PLAN_MD
 from sweeps.pricing.workers import ClusterUnread, Node, cluster_sizes, find_workers
 from tokengen.contract.rules import resolve
@@ -278,73 +277,6 @@ def test_peak_concurrency_counts_an_end_before_a_start_at_the_same_instant():
     assert peak_concurrency([0, 0, 5], [10, 4, 6]) == 2
 
 
-def identical(trial: dict, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The index's answer the slow way, a pass over every row per field: a trial key the history holds decides
-    alone, else every field the trial gives."""
-    empty, key = frame.iloc[0:0], str(trial.get("key") or trial.get("trial_key") or "")
-    for column in (c for c in KEY_COLUMNS if key and c in frame):
-        rows = frame[frame[column].astype(str) == key]
-        if len(rows):
-            return rows, rows
-    asked = None if frame.empty else _asked(trial, frame)
-    if asked is None:
-        return empty, empty
-    keep = pd.Series(True, index=frame.index)
-    for name, want in asked.items():
-        keep &= frame[name].map(lambda v, want=want: _normal(v) == want)
-    return _with_exact(trial, frame[keep])
-
-
-def test_the_identity_index_agrees_with_identical():
-    rng = np.random.default_rng(0)
-    rows = []
-    for i in range(200):
-        rows.append(
-            dict(
-                model=rng.choice(["gpt2", "tiny"]),
-                device="cpu",
-                dtype="float32",
-                cache=str(rng.choice(["none", "dynamic"])),
-                compile="off",
-                batch_size=int(rng.choice([1, 4])),
-                max_seqlen=int(rng.choice([8, 16, 32])),
-                prompt_len=int(rng.choice([1, 8])),
-                steps=8,
-                runtime_mean_s=0.1,
-                warmup=int(rng.choice([0, 1])),
-                runs=5,
-                profile="off",
-                status="finished",
-                trial_key=f"k{i % 150}",
-            )
-        )
-    frame = prepare(pd.DataFrame(rows))
-    index = IdentityIndex(frame)
-    asked = 0
-    for i in range(150):
-        trial = dict(
-            model=str(rng.choice(["gpt2", "tiny"])),
-            device="cpu",
-            dtype="float32",
-            cache=str(rng.choice(["none", "dynamic"])),
-            compile="off",
-            batch_size=int(rng.choice([1, 4, 2])),
-            max_seqlen=int(rng.choice([8, 16, 32])),
-            prompt_len=int(rng.choice([1, 8])),
-            warmup=int(rng.choice([0, 1])),
-            runs=5,
-            profile="off",
-            stop="never",
-        )
-        if i % 3 == 0:
-            trial["key"] = f"k{rng.integers(0, 200)}"
-        same, exact = identical(trial, frame)
-        got_same, got_exact = index(trial)
-        assert list(got_same.index) == list(same.index) and list(got_exact.index) == list(exact.index)
-        asked += len(same) > 0
-    assert asked > 50  # most questions found rows: the comparison is not between empties
-
-
 def test_a_model_fitted_once_prices_each_trial_as_a_fresh_fit_would():
     """The model keeps its look-ups between trials (a sweep prices thousands against one fit): a kept
     answer must never be another trial's."""
@@ -464,10 +396,6 @@ def test_remeasure_rounds_are_priced_at_the_history_share_not_ok(tmp_path, monke
         assert row["estimated_s"] == pytest.approx(plain.loc[key, "estimated_s"] + row["remeasure_s"])
         assert row["high_s"] == pytest.approx(plain.loc[key, "high_s"] + 2 * one_round)
     assert any("sweep.remeasure: 2 round(s)" in note and "50%" in note for note in priced.notes)
-    assert (
-        pricing.remeasure_rounds(SweepSettings(remeasure=3)) == 3
-        and pricing.remeasure_rounds(SweepSettings(remeasure=0)) == 0
-    )
 
 
 def test_the_remeasure_rate_counts_first_attempts_only():

@@ -21,30 +21,21 @@ class CpuSpeed:
     gbs: float  # memory copy bandwidth (bytes read + written)
 
 
-def _rate(work: Callable[[], object], amount: float, budget_s: float, clock: Callable[[], float]) -> float:
-    """amount per second of `work`, repeated until `budget_s` of `clock` passed (once at least)."""
-    work()  # warm: page faults, BLAS thread start-up
-    start, done = clock(), 0
-    while True:
-        work()
-        done += 1
-        elapsed = clock() - start
-        if elapsed >= budget_s:
-            return amount * done / elapsed
-
-
 def calibrate_cpu(
     seconds: float = 1.0, clock: Callable[[], float] = time.perf_counter, matmul_size: int = 1024, copy_mib: int = 64
 ) -> CpuSpeed:
-    """This host's float32 matmul GFLOP/s and copy GB/s, half of `seconds` each."""
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((matmul_size, matmul_size), dtype=np.float32)
-    b = rng.standard_normal((matmul_size, matmul_size), dtype=np.float32)
-    flops = _rate(lambda: a @ b, 2.0 * matmul_size**3, seconds / 2, clock)
-    src = np.ones(copy_mib * 2**20 // 4, dtype=np.float32)
-    dst = np.empty_like(src)
-    copied = _rate(lambda: np.copyto(dst, src), 2.0 * src.nbytes, seconds / 2, clock)
-    return CpuSpeed(gflops=flops / 1e9, gbs=copied / 1e9)
+    """This host's float32 matmul GFLOP/s and copy GB/s, each repeated for half of `seconds` of `clock`."""
+    a = np.ones((matmul_size, matmul_size), dtype=np.float32)
+    src = np.ones(copy_mib * 2**18, dtype=np.float32)
+    dst, rates = np.empty_like(src), []
+    for work, amount in ((lambda: a @ a, 2.0 * matmul_size**3), (lambda: np.copyto(dst, src), 2.0 * src.nbytes)):
+        work()  # warm: page faults, BLAS thread start-up
+        start, done = clock(), 0
+        while (elapsed := clock() - start) < seconds / 2 or not done:
+            work()
+            done += 1
+        rates.append(amount * done / elapsed / 1e9)
+    return CpuSpeed(*rates)
 
 
 _cached: CpuSpeed | None = None

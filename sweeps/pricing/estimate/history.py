@@ -12,37 +12,18 @@ its neighbours too), with the per-run quantities the fits read:
 
 from __future__ import annotations
 
-from typing import Hashable, Mapping
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from sweeps.pricing.estimate.hardware import gpu_kind
-from sweeps.pricing.estimate.trials import (
-    AUTO,
-    DEFAULTS,
-    INSTRUMENTED_RUNS,
-    PROFILE_SLOWDOWN,
-    family,
-    is_auto,
-    law,
-    missing,
-    text,
-)
+from sweeps.pricing.estimate.trials import AUTO, DEFAULTS, INSTRUMENTED_RUNS, family, is_auto, law, profile_runs, text
 from tokengen.contract.declarations import EAGER, KNOBS, in_family
 from tokengen.contract.names import WARM
 
 REQUIRED = ("model", "device", "dtype", "batch_size", "max_seqlen", "steps", "runtime_mean_s")
 METRICS = ("steps", "runtime_mean_s", "runtime_median_s", "first_run_s", "trial_wall_s", "child_wall_s")
-TRUSTED_MEASUREMENT = {"ok"}  # the `measurement` tag; a run recorded before the tag existed counts as ok
-RUN_COUNT_COLUMNS = ("runs_done", "timed_runs", "runs_timed")  # runs=auto: how many ran
-KEY_COLUMNS = ("trial_key", "key")
-MEASUREMENT_FIELDS = ("warmup", "runs", "profile")  # change the total, not a run's time
-IDENTITY_IGNORED = {
-    *KEY_COLUMNS,
-    *MEASUREMENT_FIELDS,
-    *"variant min_runs max_runs profile_steps accelerator_type".split(),
-}
 COLD_START_MIN_S = 0.5  # a first trial's start-up beyond its warm neighbours' below this is noise
 OUTSIDE_CHILD_S = 0.01  # in_task_s where a run has no node span (about 1 ms measured; the driver's writes overlap)
 
@@ -59,21 +40,9 @@ def _number(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(frame[column], errors="coerce") if column in frame else pd.Series(np.nan, index=frame.index)
 
 
-def _timed_runs_done(frame: pd.DataFrame) -> pd.Series:
-    """Timed runs a row made: its runs param, or for runs=auto a count column or its runtime series."""
-    done = pd.to_numeric(frame["runs"], errors="coerce")
-    for column in RUN_COUNT_COLUMNS:
-        if column in frame:
-            done = done.fillna(pd.to_numeric(frame[column], errors="coerce"))
-    if "runtime_s" in frame:
-        done = done.fillna(frame["runtime_s"].map(lambda v: float(len(v)) if isinstance(v, (list, tuple)) else np.nan))
-    return done
-
-
 def cold_starts(frame: pd.DataFrame, in_child: pd.Series) -> pd.Series:
-    """Seconds of a worker's start-up each row carries. A row its worker ran first (it started before any other
-    trial of its sweep on its node finished; every row without spans) carries its `in_child` beyond the median of
-    the rows of its device kind that were not first; the others 0."""
+    """Seconds of a worker's start-up each row carries: a row its worker ran first (started before any other of its
+    sweep on its node finished; or without spans) its `in_child` beyond the others' median there; the rest 0."""
     started, finished = _number(frame, "node_started_at"), _number(frame, "node_finished_at")
     groups = [frame[c].astype(str) for c in ("sweep", "node_id") if c in frame]
     earliest_end = finished.groupby(groups).transform("min") if groups else pd.Series(finished.min(), frame.index)
@@ -91,8 +60,8 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     keep = pd.Series(True, index=history.index)
     if "status" in history:
         keep &= history["status"].astype(str).str.lower().isin({"finished", "nan", "none"})
-    if "measurement" in history:
-        keep &= history["measurement"].isna() | history["measurement"].astype(str).str.lower().isin(TRUSTED_MEASUREMENT)
+    if "measurement" in history:  # a run recorded before the tag existed counts as ok
+        keep &= history["measurement"].isna() | (history["measurement"].astype(str).str.lower() == "ok")
     frame = history[keep].copy()
     for name, default in DEFAULTS.items():
         if name not in frame:
@@ -106,10 +75,8 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     frame["family"] = [family(r, k) for r, k in zip(records, frame["device_kind"])]
     frame["law"] = [law(r) for r in records]
     frame["runs"] = [AUTO if is_auto(r) else r for r in frame["runs"]]  # one spelling for the rows' filters
-    runs = _timed_runs_done(frame)
-    warmup = pd.to_numeric(frame["warmup"], errors="coerce").fillna(DEFAULTS["warmup"])
-    if "warmup_done" in frame:  # runs=auto warms on until a run settles
-        warmup = pd.to_numeric(frame["warmup_done"], errors="coerce").fillna(warmup)
+    runs = pd.to_numeric(frame["runs"], errors="coerce").fillna(_number(frame, "runs_done"))  # runs=auto: runs_done
+    warmup = _number(frame, "warmup_done").fillna(_number(frame, "warmup")).fillna(DEFAULTS["warmup"])  # auto: done
     mean, first = frame["runtime_mean_s"], frame["first_run_s"]
     without_first = (runs * mean - first) / (runs - 1)  # warmup=0: the first run is among the timed ones
     steady = mean.where(~((warmup == 0) & first.notna()), without_first.where(runs > 1))
@@ -119,7 +86,7 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     frame["compile_s"] = (first - frame["steady_run_s"]).clip(lower=0)
     cache = frame["compile_cache"] if "compile_cache" in frame else pd.Series(None, index=frame.index, dtype=object)
     frame["compile_warm"] = (cache.astype(str) == WARM).map({True: "yes", False: "no"})  # graphs from a cache
-    others = warmup + runs + INSTRUMENTED_RUNS - 1 + frame["profile"].map(lambda p: PROFILE_SLOWDOWN.get(str(p), 2.0))
+    others = warmup + runs + INSTRUMENTED_RUNS - 1 + pd.Series([profile_runs(r) for r in records], frame.index)
     frame["build_s"] = (frame["trial_wall_s"] - first - others * frame["steady_run_s"]).clip(lower=0)
     in_child = (frame["child_wall_s"] - frame["trial_wall_s"]).clip(lower=0)
     frame["cold_start_s"] = cold_starts(frame, in_child)
@@ -128,65 +95,3 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     span = _number(frame, "node_finished_at") - _number(frame, "node_started_at")
     frame["in_task_s"] = (span - frame["child_wall_s"]).clip(lower=0)
     return frame.reset_index(drop=True)
-
-
-def _normal(value) -> Hashable:
-    """A value as rows are matched on it: missing, a number, or text (a bool is the number it converts to)."""
-    if missing(value):
-        return None
-    try:
-        return ("n", float(value))
-    except (TypeError, ValueError):
-        return ("s", str(value))
-
-
-def _asked(trial: Mapping, frame: pd.DataFrame) -> dict | None:
-    """What a row must hold (field -> normal value, the pinned GPU as its device_kind); None where the trial gives
-    a field the history lacks at other than its default."""
-    asked = {}
-    for name, value in trial.items():
-        if name in IDENTITY_IGNORED:
-            continue
-        if name in frame:
-            asked[name] = _normal(value)
-        elif name not in DEFAULTS or _normal(value) != _normal(DEFAULTS[name]):
-            return None
-    pinned = gpu_kind(trial.get("accelerator_type")) if text(trial, "device") == "cuda" else None
-    return {**asked, "device_kind": _normal(pinned)} if pinned else asked
-
-
-def _with_exact(trial: Mapping, rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    exact = pd.Series(True, index=rows.index)
-    for name in (n for n in MEASUREMENT_FIELDS if n in trial):
-        exact &= rows[name].map(lambda v, want=_normal(trial[name]): _normal(v) == want)
-    return rows, rows[exact]
-
-
-def _positions(values) -> dict:
-    found: dict = {}
-    for position, value in enumerate(values):
-        found.setdefault(value, []).append(position)
-    return found
-
-
-class IdentityIndex:
-    """The history's rows of a trial's spec, and of those the ones with its measurement settings too: a trial key
-    the history holds decides alone, else every field the trial gives. Grouped once per set of fields asked (a
-    sweep's trials all ask the same), each trial is a dictionary look-up."""
-
-    def __init__(self, frame: pd.DataFrame):
-        self.frame, self.empty, self._groups = frame, frame.iloc[0:0], {}
-        self._keys = [_positions(frame[column].astype(str)) for column in KEY_COLUMNS if column in frame]
-
-    def __call__(self, trial: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
-        key = str(trial.get("key") or trial.get("trial_key") or "")
-        positions = next((keys[key] for keys in self._keys if key and key in keys), None)
-        if positions:
-            return self.frame.iloc[positions], self.frame.iloc[positions]
-        asked = None if self.frame.empty else _asked(trial, self.frame)
-        if asked is None:
-            return self.empty, self.empty
-        if tuple(asked) not in self._groups:
-            self._groups[tuple(asked)] = _positions(zip(*(self.frame[name].map(_normal) for name in asked)))
-        positions = self._groups[tuple(asked)].get(tuple(asked.values()))
-        return _with_exact(trial, self.frame.iloc[positions]) if positions else (self.empty, self.empty)

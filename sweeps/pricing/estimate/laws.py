@@ -1,6 +1,4 @@
-"""The fit: per family, a decode step's mean time as a law of batch, prompt and run length; and `Span`, a value
-with a low and a high that each part of an estimate carries (lows add to lows, highs to highs: a wide range that
-keeps a scheduler from under-booking a worker).
+"""The fit: per family, a decode step's mean time as a law of batch, prompt and run length.
 
 A run of S steps (L per batch) with B rows and a P-token prompt has mean context P + (L-1)/2, so
   cached     t_step = a + b*B + c*B*P/L + d*B*(P + (L-1)/2)   (c: prefill spread over the run; d: a growing cache)
@@ -14,34 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, nnls
 
-
-class Span(NamedTuple):
-    mid: float
-    low: float
-    high: float
-
-    @classmethod
-    def exact(cls, value: float) -> "Span":
-        return cls(value, value, value)
-
-    @classmethod
-    def factor(cls, value: float, factor: float) -> "Span":
-        """value / factor .. value x factor: for quantities known to a ratio."""
-        return cls(value, value / factor, value * factor)
-
-    def __add__(self, other: "Span") -> "Span":  # type: ignore[override]
-        return Span(self.mid + other.mid, self.low + other.low, self.high + other.high)
-
-    def times_span(self, other: "Span") -> "Span":
-        """Product of two non-negative spans (a run's time x a number of runs)."""
-        return Span(self.mid * other.mid, self.low * other.low, self.high * other.high)
-
+from sweeps.pricing.estimate.span import Span
 
 TERMS = {"cached": ("const", "batch", "prefill", "position"), "recompute": ("const", "batch_context")}
 REQUIRED_TERMS = 2  # the leading terms a law cannot do without
@@ -77,7 +53,6 @@ class StepLaw:
     terms: tuple
     coef: tuple
     sigma: float  # robust spread of log(measured / fitted) per run
-    rows: int
     seen: dict  # batch_size, prompt_len, steps: (lowest, highest) the fit saw
 
     def run(self, batch: float, prompt: float, steps: float, batches: int = 1) -> Span:
@@ -119,15 +94,12 @@ def fit_law(rows: pd.DataFrame, law: str, batches: pd.Series) -> StepLaw | None:
     fitted = x @ coef
     log_residuals = np.log(y / np.where(fitted > 0, fitted, np.nan))
     sigma = _robust_sigma(log_residuals[np.isfinite(log_residuals)], len(terms))
-    seen = {k: (float(rows[k].min()), float(rows[k].max())) for k in SEEN}
-    seen["prompt_len"] = (max(seen["prompt_len"][0], 1.0), max(seen["prompt_len"][1], 1.0))
-    return StepLaw(law, tuple(terms), tuple(float(c) for c in coef), sigma, len(rows), seen)
+    seen = {k: (float(v.min()), float(v.max())) for k, v in zip(SEEN, (batch, prompt, rows["steps"]))}
+    return StepLaw(law, tuple(terms), tuple(float(c) for c in coef), sigma, seen)
 
 
 def fit_families(frame: pd.DataFrame) -> dict:
     """family -> StepLaw (or None where the history cannot fit one); `frame` has CostModel's batches column."""
-    if frame.empty:
-        return {}
     usable = frame[frame["steady_run_s"].notna() & frame["steps"].notna()]
     return {
         key: fit_law(rows, rows["law"].iloc[0], frame["batches"]) for key, rows in usable.groupby("family", sort=False)

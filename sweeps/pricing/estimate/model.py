@@ -1,7 +1,5 @@
-"""The cost model fitted to a history: each part of a trial's cost from the narrowest group of past runs that has
-evidence to the widest, then the prior. Every run records how far off the prior was for it (measured / prior), so a
-trial no fit covers (a new model, a new GPU) gets the prior times the ratio of the nearest runs that have one.
-"""
+"""The cost model fitted to a history: each part of a trial's cost from the narrowest group of past runs with
+evidence, else the prior times the measured/prior ratio of the nearest runs (a new model, a new GPU)."""
 
 from __future__ import annotations
 
@@ -16,9 +14,10 @@ import pandas as pd
 
 import sweeps.pricing.estimate.priors as priors
 from sweeps.pricing.estimate.hardware import CpuSpeed, gpu_kind
-from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S, IdentityIndex, prepare
-from sweeps.pricing.estimate.laws import Span, fit_families
-from sweeps.pricing.estimate.trials import AUTO, batches, expected_steps, family, fixed_runs, law, number, text
+from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S, prepare
+from sweeps.pricing.estimate.laws import fit_families
+from sweeps.pricing.estimate.span import Span
+from sweeps.pricing.estimate.trials import AUTO, batches, expected_steps, family, get, is_auto, law, number, text
 from tokengen.contract.declarations import KNOBS, knobs_where
 
 SINGLE_SAMPLE_FACTOR = 1.3  # one past measurement of a part: x/1.3 .. x1.3
@@ -49,8 +48,7 @@ def _ratio_span(value: float, ratios: pd.Series) -> Span:
 
 
 def kept_by(*fields: str):
-    """A part that depends on the trial's device kind and these fields only: computed once per their values (a
-    sweep prices thousands of trials against one fit)."""
+    """A part that depends on the device kind and these fields only, computed once per their values."""
 
     def wrap(part):
         @functools.wraps(part)
@@ -105,9 +103,12 @@ class CostModel:
                 return Counter(rows["device_kind"]).most_common(1)[0][0]
         return "cuda"
 
-    def identical(self, trial: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """history.IdentityIndex over this model's frame, built once."""
-        return self._kept(("identical",), lambda: IdentityIndex(self.frame))(trial)
+    def measured(self, trial: Mapping) -> pd.DataFrame:
+        """The history's runs of this very trial (its key)."""
+        keys = self._kept(
+            ("keys",), lambda: self.frame.groupby("trial_key").indices if "trial_key" in self.frame else {}
+        )
+        return self.frame.iloc[keys.get(trial.get("key"), [])]
 
     def _rows(self, column: str, **match) -> pd.Series:
         """`column` of the rows matching every field given, nulls dropped (kept: callers never change it)."""
@@ -126,9 +127,12 @@ class CostModel:
         """`column` of the first group in `chain` (narrowest first) that has any."""
         return next((found for found in (self._rows(column, **match) for match in chain) if len(found)), EMPTY)
 
-    def _rescaled(self, prior: Span, column: str, *chain: dict) -> Span:
-        """The prior times the nearest runs' (positive) ratios to it, else as it is."""
-        ratios = self._first(column, *chain)
+    def _part(self, column: str, chain: tuple, prior: Span, ratio: str, ratio_chain: tuple) -> Span:
+        """`column` as measured in the nearest group of `chain`, else the prior rescaled by `ratio_chain`'s."""
+        measured = self._first(column, *chain)
+        if len(measured):
+            return spread(measured)
+        ratios = self._first(ratio, *ratio_chain)
         ratios = ratios[ratios > 0]
         return _ratio_span(prior.mid, ratios) if len(ratios) else prior
 
@@ -169,21 +173,15 @@ class CostModel:
         """The first run's extra seconds (compilation, or start-up with compile=off), measured cold."""
         kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
         graph = {k: text(trial, k) for k in GRAPH_KNOBS}
-        measured = self._first(
-            "compile_s",
-            dict(model=model, device_kind=kind, compile_warm="no", **graph),
-            dict(model=model, device_kind=kind, compile=mode, compile_warm="no"),
-        )
-        if len(measured):
-            return spread(measured)
-        chain = (dict(device_kind=kind, compile=mode), dict(compile=mode))
-        return self._rescaled(priors.prior_compile(trial), "compile_ratio", *chain)
+        cold = (dict(model=model, device_kind=kind, compile_warm="no", **graph),)
+        cold += (dict(model=model, device_kind=kind, compile=mode, compile_warm="no"),)
+        nearest = (dict(device_kind=kind, compile=mode), dict(compile=mode))
+        return self._part("compile_s", cold, priors.prior_compile(trial), "compile_ratio", nearest)
 
     @kept_by("device", "model", *GRAPH_KNOBS)
     def warm_compile(self, trial: Mapping) -> tuple[Span, str]:
-        """A twin's first-run extra once another trial of the sweep compiled its graphs (loaded from the shared
-        cache): the history's warm compiles of this model and mode on this device kind, else of this mode there,
-        else its cold compile times the prior's warm share."""
+        """A twin's first-run extra, its graphs loaded from the sweep's shared cache: the history's warm compiles
+        (this model, else any, in this mode on this device kind), else the cold compile times the prior's share."""
         kind, mode, model = self.device_kind(trial), text(trial, "compile"), text(trial, "model")
         measured = self._first(
             "compile_s",
@@ -199,20 +197,13 @@ class CostModel:
     def build(self, trial: Mapping) -> Span:
         """Building the model inside the trial process."""
         kind, model = self.device_kind(trial), text(trial, "model")
-        measured = self._first(
-            "build_s",
-            dict(model=model, device_kind=kind, dtype=text(trial, "dtype")),
-            dict(model=model, device_kind=kind),
-        )
-        if len(measured):
-            return spread(measured)
-        chain = (dict(device_kind=kind), dict(device=text(trial, "device")))
-        return self._rescaled(priors.prior_build(trial), "build_ratio", *chain)
+        same = (dict(model=model, device_kind=kind, dtype=text(trial, "dtype")), dict(model=model, device_kind=kind))
+        nearest = (dict(device_kind=kind), dict(device=text(trial, "device")))
+        return self._part("build_s", same, priors.prior_build(trial), "build_ratio", nearest)
 
     @kept_by()
     def harness(self, trial: Mapping) -> Span:
-        """A worker's per-trial cost around the trial: the process's start-up and exit on a warm worker (in_child_s),
-        plus the Ray task around the process (in_task_s, else OUTSIDE_CHILD_S)."""
+        """Around each trial: its process's start-up and exit on a warm worker, and the Ray task around that."""
         measured = self._first("in_child_s", dict(device_kind=self.device_kind(trial)), {})
         if not len(measured):
             return Span.factor(priors.HARNESS_PRIOR_S, 2.0)
@@ -221,17 +212,15 @@ class CostModel:
 
     @kept_by()
     def cold_start(self, trial: Mapping) -> Span:
-        """A worker's start-up, paid by the first trial it runs (history.cold_starts): as measured on this device
-        kind, else anywhere, else the prior."""
+        """A worker's start-up (history.cold_starts), paid by its first trial: measured here, anywhere, or the prior."""
         measured = self._first("cold_start_s", dict(device_kind=self.device_kind(trial)), {})
         measured = measured[measured > 0]
         return spread(measured) if len(measured) else priors.prior_cold_start(trial)
 
     def timed_runs(self, trial: Mapping) -> Span:
         """Timed runs: as given, or for runs=auto what this family's auto runs made (else min..max)."""
-        runs = fixed_runs(trial)
-        if runs is not None:
-            return Span.exact(float(runs))
+        if not is_auto(get(trial, "runs")):
+            return Span.exact(float(get(trial, "runs")))
         low, high = float(number(trial, "min_runs")), float(number(trial, "max_runs"))
         made = self._rows("timed_runs_done", family=family(trial, self.device_kind(trial)), runs=AUTO)
         if len(made):

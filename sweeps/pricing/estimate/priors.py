@@ -14,8 +14,8 @@ from typing import Mapping
 import numpy as np
 
 from sweeps.pricing.estimate.hardware import DEFAULT_GPU, GPUS, CpuSpeed, cpu_speed, gpu_spec
-from sweeps.pricing.estimate.laws import Span
 from sweeps.pricing.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
+from sweeps.pricing.estimate.span import Span
 from sweeps.pricing.estimate.trials import batches, compile_mode, compiles, law, number, text
 from tokengen.contract.declarations import KNOBS, weight_bits
 from tokengen.contract.spec import DTYPE_BYTES
@@ -36,11 +36,10 @@ STEP_OVERHEAD_S = {
     ("cpu", "graphed"): (0.5e-3, 0.05e-3),
 }
 ENGINE_OVERHEAD_S = {"loop": 0.0, "generate": 0.5e-3, "generate_batch": 1.0e-3}  # logits processors, stop criteria
-# A cold compile=default by size family, times the mode's declared compile_cost; inductor's C++ codegen on a CPU
-# is slower. On CUDA it is the host's work: gpt2 (base) took 15.9 s on an H200 node (docs/results.md, "On a GPU").
-COMPILE_PRIOR_S = {"small": 20.0, "base": 40.0, "large": 70.0, "huge": 120.0}
+# A cold compile=default by size family, times the mode's declared compile_cost: on a CPU with inductor's C++
+# codegen; on CUDA the host's work: gpt2 (base) took 15.9 s on an H200 node (docs/results.md, "On a GPU").
+CPU_COMPILE_PRIOR_S = {"small": 30.0, "base": 60.0, "large": 105.0, "huge": 180.0}
 CUDA_COMPILE_PRIOR_S = {"small": 8.0, "base": 16.0, "large": 40.0, "huge": 80.0}
-CPU_COMPILE_FACTOR = 1.5
 WARM_COMPILE_SHARE = 0.2  # a twin loading its graphs from the sweep's shared cache against their cold compile:
 # 0.19x on this project's CPU benchmark (benchmarks/compile_sharing.py); a history's warm trials replace it
 FIRST_RUN_EXTRA_S = {"cuda": 0.5, "cpu": 0.05}  # compile=off: cuBLAS and the allocator's start-up
@@ -115,7 +114,7 @@ def prior_compile(trial: Mapping) -> Span:
         return Span.factor(FIRST_RUN_EXTRA_S[device], PRIOR_FACTOR)
     mode = compile_mode(trial)
     family = (shape_of(text(trial, "model")) or FALLBACK_SHAPE).size_family
-    base = COMPILE_PRIOR_S[family] * CPU_COMPILE_FACTOR if device == "cpu" else CUDA_COMPILE_PRIOR_S[family]
+    base = (CPU_COMPILE_PRIOR_S if device == "cpu" else CUDA_COMPILE_PRIOR_S)[family]
     return Span.factor(base * (mode.compile_cost if mode else 1.0), PRIOR_FACTOR)
 
 

@@ -21,14 +21,10 @@ PROFILE_SLOWDOWN = {"off": 0.0, "torch": 2.0, "nsys": 1.3, "auto": 2.0}  # a pro
 AUTO = "auto"
 
 
-def missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def get(trial: Mapping, name: str):
     """The trial's value, or the default when absent or null (MLflow, pandas)."""
     value = trial.get(name)
-    return DEFAULTS.get(name) if missing(value) else value
+    return DEFAULTS.get(name) if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
 def number(trial: Mapping, name: str) -> int:
@@ -41,12 +37,6 @@ def text(trial: Mapping, name: str) -> str:
 
 def is_auto(runs) -> bool:
     return str(runs).strip().lower() in (AUTO, "0", "0.0")  # as the spec stores it: tokengen.contract.spec.AUTO_RUNS
-
-
-def fixed_runs(trial: Mapping) -> int | None:
-    """The timed runs, or None when runs='auto' (a stopping rule decides)."""
-    runs = get(trial, "runs")
-    return None if is_auto(runs) else int(float(runs))
 
 
 def batches(trial: Mapping) -> int:
