@@ -166,6 +166,24 @@ def test_plots_are_wide_and_colour_blind_safe(disturbed):
     assert len(set(colours)) == 3 and set(colours) <= set(OKABE_ITO)
 
 
+def test_a_marked_point_is_drawn_hollow_and_the_others_filled():
+    import matplotlib.pyplot as plt
+
+    from tracking.report.plots import _line, speedup_bars
+
+    speedups = {"steps": [8, 16, 32], "speedup": [1.5, 2.0, 3.0], "speedup_low": [1.4, 1.9, 2.5]}
+    points = pd.DataFrame({**speedups, "speedup_high": [1.6, 2.1, 3.5], "speedup_marked": [False, True, False]})
+    style = palette(points.assign(variant="kv_cache", variant_rank=1))["kv_cache"]
+    fig, ax = plt.subplots()
+    _line(ax, points, "steps", "speedup", style, speedup_bars)
+    marked = [line for line in ax.get_lines() if line.get_marker() == style["marker"]]  # not the error bars' caps
+    hollow = [line for line in marked if line.get_markerfacecolor() == "white"]
+    filled = [line for line in marked if line not in hollow]
+    plt.close(fig)
+    assert [list(line.get_xdata()) for line in hollow] == [[16]]  # the marked point alone
+    assert [list(line.get_xdata()) for line in filled] == [[8, 16, 32]]  # the line, every point filled
+
+
 def test_on_a_quiet_machine_nothing_is_marked(tmp_path):
     store = f"sqlite:///{tmp_path}/m.db"
     quiet = [(v, b, n, r, "ok", 1) for v, b, n, r, _, a in DISTURBED if a == 1]

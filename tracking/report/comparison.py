@@ -17,7 +17,7 @@ from tokengen.contract.names import FINISHED
 from tokengen.contract.variants import VARIANTS
 from tokengen.measure.interference import NOISY_CV
 from tracking.measurement import OK, judged
-from tracking.report.figures.baselines import MATCH, as_float, baseline_of, match_keys, with_speedup
+from tracking.report.figures.baselines import MATCH, as_float, baseline_of, distinct_keys, match_keys, with_speedup
 from tracking.report.figures.token_verdicts import check_tokens
 
 REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
@@ -70,7 +70,8 @@ def prepare(
         frame.loc[skipped, "variant"] = frame.loc[skipped, "variant"].astype(str) + " (CUDA graphs skipped)"
     frame = with_speedup(frame, match=REPORT_MATCH)
     base = baseline_of(frame, match=REPORT_MATCH)
-    frame["baseline_in_sweep"] = [b is None or bool(frame.at[b, "in_sweep"]) for b in base]
+    in_sweep = frame["in_sweep"].to_dict()  # plain dicts below: frame.at per row costs seconds at this size
+    frame["baseline_in_sweep"] = [b is None or bool(in_sweep[b]) for b in base]
     frame["env_vs_baseline"] = env_vs_baseline(frame, base)
     held = gated_rows(frame)
     frame["tokens"], frame["agreed_steps"], downloads = check_tokens(frame, base.where(~held, None), client)
@@ -81,7 +82,8 @@ def prepare(
     frame["interval"] = [
         interval_text(*v) for v in zip(frame["speedup_low"], frame["speedup_high"], frame["significant"])
     ]
-    frame["baseline_measurement"] = [None if b is None else judged(frame.at[b, "measurement"]) for b in base]
+    measurement = frame["measurement"].to_dict()
+    frame["baseline_measurement"] = [None if b is None else judged(measurement[b]) for b in base]
     frame["speedup_marked"] = [
         (speedup_unsure(m, b) or below_gate(t)) and not math.isnan(as_float(s))
         for m, b, s, t in zip(frame["measurement"], frame["baseline_measurement"], frame["speedup"], frame["tokens"])
@@ -97,7 +99,8 @@ def prepare(
 
 def row_knobs(frame: pd.DataFrame) -> list[dict]:
     """Each row's knobs (a store older than a knob has no column for it: its plain value)."""
-    return [{k: row.get(k) for k in KNOBS} for _, row in frame.iterrows()]
+    records = frame[[k for k in KNOBS if k in frame]].to_dict("records")  # plain dicts: not a Series per row
+    return [{k: record.get(k) for k in KNOBS} for record in records]
 
 
 def gated_rows(frame: pd.DataFrame) -> pd.Series:
@@ -170,7 +173,7 @@ def lacks_baselines(trials: pd.DataFrame) -> bool:
 
 
 def varying(frame: pd.DataFrame, columns: list[str] = CONTEXT) -> list[str]:
-    return [c for c in columns if c in frame and len(set(match_keys(frame, [c]))) > 1]
+    return [c for c in columns if c in frame and distinct_keys(frame[c].tolist()) > 1]
 
 
 def finished(frame: pd.DataFrame) -> pd.DataFrame:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from tokengen.contract.names import FINISHED
 from tracking.report.comparison import POINT, REPORT_MATCH
-from tracking.report.figures.baselines import as_float, key_part, match_keys
+from tracking.report.figures.baselines import as_float, distinct_keys, key_part, match_keys
 from tracking.report.figures.derived import DIGITS, rounded
 
 CONTEXT = [c for c in REPORT_MATCH if c not in POINT]
@@ -56,17 +56,19 @@ def headline(frame: pd.DataFrame) -> Headline | None:
     rows = compared if not compared.empty else rows
     points = rows.assign(_point=match_keys(rows, REPORT_MATCH), _context=match_keys(rows, CONTEXT))
     per_context = points["_context"].value_counts()
+    variants = points.groupby("_point")["variant"].nunique()
+    sizes = [c for c in ("batch_size", "max_seqlen", "prompt_len") if c in points]
+    firsts = points.drop_duplicates("_point")[["_point", "_context", *sizes]].to_dict("records")  # each point's first
 
-    def score(group: pd.DataFrame) -> tuple:
-        first = group.iloc[0]
-        sizes = tuple(as_float(first[c]) for c in ("batch_size", "max_seqlen", "prompt_len"))
-        sizes = tuple(-math.inf if math.isnan(s) else s for s in sizes)
-        return (group["variant"].nunique(), per_context[first["_context"]], *sizes)
+    def score(first: dict) -> tuple:
+        measured = tuple(as_float(first.get(c)) for c in ("batch_size", "max_seqlen", "prompt_len"))
+        measured = tuple(-math.inf if math.isnan(s) else s for s in measured)
+        return (variants[first["_point"]], per_context[first["_context"]], *measured)
 
-    groups = sorted(points.groupby("_point", sort=True), key=lambda item: score(item[1]), reverse=True)
-    best = groups[0][1].sort_values(["variant_rank", "variant"], kind="stable")
+    chosen = max(sorted(firsts, key=lambda first: first["_point"]), key=score)["_point"]  # ties: the lowest key
+    best = points[points["_point"] == chosen].sort_values(["variant_rank", "variant"], kind="stable")
     first = best.iloc[0]
-    varying = [c for c in REPORT_MATCH if c in mine and len(set(match_keys(mine, [c]))) > 1]
+    varying = [c for c in REPORT_MATCH if c in mine and distinct_keys(mine[c].tolist()) > 1]
     names = [str(n) for n in best.get("run_name", pd.Series(dtype=object)).dropna()]
     return Headline({c: first.get(c) for c in REPORT_MATCH}, varying, str(first["run_id"]), names)
 

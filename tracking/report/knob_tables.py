@@ -11,7 +11,7 @@ import pandas as pd
 
 from tokengen.contract.declarations import PLAIN, knobs_except, knobs_where, plain
 from tracking.report.comparison import POINT, REPORT_MATCH, finished, interval_text, varying
-from tracking.report.figures.baselines import _stats, partners
+from tracking.report.figures.baselines import partners, stats_of
 from tracking.report.figures.intervals import ratio_interval, significant
 
 
@@ -33,14 +33,9 @@ def knob_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
         return None
     twin = twins.loc[list(found.dropna())].set_index(mine.index)
     ratios = []
-    for label in mine.index:
-        low, high = ratio_interval(*_stats(twin.loc[label]), *_stats(mine.loc[label]))
-        ratios.append(
-            (
-                twin.at[label, "runtime_mean_s"] / mine.at[label, "runtime_mean_s"],
-                interval_text(low, high, significant(low, high)),
-            )
-        )
+    for base, own in zip(stats_of(twin), stats_of(mine)):
+        low, high = ratio_interval(*base, *own)
+        ratios.append((base[0] / own[0], interval_text(low, high, significant(low, high))))
     table = pd.DataFrame(
         {
             **{c: mine[c] for c in varying(frame) + POINT},

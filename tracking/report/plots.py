@@ -128,28 +128,12 @@ def _line(ax, points: pd.DataFrame, x: str, y: str, style: dict, bars) -> object
     marked = (
         points["speedup_marked"].astype(bool) if "speedup_marked" in points else pd.Series(False, index=points.index)
     )
-    ax.errorbar(
-        points[x],
-        points[y],
-        yerr=bars(points),
-        color=style["color"],
-        linestyle=style["linestyle"],
-        capsize=3,
-        linewidth=1.5,
-    )
-    sure, unsure = points[~marked.to_numpy()], points[marked.to_numpy()]
-    ax.plot(sure[x], sure[y], linestyle="none", marker=style["marker"], markersize=7, color=style["color"], zorder=3)
-    ax.plot(
-        unsure[x],
-        unsure[y],
-        linestyle="none",
-        marker=style["marker"],
-        markersize=9,
-        markerfacecolor="white",
-        markeredgecolor=style["color"],
-        markeredgewidth=1.8,
-        zorder=3,
-    )
+    line = dict(color=style["color"], linestyle=style["linestyle"], marker=style["marker"], markersize=7)
+    ax.errorbar(points[x], points[y], yerr=bars(points), capsize=3, linewidth=1.5, **line)
+    unsure = points[marked.to_numpy()]
+    if len(unsure):  # hollow, over the filled marker the line drew there
+        hollow = dict(markersize=9, markerfacecolor="white", markeredgecolor=style["color"], markeredgewidth=1.8)
+        ax.plot(unsure[x], unsure[y], linestyle="none", marker=style["marker"], zorder=3, **hollow)
     return Line2D([], [], color=style["color"], marker=style["marker"], linestyle=style["linestyle"], markersize=7)
 
 

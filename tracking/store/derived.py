@@ -53,10 +53,11 @@ def _same(wanted: dict, stored: dict) -> bool:
 
 def marked_runs(client, uri: str, experiment_id: str, parent_id: str) -> dict[str, tuple[dict, dict]]:
     """The runs an earlier build of this sweep's report marked: run id -> (its metrics, its tags)."""
-    if in_bulk(uri):
+    if in_bulk(uri):  # only the names a report writes: a trial's own hundred are not read
+        marked = {mark_of(parent_id): None}
         with Tables(uri) as tables:
-            tags = tables.tags(int(experiment_id), {mark_of(parent_id): None})
-            metrics = tables.metrics(int(experiment_id), {mark_of(parent_id): None})
+            tags = tables.tags(int(experiment_id), marked, (mark_of(parent_id), *DERIVED_TAGS))
+            metrics = tables.metrics(int(experiment_id), marked, DERIVED_METRICS + SHOWN_METRICS)
         return {run: (metrics.get(run, {}), tags[run]) for run in tags}
     return {
         run.info.run_id: (run.data.metrics, run.data.tags)

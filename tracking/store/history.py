@@ -150,20 +150,28 @@ class Tables:
             args += [key] if value is None else [key, value]
         return sql, args
 
-    def tags(self, experiment_id, tags: dict) -> dict[str, dict]:
-        """Run id -> its tags, for the runs with every tag given: what an index of the store needs."""
+    def _named(self, experiment_id, tags: dict, keys) -> tuple[str, list]:
+        """The chosen runs (_chosen), and of their rows only those named `keys` where given."""
         chosen, args = self._chosen(experiment_id, tags)
+        if keys is None:
+            return f"run_uuid IN ({chosen})", args
+        return f"run_uuid IN ({chosen}) AND key IN ({', '.join('?' * len(keys))})", [*args, *keys]
+
+    def tags(self, experiment_id, tags: dict, keys=None) -> dict[str, dict]:
+        """Run id -> its tags (those named `keys`, or all), for the runs with every tag given."""
+        where, args = self._named(experiment_id, tags, keys)
         found: dict[str, dict] = {}
-        for run, key, value in self.rows(f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({chosen})", args):
+        for run, key, value in self.rows(f"SELECT run_uuid, key, value FROM tags WHERE {where}", args):
             found.setdefault(run, {})[key] = value
         return found
 
-    def metrics(self, experiment_id, tags: dict) -> dict[str, dict]:
-        """Run id -> its latest metrics (NaN where MLflow marks one), for the runs with every tag given."""
-        chosen, args = self._chosen(experiment_id, tags)
+    def metrics(self, experiment_id, tags: dict, keys=None) -> dict[str, dict]:
+        """Run id -> its latest metrics (those named `keys`, or all; NaN where MLflow marks one), for the runs with
+        every tag given."""
+        where, args = self._named(experiment_id, tags, keys)
         found: dict[str, dict] = {}
         for run, key, value, is_nan in self.rows(
-            f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({chosen})", args
+            f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE {where}", args
         ):
             found.setdefault(run, {})[key] = float("nan") if is_nan else value
         return found

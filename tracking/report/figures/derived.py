@@ -36,16 +36,17 @@ def _text(value) -> str | None:
 
 def figures(frame: pd.DataFrame, match: list[str]) -> dict[str, tuple[dict[str, float], dict[str, str]]]:
     """Per run id of each trial of the sweep: (its derived metrics, its derived tags), known ones only."""
-    base = baseline_of(frame, match=match)
+    base, run_ids = baseline_of(frame, match=match), frame["run_id"].to_dict()
     mine = frame[frame["in_sweep"].astype(bool)] if "in_sweep" in frame else frame
+    read = {"run_id", *DERIVED_METRICS, *SHOWN, *(COLUMN_OF.get(name, name) for name in DERIVED_TAGS)}
     out = {}
-    for label, row in mine.iterrows():
+    for label, row in mine[[c for c in mine.columns if c in read]].to_dict("index").items():  # dicts, not Series
         metrics = {name: v for name in DERIVED_METRICS if (v := _number(row.get(name))) is not None}
         metrics |= {
             SHOWN_PREFIX + name: rounded(v, DIGITS) for name in SHOWN if (v := _number(row.get(name))) is not None
         }
         tags = {name: v for name in DERIVED_TAGS if (v := _text(row.get(COLUMN_OF.get(name, name)))) is not None}
         if "speedup" in metrics and base[label] is not None:
-            tags["baseline_run_id"] = str(frame.at[base[label], "run_id"])
+            tags["baseline_run_id"] = str(run_ids[base[label]])
         out[str(row["run_id"])] = (metrics, tags)
     return out

@@ -60,21 +60,18 @@ def verdict(dtype: str, agreed: int | None, steps: int, matmul_precision: str = 
     return f"MISMATCH ({agreed}/{steps})" if strict else f"agree {agreed}/{steps}"
 
 
-def _prompt_len(frame: pd.DataFrame, label) -> int:
-    value = frame.at[label, "prompt_len"] if "prompt_len" in frame else 1
-    return 1 if is_missing(value) else int(value)
-
-
 def check_tokens(frame: pd.DataFrame, base: pd.Series, client=None) -> tuple[pd.Series, pd.Series, int]:
     """Per row: a verdict ('ok', 'MISMATCH (k/N)', 'agree k/N', 'n/a' without checksums, '' for a
     baseline or a trial without one), the agreeing steps, and how many token files were downloaded.
-    `base` holds each row's baseline label; `client` reads the token files (None: checksums only)."""
-    verdicts = pd.Series("", index=frame.index, dtype=object)
-    agreed = pd.Series(float("nan"), index=frame.index)
-    sha, steps, status = frame["tokens_sha256"], frame["steps"], frame["status"]
+    `base` holds each row's baseline label; `client` reads the token files (None: checksums only). The
+    columns are read as plain dicts: a pandas look-up per row costs seconds at thousands of trials."""
+    named = ("tokens_sha256", "steps", "status", "run_id", "prompt_len", "stop_check", "matmul_precision", "dtype")
+    column = {c: frame[c].to_dict() if c in frame else dict.fromkeys(frame.index) for c in named}
+    sha, steps = column["tokens_sha256"], column["steps"]
+    verdicts, agreed = dict.fromkeys(frame.index, ""), dict.fromkeys(frame.index, float("nan"))
     pending = []
     for label, b in base.items():
-        if b is None or b == label or status[label] != FINISHED:
+        if b is None or b == label or column["status"][label] != FINISHED:
             continue
         if is_missing(sha[label]) or is_missing(sha[b]):
             verdicts[label] = "n/a"
@@ -86,16 +83,16 @@ def check_tokens(frame: pd.DataFrame, base: pd.Series, client=None) -> tuple[pd.
     if pending and client is not None:
         files = fetch_artifacts(client, frame, {i for pair in pending for i in pair}, TOKENS_FILE, np.load)
     for label, b in pending:
-        mine, theirs = files.get(frame.at[label, "run_id"]), files.get(frame.at[b, "run_id"])
-        prompt = _prompt_len(frame, label)
+        mine, theirs = files.get(column["run_id"][label]), files.get(column["run_id"][b])
+        prompt = 1 if is_missing(column["prompt_len"][label]) else int(column["prompt_len"][label])
         count = agreed_steps(mine, theirs, prompt) if mine is not None and theirs is not None else None
         length = theirs.shape[1] - prompt if theirs is not None else steps[b]
-        if count is not None and not extra_steps_ok(mine, theirs, str(frame.at[label, "stop_check"])):
+        if count is not None and not extra_steps_ok(mine, theirs, str(column["stop_check"][label])):
             verdicts[label], agreed[label] = f"MISMATCH (shape {mine.shape[1] - prompt} vs {int(length)} steps)", count
             continue
-        precision = str(frame.at[label, "matmul_precision"]) if "matmul_precision" in frame else "highest"
-        verdicts[label] = verdict(
-            str(frame.at[label, "dtype"]), count, 0 if is_missing(length) else int(length), precision
-        )
+        precision = column["matmul_precision"][label] if "matmul_precision" in frame else "highest"
+        steps_run = 0 if is_missing(length) else int(length)
+        verdicts[label] = verdict(str(column["dtype"][label]), count, steps_run, str(precision))
         agreed[label] = float("nan") if count is None else count
-    return verdicts, agreed, len(files)
+    in_order = [verdicts[r] for r in frame.index], [agreed[r] for r in frame.index]
+    return pd.Series(in_order[0], frame.index, dtype=object), pd.Series(in_order[1], frame.index, float), len(files)
