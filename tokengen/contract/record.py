@@ -15,6 +15,7 @@ sweep driver and the report import it without torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -220,6 +221,7 @@ def make_record(spec: TrialSpec, **result) -> dict:
     return {**spec.to_dict(), **TrialResult(**result).to_dict()}
 
 
+@functools.cache  # read for every metric of every run a report loads
 def base_type(name: str) -> type:
     """A result field's declared type without its Optional: int, float, bool, str or list."""
     kind = _TYPES[name]
