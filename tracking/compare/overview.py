@@ -47,6 +47,8 @@ def ranking_changes(pairs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFra
     keyed = [f"{c}_a" if c == "gpu_type" else c for c in workload]  # a pair keeps each side's GPU type, matched equal
     done = pairs[(pairs["status_a"] == FINISHED) & (pairs["status_b"] == FINISHED)]
     done = done[(pd.to_numeric(done["runtime_mean_s_a"]) > 0) & (pd.to_numeric(done["runtime_mean_s_b"]) > 0)]
+    read = [*keyed, *(f"{n}_{s}" for n in ("runtime_mean_s", "runtime_std_s", "runs", "measurement") for s in "ab")]
+    done = done[["variant", *dict.fromkeys(c for c in read if c in done)]]  # of a pair's hundreds of columns
     rows, noise = [], 0
     for _, group in done.assign(_point=match_keys(done, keyed)).groupby("_point", sort=False):
         group = group.set_index("variant").to_dict("index")  # plain rows: a point's pairs of variants number ~1,000

@@ -30,6 +30,9 @@ PER_SIDE = (  # each side's fields in a pair's row, as <name>_a and <name>_b
 ).split()
 
 
+PAIR_READS = ("tokens_per_s", "device", "runs_done", "compile_cache")  # pair()'s other reads of a trial
+
+
 def rank(variant) -> tuple[int, str]:
     """Preset order, then by name: the order every table lists variants in."""
     return (list(VARIANTS).index(variant) if variant in VARIANTS else len(VARIANTS), str(variant))
@@ -86,7 +89,8 @@ def match(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[
     first_b = dict(zip(reversed(keys_b), reversed(b.index)))  # each key's first trial on B
     first_a = pd.Series(keys_a, index=a.index).drop_duplicates()
     first_a = first_a[first_a.isin(list(first_b))]
-    plain_a, plain_b = a.to_dict("index"), b.to_dict("index")  # a row Series per point costs seconds at thousands
+    read = dict.fromkeys(["variant", *columns, *PER_SIDE, *PAIR_READS])  # what pair() reads of a trial
+    plain_a, plain_b = (t[[c for c in read if c in t]].to_dict("index") for t in (a, b))  # dicts, not a Series per row
     rows = [pair(plain_a[label], plain_b[first_b[key]], side_a, side_b, columns) for label, key in first_a.items()]
     pairs = pd.DataFrame(rows).assign(_a=list(first_a.index), _b=[first_b[key] for key in first_a])
     kept, matched = ["variant", *MATCH, "gpu_type", "status"], set(first_a)

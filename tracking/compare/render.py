@@ -139,6 +139,8 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
             ax.errorbar(x, ratio, yerr=error, color=color, linestyle="none", capsize=3, linewidth=1.3)
             hollow = points["marked"].astype(bool).to_numpy()
             for filled, mask in ((True, ~hollow), (False, hollow)):
+                if not filled and not mask.any():
+                    continue  # no hollow point: an empty line costs its drawing all the same
                 face, named = (color, True) if filled else ("white", hollow.all())  # hollow named only if all are
                 style = dict(linestyle="none", marker=marker, markersize=7, color=color, markerfacecolor=face)
                 ax.plot(x[mask], ratio[mask], **style, label=variant if named else None)
