@@ -74,7 +74,8 @@ def best_per_trial(frame: pd.DataFrame) -> pd.DataFrame:
         return frame
     named = frame["trial_key"] if "trial_key" in frame else frame["run_id"]
     keys = [key if isinstance(key, str) else run for key, run in zip(named, frame["run_id"])]
-    rows = frame.to_dict("records")
+    judged_by = [c for c in ("start_time", "attempt", "status", "measurement", "runtime_cv") if c in frame]
+    rows = frame[judged_by].to_dict("records")  # what best() reads, not a run's hundred fields
     groups: dict[str, list[int]] = {}
     for position, key in enumerate(keys):
         groups.setdefault(key, []).append(position)
