@@ -323,15 +323,22 @@ def _one_thread_for(seconds: float, threads: int = 2) -> dict:
 
 
 def test_a_one_thread_workload_given_two_threads_is_ok_alone_on_an_idle_machine():
-    """The batch-1 case: one thread of two busy is the workload; alone it is never blamed on its threads."""
-    before = _others_now()
-    found = _one_thread_for(0.3)
-    after = _others_now()
-    measurement, reasons = verdict(found, None, None)
-    assert found["interference_cpu_util"] <= 0.55  # one busy thread of the two it was given
-    assert all(r.startswith(("others used", "threads waited")) for r in reasons), reasons
-    if max(before, after) < IDLE_OTHERS:
-        assert measurement == "ok", (found, before, after)
+    """The batch-1 case: one thread of two busy is the workload; alone it is never blamed on its threads. Up to
+    three looks: a shared machine's brief burst can fall inside one 0.3 s window though the machine was idle
+    before and after it (seen once in CI); a watch that blamed the workload's own threads fails all three."""
+    idle_looks = []
+    for _ in range(3):
+        before = _others_now()
+        found = _one_thread_for(0.3)
+        after = _others_now()
+        measurement, reasons = verdict(found, None, None)
+        assert found["interference_cpu_util"] <= 0.55  # one busy thread of the two it was given
+        assert all(r.startswith(("others used", "threads waited")) for r in reasons), reasons
+        if max(before, after) < IDLE_OTHERS:
+            idle_looks.append((measurement, reasons, before, after))
+            if measurement == "ok":
+                break
+    assert not idle_looks or idle_looks[-1][0] == "ok", idle_looks
 
 
 def test_runs_shorter_than_a_tick_give_no_impossible_figure_and_no_false_verdict():

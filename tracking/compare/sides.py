@@ -51,7 +51,8 @@ def load_side(label: str, text: str, uri: str, experiment: str = DEFAULT_EXPERIM
             raise
         except Exception as exc:  # noqa: BLE001 - a store MLflow cannot open at all (a file that is no database)
             raise ReportError(f"cannot read tracking store {uri} ({one_line(exc)}): fix --uri") from None
-        if parent_run(client, experiment_id, sweep) is None:
+        parent = parent_run(client, experiment_id, sweep)
+        if parent is None:
             found = search(client, experiment_id, "tags.sweep_parent LIKE '%'")
             names = sorted({r.data.tags["sweep_parent"] for r in found})
             known = ", ".join(names[:KNOWN_SHOWN]) + (", ..." if len(names) > KNOWN_SHOWN else "")
@@ -60,7 +61,7 @@ def load_side(label: str, text: str, uri: str, experiment: str = DEFAULT_EXPERIM
                 f"({'its sweeps: ' + known if names else 'it has none'}): name one of them, or run "
                 f"python -m sweeps.run +grid=smoke sweep.name={sweep} first"
             )
-        runs = load_sweep(uri, experiment, sweep)
+        runs = load_sweep(uri, experiment, sweep, parent)
         if runs.trials.empty:
             raise ReportError(f"sweep '{sweep}' in {uri} has no trials yet: run it with python -m sweeps.run first")
     except ReportError as exc:

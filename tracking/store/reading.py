@@ -124,12 +124,13 @@ def parent_run(client: MlflowClient, experiment_id: str, sweep: str | None):
     return runs[0] if runs else None
 
 
-def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None) -> SweepRuns:
-    """Every trial recorded under the sweep's name (across its resumes), one row per trial key."""
+def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None, parent=None) -> SweepRuns:
+    """Every trial recorded under the sweep's name (across its resumes), one row per trial key; `parent`: its
+    parent run where the caller has already found it (a search of the store saved)."""
     client, experiment_id = open_experiment(uri, experiment)
     if sweep and "'" in sweep:
         raise ReportError(f"sweep name {sweep!r} has a quote: pass the name without it")
-    parent = parent_run(client, experiment_id, sweep)
+    parent = parent or parent_run(client, experiment_id, sweep)
     if parent is None and sweep:
         raise ReportError(
             f"no sweep named '{sweep}' in {uri} experiment '{experiment}': run python -m sweeps.run "
