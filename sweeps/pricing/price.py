@@ -107,7 +107,8 @@ def price_sweep(
     shares, compiled, rows, starts, assumed = {}, set(), [], {}, 0
 
     def share(kind: str) -> float:
-        shares[kind] = shares.get(kind) or remeasured_share(history, kind)
+        if kind not in shares:
+            shares[kind] = remeasured_share(history, kind)
         return shares[kind][0]
 
     for trial in plan.trials:
@@ -115,7 +116,8 @@ def price_sweep(
         graph = graph_key(trial.spec.to_dict(), trial.accelerator_type) if shared else None
         row = trial_row(trial, model, runs, runs and graph in compiled, shared, rounds, share)
         row["device_type"], guessed = device_type(row, model, list(workers.types))
-        starts.setdefault(row["pool"], model.cold_start(row))  # a pool's workers are alike: priced on its first
+        if row["pool"] not in starts:  # a pool's workers are alike: its first trial prices their start-up
+            starts[row["pool"]] = model.cold_start(row)
         rows.append(row)
         assumed += guessed
         compiled |= {graph} - {None}

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from tokengen.contract.names import FINISHED
-from tracking.report.comparison import POINT, REPORT_MATCH
-from tracking.report.figures.baselines import as_float, distinct_keys, key_part, match_keys
+from tracking.report.comparison import POINT, REPORT_MATCH, varying
+from tracking.report.figures.baselines import as_float, key_part, match_keys
 from tracking.report.figures.derived import DIGITS, rounded
 
 CONTEXT = [c for c in REPORT_MATCH if c not in POINT]
@@ -68,9 +68,8 @@ def headline(frame: pd.DataFrame) -> Headline | None:
     chosen = max(sorted(firsts, key=lambda first: first["_point"]), key=score)["_point"]  # ties: the lowest key
     best = points[points["_point"] == chosen].sort_values(["variant_rank", "variant"], kind="stable")
     first = best.iloc[0]
-    varying = [c for c in REPORT_MATCH if c in mine and distinct_keys(mine[c].tolist()) > 1]
     names = [str(n) for n in best.get("run_name", pd.Series(dtype=object)).dropna()]
-    return Headline({c: first.get(c) for c in REPORT_MATCH}, varying, str(first["run_id"]), names)
+    return Headline({c: first.get(c) for c in REPORT_MATCH}, varying(mine, REPORT_MATCH), str(first["run_id"]), names)
 
 
 def points_table(frame: pd.DataFrame) -> pd.DataFrame | None:
