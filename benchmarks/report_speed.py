@@ -145,12 +145,15 @@ def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng, prom
     return record, tokens
 
 
-def build_store(uri: str, n_runs: int, root: Path) -> None:
-    """One parent and n_runs children, written through the sweep driver's own Recorder."""
-    open_client(uri).create_experiment("tokengen", artifact_location=str(root / "artifacts"))
+def build_store(uri: str, n_runs: int, root: Path, sweep: str = SWEEP, seed: int = 0) -> None:
+    """One parent and n_runs children, written through the sweep driver's own Recorder (another `sweep` and `seed`:
+    a second sweep of the same grid in the same store, its runtimes and drifting tokens drawn anew)."""
+    client = open_client(uri)
+    if client.get_experiment_by_name("tokengen") is None:
+        client.create_experiment("tokengen", artifact_location=str(root / "artifacts"))
     recorder = Recorder(uri, "tokengen")
-    recorder.start_sweep(SWEEP, {"sweep": {"name": SWEEP}}, resume=False)
-    rng = np.random.default_rng(0)
+    recorder.start_sweep(sweep, {"sweep": {"name": sweep}}, resume=False)
+    rng = np.random.default_rng(seed)
     points = [
         (v, b, n, d, g, p)
         for p in PROMPTS
@@ -184,12 +187,12 @@ def build_store(uri: str, n_runs: int, root: Path) -> None:
     recorder.end_sweep(0)
 
 
-def has_sweep(uri: str) -> bool:
+def has_sweep(uri: str, sweep: str = SWEEP) -> bool:
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         return False
     client = open_client(uri, "read")
     found = client.get_experiment_by_name("tokengen")
-    return found is not None and bool(client.search_runs([found.experiment_id], f"tags.sweep_parent = '{SWEEP}'"))
+    return found is not None and bool(client.search_runs([found.experiment_id], f"tags.sweep_parent = '{sweep}'"))
 
 
 def main() -> None:

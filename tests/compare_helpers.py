@@ -126,3 +126,22 @@ class Store:
         np.save(buffer, tokens)
         record["files"] = {TOKENS_FILE: buffer.getvalue()}
         return self.recorder.record_trial(record)
+
+
+def recorded_children(uri: str, comparison: str) -> list:
+    """The child runs of the comparison tagged `comparison` (e.g. 'a vs b'), as MlflowClient reads them back (a
+    database's rows written in bulk or a server's), each checked to be a whole run: finished, named as its point,
+    its params and metrics with one history entry each, its artifact folder its own."""
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("tokengen").experiment_id
+    (parent,) = client.search_runs([experiment], f"tags.comparison = '{comparison}'")
+    children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    for child in children:
+        run = client.get_run(child.info.run_id)
+        assert run.info.status == "FINISHED" and run.info.lifecycle_stage == "active", run.info
+        assert run.info.run_name.startswith(run.data.params["variant"]) and run.info.end_time
+        assert run.data.tags["mlflow.runName"] == run.info.run_name
+        assert run.info.artifact_uri.rstrip("/").endswith(f"{run.info.run_id}/artifacts")
+        for name, value in run.data.metrics.items():
+            assert [m.value for m in client.get_metric_history(run.info.run_id, name)] == [value]
+    return children

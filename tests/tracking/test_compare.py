@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from compare_helpers import Store, tokens_for
+from compare_helpers import Store, recorded_children, tokens_for
 from mlflow import MlflowClient
 
 from tracking.compare.__main__ import main
@@ -137,7 +137,7 @@ def test_the_ui_gets_one_child_run_per_point_sorted_by_ratio(compared, stores):
     client = MlflowClient(tracking_uri=stores.one)
     experiment = client.get_experiment_by_name("tokengen")
     parent = client.search_runs([experiment.experiment_id], "tags.comparison = 'a vs b'")[0]
-    children = client.search_runs([experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    children = recorded_children(stores.one, "a vs b")
     rows = compared.csv.set_index("run_id_b")
     assert len(children) == len(TRUE) + 1  # the failed point too, with its verdict and no ratio
     for child in [c for c in children if c.data.tags["verdict"] != "failed on B"]:
@@ -248,3 +248,23 @@ def test_rank_swaps_are_found_per_gpu_type():
     changes, noise = ranking_changes(pairs, ["batch_size", "gpu_type"])
     assert noise == 0 and len(changes) == 1
     assert changes.iloc[0]["gpu_type"] == "H100" and changes.iloc[0]["second"] == "static_cache"
+
+
+def test_the_plot_keeps_the_dozen_variants_that_moved_most():
+    """Past a dozen variants the plot draws those whose geometric mean B/A lies furthest from 1.0 and says so; a
+    variant whose every point a side judged noisy has no trusted mean and is drawn last."""
+    from tracking.compare.render import moved_most
+    from tracking.report.plots import MAX_LINES
+
+    names = [f"v{i:02d}" for i in range(MAX_LINES + 3)]
+    rows = []
+    for i, name in enumerate(names):
+        for ratio in (1 + 0.01 * i, 1 / (1 + 0.01 * i) ** 3):  # mean log ratio: -2 log(1 + 0.01 i)
+            rows.append({"variant": name, "ratio": ratio, "marked": name == names[-1]})
+    rows.append({"variant": names[1], "ratio": 100.0, "marked": True})  # contended: not counted for its variant
+    kept, note = moved_most(pd.DataFrame(rows))
+    assert sorted(set(kept["variant"])) == names[-1 - MAX_LINES : -1]  # the furthest, the all-marked one dropped
+    assert note.startswith(f"the {MAX_LINES} of {len(names)} variants") and "comparison.md: all" in note
+    few = pd.DataFrame(rows[: 2 * MAX_LINES])
+    shown, said = moved_most(few)
+    assert shown is few and said == ""

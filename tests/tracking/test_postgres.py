@@ -10,6 +10,7 @@ import time
 
 import pandas as pd
 import pytest
+from compare_helpers import recorded_children
 from postgres_helpers import PASSWORD_ROLE, ROLE_PASSWORD, free_port
 from servers import MlflowServer
 from sweep_helpers import child_runs, run_captured, small_sweep
@@ -91,6 +92,8 @@ def test_sweeps_report_compare_ui_and_history_on_postgres(postgres, tmp_path, ca
     assert capsys.readouterr().out.splitlines()[0].startswith("What differs: threads 1 vs 2")
     rows = pd.read_csv(tmp_path / "compared" / "t1-vs-t2" / "comparison.csv")
     assert sorted(rows["variant"]) == ["baseline", "kv_cache"] and set(rows["tokens"]) == {"same"}
+    children = recorded_children(uri, "t1 vs t2")  # written into PostgreSQL's tables in one transaction
+    assert sorted(c.data.params["variant"] for c in children) == ["baseline", "kv_cache"]
 
     from tracking.ui import main as ui
 

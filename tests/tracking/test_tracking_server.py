@@ -134,3 +134,18 @@ def test_a_stopped_server_is_named_in_one_line(tmp_path, capsys):
     assert main(["--uri", url]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: tracking server {url} is unreachable") and err.endswith("start it or fix --uri")
+
+
+@pytest.mark.slow
+def test_a_comparison_is_recorded_through_the_server(server, swept, tmp_path, capsys):
+    """Through a server, the comparison's children go by MLflow's API, several at once: each whole, and as many
+    as the matched points."""
+    from compare_helpers import recorded_children
+
+    from tracking.compare.__main__ import main as compare
+
+    assert compare(["t", "t", "--uri", server.url, "--out", str(tmp_path)]) == 0
+    assert "ui: the tracking server serves the MLflow UI" in capsys.readouterr().err
+    children = recorded_children(server.url, "t vs t")
+    assert sorted(c.data.params["variant"] for c in children) == ["baseline", "kv_cache"]
+    assert all(c.data.metrics["ratio"] == 1.0 and c.data.tags["verdict"] for c in children)

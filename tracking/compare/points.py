@@ -16,6 +16,7 @@ from tracking.report.comparison import POINT, price_of, speedup_unsure, varying
 from tracking.report.figures.baselines import as_float, match_keys, timed_runs
 from tracking.report.figures.intervals import ratio_interval, significant
 from tracking.report.figures.token_verdicts import agreed_steps
+from tracking.rows import plain_rows
 from tracking.store.reading import ReportError, fetch_artifacts, is_missing
 
 MATCH = [*KNOBS, *WORKLOAD_FIELDS]
@@ -90,7 +91,7 @@ def match(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[
     first_a = pd.Series(keys_a, index=a.index).drop_duplicates()
     first_a = first_a[first_a.isin(list(first_b))]
     read = dict.fromkeys(["variant", *columns, *PER_SIDE, *PAIR_READS])  # what pair() reads of a trial
-    plain_a, plain_b = (t[[c for c in read if c in t]].to_dict("index") for t in (a, b))  # dicts, not a Series per row
+    plain_a, plain_b = (plain_rows(t, read) for t in (a, b))  # dicts, not a Series per row
     rows = [pair(plain_a[label], plain_b[first_b[key]], side_a, side_b, columns) for label, key in first_a.items()]
     pairs = pd.DataFrame(rows).assign(_a=list(first_a.index), _b=[first_b[key] for key in first_a])
     kept, matched = ["variant", *MATCH, "gpu_type", "status"], set(first_a)
@@ -107,16 +108,16 @@ def tokens_verdicts(pairs: pd.DataFrame, side_a: Side, side_b: Side) -> pd.Serie
     tokens = []
     for side, column in ((side_a, "_a"), (side_b, "_b")):
         found = fetch_artifacts(side.runs.client, side.runs.trials, differ[column], TOKENS_FILE, np.load)
-        tokens.append([found.get(side.runs.trials.at[label, "run_id"]) for label in differ[column]])
-    said = pd.Series(SAME_TOKENS, index=pairs.index).where(known, "n/a")
-    for i, got_a, got_b, prompt in zip(differ.index, *tokens, differ["prompt_len"]):
+        tokens.append([found.get(run) for run in side.runs.trials.loc[differ[column], "run_id"].tolist()])
+    said = dict(zip(pairs.index, [SAME_TOKENS if k else "n/a" for k in known.tolist()]))
+    for i, got_a, got_b, prompt in zip(differ.index, *tokens, differ["prompt_len"].tolist()):
         if got_a is None or got_b is None:
             said[i] = "differ (no tokens.npy)"
         else:  # tokens are (batch, prompt + steps)
             prompt = 1 if is_missing(prompt) else int(prompt)
             steps = max(got_a.shape[1], got_b.shape[1]) - prompt
             said[i] = f"differ (agree {agreed_steps(got_a, got_b, prompt)}/{steps})"
-    return said
+    return pd.Series(said, index=pairs.index)
 
 
 def compare(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from tracking.compare.points import FIGURES
 from tracking.compare.sides import Side
+from tracking.rows import plain_rows
 from tracking.run_names import run_name
 from tracking.store.comparisons import ChildRun, record_comparison
 from tracking.store.connect import is_server, redacted
@@ -48,7 +49,8 @@ def record(a: Side, b: Side, pairs: pd.DataFrame, files: list, note: str) -> tup
     tags |= dict(compare_a=a.name, compare_b=b.name, compare_b_uri=redacted(b.runs.uri), differs=differs)
     tags |= dict(points=str(len(pairs)), sweep_a_run_id=a.runs.parent_id, sweep_b_run_id=b.runs.parent_id)
     children = []
-    for row in pairs.to_dict("records"):  # named as its trial's run is (`kv_cache b4 p8 L48`)
+    named = dict.fromkeys([*METRICS, *TAGS, *PARAMS, "key"])  # what a child holds, and its name's fields
+    for row in plain_rows(pairs, named).values():  # named as its trial's run is (`kv_cache b4 p8 L48`)
         known = {name: value for name, value in row.items() if not is_missing(value)}
         metrics, params = {m: known[m] for m in METRICS if m in known}, {p: known[p] for p in PARAMS if p in known}
         tags_of = {ID_TAG: comparison_id, **{t: str(known[t]) for t in TAGS if t in known}}

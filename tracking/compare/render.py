@@ -17,7 +17,7 @@ from tracking.compare.sides import Side, differences
 from tracking.measurement import MARK
 from tracking.report.comparison import POINT, varying
 from tracking.report.markdown import to_markdown
-from tracking.report.plots import DPI, MARKERS, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
+from tracking.report.plots import DPI, MARKERS, MAX_LINES, MAX_PANELS, OKABE_ITO, PANEL_HEIGHT_IN, WIDTH_PX, plt
 
 CONTEXT = [c for c in WORKLOAD_FIELDS if c not in POINT]
 HEADINGS = dict(zip(FIGURES, ["runtime {} (s)", "tokens/s {}", "$/Mtok {}", "J/token {}"]))  # each side's, in the table
@@ -109,12 +109,27 @@ def render(a: Side, b: Side, pairs: pd.DataFrame, only: pd.DataFrame, columns: l
     return "\n\n".join(text) + "\n", "\n\n".join(head + tables) + "\n"
 
 
+def moved_most(rows: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The rows of the MAX_LINES variants whose geometric mean B/A (over the points neither side judged noisy or
+    contended, as the overview's) lies furthest from 1.0, all of them where there are no more; and the note that
+    says so. Beyond a dozen the markers at a point cannot be told apart (the report's plots keep as many)."""
+    variants = sorted(rows["variant"].unique(), key=rank)
+    if len(variants) <= MAX_LINES:
+        return rows, ""
+    trusted = rows[~rows["marked"].astype(bool)]
+    distance = np.log(trusted["ratio"].astype(float)).groupby(trusted["variant"]).mean().abs()
+    kept = sorted(variants, key=lambda v: -distance.get(v, -1.0))[:MAX_LINES]  # stable: rank order among ties
+    note = f"the {MAX_LINES} of {len(variants)} variants whose mean B/A is furthest from 1.0 (comparison.md: all)"
+    return rows[rows["variant"].isin(kept)], note
+
+
 def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
     """Per variant, B/A with its 95% interval at each point, one panel per model and dtype, on a log axis centred on
     1.0, a point a side judged noisy or contended hollow; None where no matched point has a ratio."""
     rows = pairs[pd.to_numeric(pairs["ratio"], errors="coerce") > 0]
     if rows.empty:
         return None
+    rows, shown = moved_most(rows)
     labels = [
         f"b{int(b)} p{int(p)} L{int(n)}" + (f" r{int(r)}" if (r or 0) > 0 else "")
         for b, p, n, r in rows[[*POINT, "requests"]].itertuples(index=False)
@@ -124,13 +139,14 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
     position = {p: i for i, p in enumerate(order)}
     panels = list(dict.fromkeys(rows["_panel"]))[:MAX_PANELS]
     variants = sorted(rows["variant"].unique(), key=rank)
+    drawn = dict(tuple(rows.groupby(["_panel", "variant"], sort=False)))
     size = (max(WIDTH_PX / DPI, 0.9 * len(order) + 4), PANEL_HEIGHT_IN * len(panels))
     fig, axes = plt.subplots(len(panels), 1, squeeze=False, layout="constrained", figsize=size)
     width = SPREAD / max(len(variants), 1)
     for ax, panel in zip(axes[:, 0], panels):
         for i, variant in enumerate(variants):
-            points = rows[(rows["_panel"] == panel) & (rows["variant"] == variant)]
-            if points.empty:
+            points = drawn.get((panel, variant))
+            if points is None:
                 continue
             color, marker = OKABE_ITO[i % len(OKABE_ITO)], MARKERS[i % len(MARKERS)]
             x = np.array([position[p] - SPREAD / 2 + (i + 0.5) * width for p in points["_point"]])
@@ -156,7 +172,8 @@ def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=9)
-    fig.suptitle(f"{title}\nbelow 1.0: B faster; error bars: 95% intervals; hollow: a side was noisy or contended")
+    key = "below 1.0: B faster; error bars: 95% intervals; hollow: a side was noisy or contended"
+    fig.suptitle(f"{title}{'; ' + shown if shown else ''}\n{key}")
     fig.savefig(out / FILE, dpi=DPI)
     plt.close(fig)
     return out / FILE

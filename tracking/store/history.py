@@ -74,6 +74,9 @@ def _closed_wal_out_of_reach(path: str) -> bool:
     return wal and not os.path.exists(path + "-wal") and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
 
 
+WRITE_CACHE_KIB = 128 * 1024
+
+
 class Tables:
     """MLflow's own tables, read only and in bulk: four queries for a sweep of thousands of runs, where
     MLflow's search builds an object per run, tag, param and metric page by page. A SQLite file
@@ -87,6 +90,8 @@ class Tables:
             quoted = urllib.parse.quote(os.path.abspath(path))
             mode = "" if write else "?mode=ro&immutable=1" if _closed_wal_out_of_reach(path) else "?mode=ro"
             self.connection = sqlite3.connect(f"file:{quoted}{mode}", uri=True, timeout=30)
+            if write:  # this connection's page cache (the default 2 MB): thousands of rows land in random index pages
+                self.connection.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
             self.mark = "?"
         else:
             import psycopg
@@ -113,6 +118,11 @@ class Tables:
 
     def rows(self, sql: str, args=()) -> list[tuple]:
         return self.connection.execute(sql.replace("?", self.mark), tuple(args)).fetchall()
+
+    def run_row(self, run_id: str) -> dict:
+        """The run's row of `runs`, every column MLflow's schema has, by name."""
+        cursor = self.connection.execute(f"SELECT * FROM runs WHERE run_uuid = {self.mark}", (run_id,))
+        return dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
 
     def columns(self, table: str) -> set[str]:
         if self.sqlite:

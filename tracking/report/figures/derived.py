@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from tracking.report.figures.baselines import baseline_of
+from tracking.rows import plain_rows
 from tracking.store.derived import COLUMN_OF, DERIVED_METRICS, DERIVED_TAGS, SHOWN, SHOWN_PREFIX
 
 DIGITS = 4  # significant digits of a figure as the view shows it
@@ -40,7 +41,7 @@ def figures(frame: pd.DataFrame, match: list[str]) -> dict[str, tuple[dict[str, 
     mine = frame[frame["in_sweep"].astype(bool)] if "in_sweep" in frame else frame
     read = {"run_id", *DERIVED_METRICS, *SHOWN, *(COLUMN_OF.get(name, name) for name in DERIVED_TAGS)}
     out = {}
-    for label, row in mine[[c for c in mine.columns if c in read]].to_dict("index").items():  # dicts, not Series
+    for label, row in plain_rows(mine, [c for c in mine.columns if c in read]).items():
         metrics = {name: v for name in DERIVED_METRICS if (v := _number(row.get(name))) is not None}
         metrics |= {
             SHOWN_PREFIX + name: rounded(v, DIGITS) for name in SHOWN if (v := _number(row.get(name))) is not None
