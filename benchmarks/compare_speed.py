@@ -7,8 +7,10 @@ as on two real machines. A store that holds them already (`--keep DIR` used befo
 used as it is. Then it times, in this process as the report benchmark times its report (imports and the store's
 first opening done before), the whole comparison with recording (reading both sweeps, matching, token verdicts,
 the plot, the files, the comparison's run with a child run per matched point) and without (`--no-record`); and
-the command itself in a fresh interpreter, imports included. Target: `compare_s` under 10 s on 2 cores. Each
-timing that records adds one comparison run to the store; no trial is touched. The last line is JSON.
+the command itself in a fresh interpreter, imports included. Target: `compare_s` under 10 s on 2 cores. The
+comparison each timing records is deleted after it (its runs and their rows; no trial is touched), so every timing
+meets the store as built. Timings read a warm page cache: on this VM the first read of a store just written can
+take tens of seconds. The last line is JSON.
 
     python benchmarks/compare_speed.py [--runs 5520] [--keep DIR] [--uri postgresql://USER@HOST/DB] [--repeat 1]
 """
@@ -32,8 +34,23 @@ from report_speed import SWEEP, build_store, has_sweep  # noqa: E402
 
 from tracking.compare.__main__ import main as compare  # noqa: E402
 from tracking.store.connect import open_client  # noqa: E402
+from tracking.store.history import Tables  # noqa: E402
+from tracking.store.runs import PARENT_TAG  # noqa: E402
 
 OTHER = "full-b"
+CHILDREN = "SELECT run_uuid FROM tags WHERE key = ? AND value = ?"
+
+
+def forget_comparisons(uri: str) -> None:
+    """Delete the comparisons the timings recorded (their runs and rows), so each timing meets the store as built:
+    two sweeps, not two sweeps and every comparison timed before."""
+    with Tables(uri, write=True) as tables:
+        found = tables.rows("SELECT run_uuid FROM tags WHERE key = ?", ["comparison"])
+        parents = [run for (run,) in found]
+        children = [run for p in parents for (run,) in tables.rows(CHILDREN, [PARENT_TAG, p])]
+        for table in ("tags", "params", "metrics", "latest_metrics", "runs"):
+            tables.write(f"DELETE FROM {table} WHERE run_uuid = ?", [(run,) for run in parents + children])
+        tables.commit()
 
 
 def timed(argv: list[str], fresh: bool) -> float:
@@ -52,7 +69,10 @@ def timed(argv: list[str], fresh: bool) -> float:
                 sys.stdout, sys.stderr = stdout, stderr
         if status != 0:
             raise SystemExit(f"tracking.compare {' '.join(argv)} exited {status}")
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    if "--no-record" not in argv:
+        forget_comparisons(argv[argv.index("--uri") + 1])
+    return seconds
 
 
 def main() -> None:

@@ -107,6 +107,18 @@ class Tables:
             else:
                 self.connection.cursor().executemany(sql.replace("?", self.mark), rows)
 
+    def insert(self, table: str, columns: list[str], rows: list[tuple]) -> None:
+        """New rows, none of them there before: PostgreSQL takes them by COPY (executemany sent 176,000 rows, a
+        comparison's 5,520 children, in 7.4 s)."""
+        if not rows:
+            return
+        if self.sqlite:
+            self.write(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows)
+            return
+        with self.connection.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
     def commit(self) -> None:
         self.connection.commit()
 
@@ -149,14 +161,20 @@ class Tables:
         return found[0][0] if found else None
 
     def _chosen(self, experiment_id, tags: dict) -> tuple[str, list]:
-        """The active runs of the experiment with every tag given (a value, or None: present and not empty)."""
-        sql, args = (
-            "SELECT r.run_uuid FROM runs r WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active'",
-            [experiment_id],
-        )
-        for key, value in tags.items():
-            sql += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND t.key = ? AND "
-            sql += "t.value = ?)" if value is not None else "t.value <> '')"
+        """The active runs of the experiment with every tag given (a value, or None: present and not empty), found
+        from the first tag's rows (MLflow's key on `tags` leads with the key), not by scanning every run of the
+        experiment: a comparison adds a child run per point, and at the full grid's size a few of them made every
+        read of a sweep a third slower."""
+
+        def has(alias: str, value) -> str:
+            return f"{alias}.key = ? AND " + (f"{alias}.value = ?" if value is not None else f"{alias}.value <> ''")
+
+        (first, value), *others = tags.items()
+        sql = f"SELECT d.run_uuid FROM tags d JOIN runs r ON r.run_uuid = d.run_uuid WHERE {has('d', value)}"
+        sql += " AND r.experiment_id = ? AND r.lifecycle_stage = 'active'"
+        args = [first, *([] if value is None else [value]), experiment_id]
+        for key, value in others:
+            sql += f" AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND {has('t', value)})"
             args += [key] if value is None else [key, value]
         return sql, args
 
