@@ -51,6 +51,8 @@ def forget_comparisons(uri: str) -> None:
         for table in ("tags", "params", "metrics", "latest_metrics", "runs"):
             tables.write(f"DELETE FROM {table} WHERE run_uuid = ?", [(run,) for run in parents + children])
         tables.commit()
+        if tables.sqlite:  # the deletions' log written into the file now, not by the next timing's first write
+            tables.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def timed(argv: list[str], fresh: bool) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tokengen.contract.names import path_component
@@ -15,7 +16,7 @@ from tokengen.contract.record import first_line as one_line
 from tokengen.writable import unwritable
 from tracking.compare.points import compare
 from tracking.compare.record import record
-from tracking.compare.render import CSV_FIRST, ratio_plot, render
+from tracking.compare.render import CSV_FIRST, FILE, has_ratio, ratio_plot, render
 from tracking.compare.sides import DEFAULT_EXPERIMENT, load_side
 from tracking.store.reading import ReportError
 
@@ -45,19 +46,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     directory = Path(args.out) / path_component(f"{a.name}-vs-{b.name}")
     directory.mkdir(parents=True, exist_ok=True)
-    plot = ratio_plot(pairs, directory, f"B = {b.name} against A = {a.name}")
-    text, shown = render(a, b, pairs, only, columns, plot.name if plot else "")
-    (directory / "comparison.md").write_text(text)
-    table = pairs[CSV_FIRST + [c for c in pairs.columns if c not in [*CSV_FIRST, "_a", "_b"]]]
-    table.to_csv(directory / "comparison.csv", index=False)
-    files = [directory / "comparison.md", directory / "comparison.csv", *([plot] if plot else [])]
-    run_id, after = "", []
-    if not args.no_record:
-        try:
-            run_id, after = record(a, b, table, files, shown)
-        except Exception as exc:  # noqa: BLE001 - TrackingError or any refused write: the files stand
-            why = f"the comparison was not recorded in {uri_a} ({one_line(exc)})"
-            after = [f"mlflow: {why}: rerun when the store takes writes, or pass --no-record"]
+    with ThreadPoolExecutor(1) as pool:  # the plot drawn on the second core while the rest is written and recorded
+        plotting = pool.submit(ratio_plot, pairs, directory, f"B = {b.name} against A = {a.name}")
+        text, shown = render(a, b, pairs, only, columns, FILE if has_ratio(pairs) else "")
+        (directory / "comparison.md").write_text(text)
+        table = pairs[CSV_FIRST + [c for c in pairs.columns if c not in [*CSV_FIRST, "_a", "_b"]]]
+        table.to_csv(directory / "comparison.csv", index=False)
+
+        def files():  # the plot last: the store takes the children first
+            yield from (directory / "comparison.md", directory / "comparison.csv")
+            yield from [plot for plot in [plotting.result()] if plot]
+
+        run_id, after = "", []
+        if not args.no_record:
+            try:
+                run_id, after = record(a, b, table, files(), shown)
+            except Exception as exc:  # noqa: BLE001 - TrackingError or any refused write: the files stand
+                why = f"the comparison was not recorded in {uri_a} ({one_line(exc)})"
+                after = [f"mlflow: {why}: rerun when the store takes writes, or pass --no-record"]
+        plotting.result()
     print(shown)
     where = f", recorded as run {run_id} in {uri_a}" if run_id else ""
     said = f"comparison: {directory / 'comparison.md'} ({len(table)} matched points){where}"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
+from collections.abc import Iterable
+from pathlib import Path
 
 import pandas as pd
 
@@ -36,7 +38,7 @@ def view_key(name_a: str, name_b: str) -> str:
     return "tokengen-compare-" + hashlib.sha256(f"{name_a}\0{name_b}".encode()).hexdigest()[:12]
 
 
-def record(a: Side, b: Side, pairs: pd.DataFrame, files: list, note: str) -> tuple[str, list[str]]:
+def record(a: Side, b: Side, pairs: pd.DataFrame, files: Iterable[Path], note: str) -> tuple[str, list[str]]:
     """The comparison's run with its children, files, view and `note` (what the command printed, its first line what
     differs): its id and the lines that say how to open it; TrackingError where the store refuses the write."""
     recorder = Recorder(a.runs.uri, a.runs.experiment)

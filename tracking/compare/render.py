@@ -123,10 +123,19 @@ def moved_most(rows: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return rows[rows["variant"].isin(kept)], note
 
 
+def _with_ratio(pairs: pd.DataFrame) -> pd.DataFrame:
+    return pairs[pd.to_numeric(pairs["ratio"], errors="coerce") > 0]
+
+
+def has_ratio(pairs: pd.DataFrame) -> bool:
+    """Whether ratio_plot draws anything: some matched point has a ratio."""
+    return not _with_ratio(pairs).empty
+
+
 def ratio_plot(pairs: pd.DataFrame, out: Path, title: str) -> Path | None:
     """Per variant, B/A with its 95% interval at each point, one panel per model and dtype, on a log axis centred on
     1.0, a point a side judged noisy or contended hollow; None where no matched point has a ratio."""
-    rows = pairs[pd.to_numeric(pairs["ratio"], errors="coerce") > 0]
+    rows = _with_ratio(pairs)
     if rows.empty:
         return None
     rows, shown = moved_most(rows)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from tracking.store.connect import failing_fast
 from tracking.store.history import Tables, in_bulk
@@ -38,7 +40,7 @@ def record_comparison(
     name: str,
     tags: dict[str, str],
     children: list["ChildRun"],
-    files: list = (),
+    files: Iterable[Path] = (),
     experiment_tags: dict[str, str] | None = None,
 ) -> str:
     """A comparison of two sweeps (tracking/compare/): one run with its files as artifacts under
