@@ -34,8 +34,8 @@ from report_speed import SWEEP, build_store, has_sweep  # noqa: E402
 
 from tracking.compare.__main__ import main as compare  # noqa: E402
 from tracking.store.connect import open_client  # noqa: E402
-from tracking.store.history import Tables  # noqa: E402
 from tracking.store.runs import PARENT_TAG  # noqa: E402
+from tracking.store.tables import Tables  # noqa: E402
 
 OTHER = "full-b"
 CHILDREN = "SELECT run_uuid FROM tags WHERE key = ? AND value = ?"

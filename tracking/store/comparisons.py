@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tracking.store.connect import failing_fast
-from tracking.store.history import Tables, in_bulk
 from tracking.store.recorder import Recorder
 from tracking.store.runs import MAX_PARAM_CHARS, PARENT_TAG, metric_value
+from tracking.store.tables import Tables, in_bulk
 
 RUN_NAME_TAG = "mlflow.runName"
 SERVER_THREADS = 8  # children created at once through a tracking server

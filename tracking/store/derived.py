@@ -21,7 +21,6 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from tracking.store.history import Tables, in_bulk
 from tracking.store.runs import (  # noqa: F401 - the report's
     COLUMN_OF,
     DERIVED,
@@ -35,6 +34,7 @@ from tracking.store.runs import (  # noqa: F401 - the report's
     mark_of,
 )
 from tracking.store.search import search
+from tracking.store.tables import Tables, in_bulk
 
 
 def view_filter(parent_id: str, sweep: str) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,9 +28,10 @@ from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
 from tokengen.measure.interference import OK
 from tracking.store.connect import TrackingError, check_reachable, check_uri, sqlite_path
-from tracking.store.postgres import CONNECT_TIMEOUT_S, engine_uri, is_postgres, libpq_uri
+from tracking.store.postgres import engine_uri, is_postgres
 from tracking.store.runs import PARENT_TAG, flat_row
 from tracking.store.search import search
+from tracking.store.tables import Tables
 
 TRUSTED_MEASUREMENT = (OK,)  # the `measurement` tag, where a run has one
 
@@ -59,183 +59,6 @@ class History:
             return self.frame
         tag = self.frame["measurement"]
         return self.frame[tag.isna() | tag.astype(str).str.lower().isin(TRUSTED_MEASUREMENT)]
-
-
-def _closed_wal_out_of_reach(path: str) -> bool:
-    """A WAL store (header bytes 18-19: 2) with no <file>-wal (its last writer closed it), in a folder this
-    reader may not write: a read-only connection must create -wal and -shm to read it and fails ("attempt
-    to write a readonly database"); the file alone is then the whole store, read as immutable. A writer
-    that opens it during that read can fail the read (malformed), never the store."""
-    try:
-        with open(path, "rb") as handle:
-            wal = handle.read(20)[18:20] == b"\x02\x02"
-    except OSError:
-        return False
-    return wal and not os.path.exists(path + "-wal") and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
-
-
-WRITE_CACHE_KIB = 128 * 1024
-
-
-class Tables:
-    """MLflow's own tables, read only and in bulk: four queries for a sweep of thousands of runs, where
-    MLflow's search builds an object per run, tag, param and metric page by page. A SQLite file
-    (sqlite3, `mode=ro`) or a PostgreSQL database (psycopg, a read-only session); the columns read are
-    those MLflow 3 has kept since its first database schema."""
-
-    def __init__(self, uri: str, write: bool = False):
-        """Read only, unless `write` (tracking/store/derived.py's figures, in one transaction: `commit`)."""
-        path = sqlite_path(uri)
-        if path is not None:
-            quoted = urllib.parse.quote(os.path.abspath(path))
-            mode = "" if write else "?mode=ro&immutable=1" if _closed_wal_out_of_reach(path) else "?mode=ro"
-            self.connection = sqlite3.connect(f"file:{quoted}{mode}", uri=True, timeout=30)
-            if write:  # this connection's page cache (the default 2 MB): thousands of rows land in random index pages
-                self.connection.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
-            self.mark = "?"
-        else:
-            import psycopg
-
-            self.connection = psycopg.connect(libpq_uri(uri), connect_timeout=CONNECT_TIMEOUT_S, autocommit=not write)
-            self.connection.read_only, self.mark = not write, "%s"
-        self.sqlite = path is not None
-
-    def write(self, sql: str, rows: list[tuple]) -> None:
-        if rows:
-            if self.sqlite:
-                self.connection.executemany(sql, rows)
-            else:
-                self.connection.cursor().executemany(sql.replace("?", self.mark), rows)
-
-    def insert(self, table: str, columns: list[str], rows: list[tuple]) -> None:
-        """New rows, none of them there before: PostgreSQL takes them by COPY (executemany sent 176,000 rows, a
-        comparison's 5,520 children, in 7.4 s)."""
-        if not rows:
-            return
-        if self.sqlite:
-            self.write(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows)
-            return
-        with self.connection.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-
-    def commit(self) -> None:
-        self.connection.commit()
-
-    def __enter__(self) -> "Tables":
-        return self
-
-    def __exit__(self, *_) -> None:
-        self.connection.close()
-
-    def rows(self, sql: str, args=()) -> list[tuple]:
-        return self.connection.execute(sql.replace("?", self.mark), tuple(args)).fetchall()
-
-    def run_row(self, run_id: str) -> dict:
-        """The run's row of `runs`, every column MLflow's schema has, by name."""
-        cursor = self.connection.execute(f"SELECT * FROM runs WHERE run_uuid = {self.mark}", (run_id,))
-        return dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
-
-    def columns(self, table: str) -> set[str]:
-        if self.sqlite:
-            return {row[1] for row in self.rows(f"PRAGMA table_info({table})")}
-        return {
-            row[0]
-            for row in self.rows(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                "AND table_schema = current_schema()",
-                [table],
-            )
-        }
-
-    def experiment_id(self, name: str):
-        """The active experiment's id, or None (a store MLflow never opened has no experiments table)."""
-        columns = self.columns("experiments")
-        if not columns:
-            return None
-        where, args = "name = ? AND lifecycle_stage = 'active'", [name]
-        if "workspace" in columns:
-            where += " AND workspace = ?"
-            args.append(os.environ.get("MLFLOW_WORKSPACE", "default"))
-        found = self.rows(f"SELECT experiment_id FROM experiments WHERE {where}", args)
-        return found[0][0] if found else None
-
-    def _chosen(self, experiment_id, tags: dict) -> tuple[str, list]:
-        """The active runs of the experiment with every tag given (a value, or None: present and not empty), found
-        from the first tag's rows (MLflow's key on `tags` leads with the key), not by scanning every run of the
-        experiment: a comparison adds a child run per point, and at the full grid's size a few of them made every
-        read of a sweep a third slower."""
-
-        def has(alias: str, value) -> str:
-            return f"{alias}.key = ? AND " + (f"{alias}.value = ?" if value is not None else f"{alias}.value <> ''")
-
-        (first, value), *others = tags.items()
-        sql = f"SELECT d.run_uuid FROM tags d JOIN runs r ON r.run_uuid = d.run_uuid WHERE {has('d', value)}"
-        sql += " AND r.experiment_id = ? AND r.lifecycle_stage = 'active'"
-        args = [first, *([] if value is None else [value]), experiment_id]
-        for key, value in others:
-            sql += f" AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND {has('t', value)})"
-            args += [key] if value is None else [key, value]
-        return sql, args
-
-    def _named(self, experiment_id, tags: dict, keys) -> tuple[str, list]:
-        """The chosen runs (_chosen), and of their rows only those named `keys` where given."""
-        chosen, args = self._chosen(experiment_id, tags)
-        if keys is None:
-            return f"run_uuid IN ({chosen})", args
-        return f"run_uuid IN ({chosen}) AND key IN ({', '.join('?' * len(keys))})", [*args, *keys]
-
-    def tags(self, experiment_id, tags: dict, keys=None) -> dict[str, dict]:
-        """Run id -> its tags (those named `keys`, or all), for the runs with every tag given."""
-        where, args = self._named(experiment_id, tags, keys)
-        found: dict[str, dict] = {}
-        for run, key, value in self.rows(f"SELECT run_uuid, key, value FROM tags WHERE {where}", args):
-            found.setdefault(run, {})[key] = value
-        return found
-
-    def metrics(self, experiment_id, tags: dict, keys=None) -> dict[str, dict]:
-        """Run id -> its latest metrics (those named `keys`, or all; NaN where MLflow marks one), for the runs with
-        every tag given."""
-        where, args = self._named(experiment_id, tags, keys)
-        found: dict[str, dict] = {}
-        for run, key, value, is_nan in self.rows(
-            f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE {where}", args
-        ):
-            found.setdefault(run, {})[key] = float("nan") if is_nan else value
-        return found
-
-    def runs(self, experiment_id, tags: dict) -> pd.DataFrame:
-        """The runs with every tag given, as flat rows (tracking/store/runs.py), oldest first."""
-        chosen, args = self._chosen(experiment_id, tags)
-        runs = {
-            run: (status, start, uri)
-            for run, status, start, uri in self.rows(
-                f"SELECT run_uuid, status, start_time, artifact_uri FROM runs WHERE run_uuid IN ({chosen}) "
-                "ORDER BY start_time",
-                args,
-            )
-        }
-        parts: dict[str, dict] = {name: {run: {} for run in runs} for name in ("tags", "metrics", "params")}
-        for table in ("tags", "params"):
-            for run, key, value in self.rows(
-                f"SELECT run_uuid, key, value FROM {table} WHERE run_uuid IN ({chosen})", args
-            ):
-                parts[table][run][key] = value
-        for run, key, value, is_nan in self.rows(
-            f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({chosen})", args
-        ):
-            parts["metrics"][run][key] = float("nan") if is_nan else value
-        return pd.DataFrame(
-            [
-                flat_row(run, *info, parts["tags"][run], parts["metrics"][run], parts["params"][run])
-                for run, info in runs.items()
-            ]
-        )
-
-
-def in_bulk(uri: str) -> bool:
-    """Whether the store's tables can be read directly (a SQLite file or a PostgreSQL database)."""
-    return sqlite_path(uri) is not None or is_postgres(uri)
 
 
 def _read_tables(uri: str, experiment: str) -> pd.DataFrame:

@@ -25,9 +25,9 @@ from tokengen.contract.names import FINISHED, PLAN_ESTIMATE_FILE, PLAN_FILE, RES
 from tokengen.contract.record import first_line
 from tracking.measurement import attempt_of, best, latest_series
 from tracking.store.connect import TrackingError, check_credentials, check_reachable, open_client
-from tracking.store.history import Tables, in_bulk
 from tracking.store.runs import PARENT_TAG, frame_of
 from tracking.store.search import search
+from tracking.store.tables import Tables, in_bulk
 
 
 class ReportError(RuntimeError):
@@ -148,7 +148,7 @@ def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None,
 
 def sweep_frame(uri: str, client: MlflowClient, experiment_id: str, parent, name: str) -> pd.DataFrame:
     """Every child run of the sweep, and the runs of other sweeps it reused, flat: a database's tables read in
-    bulk (tracking/store/history.py: Tables), a server's runs searched page by page."""
+    bulk (tracking/store/tables.py: Tables), a server's runs searched page by page."""
     if not in_bulk(uri):
         runs = [r for r in search(client, experiment_id, f"tags.sweep = '{name}'") if PARENT_TAG in r.data.tags]
         measured = {r.data.tags.get("trial_key") for r in runs if attempt_of(r.data.tags.get("attempt")) == 1}

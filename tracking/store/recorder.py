@@ -37,9 +37,9 @@ from tracking.store.connect import (
     redacted,
     server_answers,
 )
-from tracking.store.history import Tables, in_bulk
 from tracking.store.runs import MAX_PARAM_CHARS, PARENT_TAG, metrics_of, params_of, tags_of
 from tracking.store.search import search
+from tracking.store.tables import Tables, in_bulk
 
 
 @dataclasses.dataclass
@@ -117,7 +117,7 @@ class Recorder:
 
     def _tags(self, wanted: dict) -> dict[str, dict]:
         """Run id -> tags of the experiment's runs with the wanted tags (a value, or None: present, not empty):
-        a database's tables in four queries (tracking/store/history.py), a server searched page by page."""
+        a database's tables in four queries (tracking/store/tables.py), a server searched page by page."""
         if in_bulk(self.uri):
             with Tables(self.uri) as tables:
                 return tables.tags(int(self.experiment_id), wanted)
