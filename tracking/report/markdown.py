@@ -58,5 +58,6 @@ def to_markdown(frame: pd.DataFrame) -> str:
     header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---:" if units[c] else "---" for c in frame.columns) + "|"
     cells = [[cell(v, units[c]) for v in frame.iloc[:, i].tolist()] for i, c in enumerate(frame.columns)]
-    body = ["| " + " | ".join(row) + " |" for row in zip(*cells)]  # column by column: a table of 5,520 rows
+    rows = zip(*cells) if cells else [()] * len(frame)  # column by column: a table of 5,520 rows
+    body = ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join([header, rule, *body])

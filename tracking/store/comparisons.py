@@ -62,7 +62,7 @@ def record_comparison(
 
 def _children_in_tables(uri: str, parent: str, children: list[ChildRun], now: int) -> None:
     """Every child in one transaction, as the rows MLflow's create_run, log_batch and set_terminated write: the
-    full grid's 5,520 points in about two seconds, where three calls per child took 100-127 s on SQLite. Each child's
+    full grid's 5,520 points in about two seconds, where three calls per child took over 100 s on SQLite. Each child's
     row in `runs` is its parent's with its own id, name, times and artifact folder, so a column a newer MLflow
     adds to `runs` is filled as MLflow filled the parent's."""
     with Tables(uri, write=True) as tables:

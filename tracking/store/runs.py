@@ -9,6 +9,7 @@ the spec since the run was recorded gets its default; a run without its status t
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -77,16 +78,11 @@ def typed_text(key: str, text: str):
     return value
 
 
-_IS_DATA: dict[str, bool] = {}
-
-
-def is_data(name: str) -> bool:
-    """Whether a tag or metric of that name is the trial's data, not MLflow's own (`mlflow.`) or the report's;
-    remembered per name, as every run repeats the same few dozen."""
-    found = _IS_DATA.get(name)
-    if found is None:
-        found = _IS_DATA[name] = not name.startswith("mlflow.") and not is_derived(name)
-    return found
+@functools.cache
+def _read_back(name: str, tag: bool) -> bool:
+    """Whether a tag (`tag`) or metric of that name is read back as the trial's data: never the report's, nor a tag
+    of MLflow's own (`mlflow.`); remembered per name, as every run repeats the same few dozen."""
+    return not (tag and name.startswith("mlflow.")) and not is_derived(name)
 
 
 _FLOATS = frozenset(name for name in METRICS if name not in SPEC_FIELDS and base_type(name) is float)
@@ -110,8 +106,8 @@ def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, met
         "artifact_uri": artifact_uri,
         "parent_run_id": tags.get(PARENT_TAG),
     }
-    row.update({k: typed_text(k, v) for k, v in tags.items() if is_data(k)})
-    row.update({k: typed_metric(k, v) for k, v in metrics.items() if is_data(k)})
+    row.update({k: typed_text(k, v) for k, v in tags.items() if _read_back(k, True)})
+    row.update({k: typed_metric(k, v) for k, v in metrics.items() if _read_back(k, False)})
     row.update({k: typed_text(k, v) for k, v in params.items()})
     for name in SERIES_FIELDS:
         row[name] = series_of(tags.get(name))

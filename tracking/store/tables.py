@@ -121,16 +121,20 @@ class Tables:
         experiment: a comparison adds a child run per point, and at the full grid's size a few of them made every
         read of a sweep a third slower."""
 
-        def has(alias: str, value) -> str:
-            return f"{alias}.key = ? AND " + (f"{alias}.value = ?" if value is not None else f"{alias}.value <> ''")
+        def has(alias: str, key: str, value) -> tuple[str, list]:
+            if value is None:
+                return f"{alias}.key = ? AND {alias}.value <> ''", [key]
+            return f"{alias}.key = ? AND {alias}.value = ?", [key, value]
 
         (first, value), *others = tags.items()
-        sql = f"SELECT d.run_uuid FROM tags d JOIN runs r ON r.run_uuid = d.run_uuid WHERE {has('d', value)}"
+        where, args = has("d", first, value)
+        sql = f"SELECT d.run_uuid FROM tags d JOIN runs r ON r.run_uuid = d.run_uuid WHERE {where}"
         sql += " AND r.experiment_id = ? AND r.lifecycle_stage = 'active'"
-        args = [first, *([] if value is None else [value]), experiment_id]
+        args.append(experiment_id)
         for key, value in others:
-            sql += f" AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND {has('t', value)})"
-            args += [key] if value is None else [key, value]
+            where, more = has("t", key, value)
+            sql += f" AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND {where})"
+            args += more
         return sql, args
 
     def _named(self, experiment_id, tags: dict, keys) -> tuple[str, list]:
