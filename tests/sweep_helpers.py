@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
+from servers import migrated_store
 
 from sweeps.planning.config import SweepConfig, load_config, register
 
@@ -34,14 +36,26 @@ def small_overrides(tmp_path: Path, name: str = "t") -> list[str]:
     ]
 
 
-def small_sweep(tmp_path: Path, *overrides: str, name: str = "t") -> SweepConfig:
+def seed_store(tmp_path: Path, overrides, seeded: bool) -> None:
+    """Where the overrides keep `small_overrides`' store, start it as a copy of the session's migrated empty one
+    (tests/servers.py): MLflow makes its tables once per session, not once per sweep (2-3 s each on 2 cores).
+    A test of what a sweep does to a missing store passes seeded=False; one that names its store gets that."""
+    store = tmp_path / "mlflow.db"
+    if seeded and not store.exists() and not any(o.startswith("tracking.uri=") for o in overrides):
+        store.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(migrated_store(), store)
+
+
+def small_sweep(tmp_path: Path, *overrides: str, name: str = "t", seeded: bool = True) -> SweepConfig:
     """The composed config of `small_overrides` plus `overrides`, typed as run_sweep takes it."""
+    seed_store(tmp_path, overrides, seeded)
     with initialize_config_dir(config_dir=CONF, version_base=None):
         return load_config(compose("config", overrides=small_overrides(tmp_path, name) + list(overrides)))
 
 
-def driver_command(tmp_path: Path, *overrides: str, name: str = "t") -> list[str]:
+def driver_command(tmp_path: Path, *overrides: str, name: str = "t", seeded: bool = True) -> list[str]:
     """The same small sweep as a real driver process: `python -m sweeps.run ...`."""
+    seed_store(tmp_path, overrides, seeded)
     return [sys.executable, "-m", "sweeps.run", *small_overrides(tmp_path, name), *overrides]
 
 

@@ -72,7 +72,7 @@ def test_unreachable_tracking_server_stops_before_any_trial(tmp_path, capsys, fr
 
 def test_cuda_trials_on_a_local_ray_without_gpus_stop_before_anything(tmp_path, capsys, monkeypatch, fresh_ray):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    config = small_sweep(tmp_path, "trial.device=cuda", "ray.num_gpus=0")
+    config = small_sweep(tmp_path, "trial.device=cuda", "ray.num_gpus=0", seeded=False)
     assert run_sweep(config) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: the grid has CUDA trials but this machine has no GPU for a local Ray: use trial.device=cpu, "

@@ -39,7 +39,9 @@ def swept(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui-sweep")
     env = driver_environment()
     env.pop("RAY_AUTH_MODE", None)  # a user's shell has none; Ray started in this process set it here
-    proc = subprocess.run(driver_command(tmp), cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        driver_command(tmp, seeded=False), cwd=tmp, env=env, capture_output=True, text=True, timeout=900
+    )
     uri = f"sqlite:///{tmp}/mlflow.db"
     return SimpleNamespace(tmp=tmp, uri=uri, status=proc.returncode, out=proc.stdout, err=proc.stderr)
 

@@ -69,7 +69,7 @@ def refused(config: dict, capsys) -> str:
     ],
 )
 def test_bad_input_is_one_line_before_ray(tmp_path, capsys, override, line):
-    line_seen = refused(small_sweep(tmp_path, override), capsys)
+    line_seen = refused(small_sweep(tmp_path, override, seeded=False), capsys)
     assert line_seen.startswith(line), line_seen
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()  # no store made
 
@@ -95,7 +95,7 @@ def test_an_unwritable_working_directory_is_refused_before_the_store_is_touched(
         cwd = Path("/proc")
     monkeypatch.chdir(cwd)
     try:
-        line = refused(small_sweep(tmp_path), capsys)
+        line = refused(small_sweep(tmp_path, seeded=False), capsys)
     finally:
         (tmp_path / "read-only").chmod(0o755)
     assert line.startswith(f"error: cannot write the sweep's journal under {cwd} (")
@@ -134,7 +134,7 @@ def test_an_unwritable_working_directory_is_refused_before_the_store_is_touched(
     ],
 )
 def test_every_sweep_setting_is_checked_in_one_line(tmp_path, capsys, override, line):
-    seen = refused(small_sweep(tmp_path, override), capsys)
+    seen = refused(small_sweep(tmp_path, override, seeded=False), capsys)
     assert seen.startswith(line), seen
     assert "hunter2" not in seen
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / ".sweeps" / "journal").exists()
@@ -155,7 +155,7 @@ def test_cuda_trials_on_a_machine_without_a_gpu_are_refused_before_ray_and_leave
 def test_a_workdir_that_cannot_be_made_is_refused_before_ray(tmp_path, capsys):
     (tmp_path / "a-file").write_text("")
     workdir = f"{tmp_path}/a-file/work"
-    line = refused(small_sweep(tmp_path, f"sweep.workdir={workdir}"), capsys)
+    line = refused(small_sweep(tmp_path, f"sweep.workdir={workdir}", seeded=False), capsys)
     assert line == (
         f"error: sweep.workdir={workdir} cannot be used: Not a directory: give a writable directory, "
         "e.g. sweep.workdir=/tmp/tokengen-sweeps"

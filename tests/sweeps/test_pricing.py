@@ -44,8 +44,8 @@ def fixed_cpu(monkeypatch):
     monkeypatch.setattr("sweeps.pricing.estimate.hardware._cached", CPU)
 
 
-def grid(tmp_path: Path, *overrides: str, lengths: str = "[8,32]") -> SweepConfig:
-    return small_sweep(tmp_path, f"grid.max_seqlen={lengths}", *overrides)
+def grid(tmp_path: Path, *overrides: str, lengths: str = "[8,32]", seeded: bool = True) -> SweepConfig:
+    return small_sweep(tmp_path, f"grid.max_seqlen={lengths}", *overrides, seeded=seeded)
 
 
 def store_state(tmp_path: Path) -> dict:
@@ -104,7 +104,7 @@ def test_dry_run_prices_the_plan_from_a_real_store_and_writes_nothing_to_it(tmp_
 
 def test_dry_run_leaves_a_missing_store_uncreated(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    config = grid(tmp_path, "sweep.dry_run=true")
+    config = grid(tmp_path, "sweep.dry_run=true", seeded=False)
     assert run_sweep(config) == 0
     out = capsys.readouterr()
     assert not ray.is_initialized()
@@ -143,7 +143,7 @@ def test_plan_files_hold_every_trial_longest_first_and_the_totals(tmp_path, monk
 def test_the_guard_refuses_an_expensive_sweep_in_one_line_before_anything_starts(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     cluster = FakeCluster().install(monkeypatch)  # were the guard to let it through, nothing would start Ray
-    assert run_sweep(grid(tmp_path, "sweep.max_device_hours=0.0001")) == 2
+    assert run_sweep(grid(tmp_path, "sweep.max_device_hours=0.0001", seeded=False)) == 2
     err = capsys.readouterr().err.strip().splitlines()
     errors = [line for line in err if line.startswith("error:")]
     assert errors == [err[-1]]

@@ -90,7 +90,7 @@ def test_python_m_tokengen_exits_2_before_building_the_model(saved, tmp_path, ca
 def test_a_sweep_refuses_it_before_ray_and_writes_no_store(saved, tmp_path, capsys, monkeypatch):
     path, weights, _ = damaged(saved, tmp_path, "random")
     monkeypatch.chdir(tmp_path)
-    assert run_sweep(small_sweep(tmp_path, f"trial.model={path}")) == 2
+    assert run_sweep(small_sweep(tmp_path, f"trial.model={path}", seeded=False)) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and f"{weights} is not a safetensors file" in lines[0], lines
     assert lines[0].endswith(FIX)

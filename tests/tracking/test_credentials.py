@@ -59,7 +59,7 @@ def test_the_driver_refuses_it_before_anything_is_written(tmp_path, monkeypatch,
     """run_sweep called directly (a config from a file, a test, a notebook): refused before the dry run's
     plan files or the store, the journal and the sweep's log."""
     monkeypatch.chdir(tmp_path)
-    config = small_sweep(tmp_path / "store", f"sweep.dry_run={str(dry).lower()}")
+    config = small_sweep(tmp_path / "store", f"sweep.dry_run={str(dry).lower()}", seeded=False)
     config.tracking.uri = URIS["postgresql"][0]
     assert run_sweep(config) == 2
     err = capsys.readouterr().err
