@@ -3,8 +3,9 @@
 Two real sweeps of the same trials (`python -m sweeps.run`, each with its own store and work folder): one with
 sweep.inductor_cache=cold (every trial compiles cold), one with shared (each graph compiled once, its twins
 loading it: sweeps/execution/compile_share.py). The grid: static_compiled with every stop check that runs on a
-CPU (twins: the stop check does not change the compiled graph) and hf_generate_compiled, on each model and two
-batch sizes. Printed: each sweep's wall, each warm trial's first run against the same trial's cold first run in
+CPU and hf_generate_compiled, on each model and two batch sizes, with rows that run to the end and rows that end
+early (a stop check only matters where rows end). Neither the stop check nor where rows stop changes the compiled
+graph: each graph of ours serves 6 trials (3 stop checks, 2 stops), each of generate()'s 2. Printed: each sweep's wall, each warm trial's first run against the same trial's cold first run in
 the cold sweep, and whether every trial returned the same tokens in both. The last line is JSON:
 `shared_over_cold` (wall ratio), `warm_over_cold_max` (the largest warm first run over its cold one),
 `tokens_equal`.
@@ -45,6 +46,7 @@ def run(mode: str, folder: Path, args) -> float:
         f"+grid.model=[{args.models}]",
         f"grid.batch_size=[{args.batch_sizes}]",
         f"grid.max_seqlen=[{args.steps}]",
+        f"+grid.stop=[{','.join(repr(stop) for stop in args.stops.split(','))}]",
         f"trial.runs={args.runs}",
         "sweep.remeasure=0",
         "sweep.trial_timeout_s=1200",
@@ -64,11 +66,13 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="1,4")
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--stops", default="never,uniform:4-16", help="row stops (trial.stop values), comma-separated")
+    parser.add_argument("--keep", help="leave both sweeps' stores and work folders in this directory")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         walls, trials = {}, {}
         for mode in (COLD, "shared"):
-            folder = Path(scratch) / mode
+            folder = Path(args.keep or scratch).resolve() / mode
             folder.mkdir()
             walls[mode] = run(mode, folder, args)
             frame = load_sweep(f"sqlite:///{folder}/mlflow.db", "tokengen", mode).trials

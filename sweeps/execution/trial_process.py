@@ -2,8 +2,9 @@
 
 A crash, an OOM or a hang kills the trial's process, never the sweep. The process is a fork of a
 warm parent: a forkserver (the standard library's) started once per Ray worker with `PRELOAD`
-imported (torch, transformers and the model code; CUDA untouched, so a fork may start CUDA
-afresh), so a trial starts in milliseconds instead of seconds of imports.
+imported (torch, transformers and the model code; CUDA untouched, so a fork may start CUDA afresh), so a
+trial starts in milliseconds instead of seconds of imports. A worker whose first trial compiles also imports
+torch.compile's own modules there (tokengen/measure/compiler_imports.py), a second off every compiled trial.
 
 The protocol, typed once: the driver side passes a `TrialRequest` (the spec as data) to the fork;
 the child becomes what a fresh process would be (its own session, so a timeout kills all it
@@ -38,6 +39,7 @@ from sweeps.execution.compile_share import SHARED_FIELD, SHARED_IN, SHARED_OUT, 
 from sweeps.execution.process_guard import kill_session, run_at_normal_priority, watchdog
 from sweeps.execution.space import free_bytes, full_line, out_of_space
 from tokengen.contract.fidelity import DEFAULT_GATE, GATE_ENV
+from tokengen.contract.graphs import compiles
 from tokengen.contract.machine.process_env import trial_environment
 from tokengen.contract.names import (
     ARTIFACT_FILES,
@@ -57,6 +59,7 @@ PRELOAD = [
     "transformers.models.llama.modeling_llama",
     "sweeps.execution.trial_process",
 ]
+COMPILER_PRELOAD = "tokengen.measure.compiler_imports"  # where the worker's first trial compiles
 LOG_TAIL_LINES = 40
 PID_FILE = "trial.pid"  # the trial process's pid, in its folder: who to look for after a crash
 WATCHDOG_GRACE_S = 5.0  # past its timeout, the launcher kills the trial first; the watchdog is the backstop
@@ -110,7 +113,9 @@ def run_trial_process(request: TrialRequest, handed: bytes | None = None) -> dic
     env[DEADLINE_ENV] = f"{time.time() + request.timeout_s:.3f}"
     env[GATE_ENV] = repr(float(request.fidelity_gate))
     started = time.perf_counter()
-    process = _warm_context().Process(target=_child, args=(request, env, os.getpid()), daemon=False)
+    process = _warm_context(compiles(request.spec)).Process(
+        target=_child, args=(request, env, os.getpid()), daemon=False
+    )
     process.start()
     process.join(request.timeout_s)
     timed_out = process.exitcode is None
@@ -180,11 +185,13 @@ def complete_record(record: dict, spec: dict, key: str, accelerator_type: str | 
     }
 
 
-def _warm_context():
+def _warm_context(compiler: bool = False):
+    """The forkserver, started by the worker's first trial: with torch.compile's imports where that one compiles
+    (its preload is fixed once it runs; an eager sweep's workers never pay for them)."""
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(PRELOAD)
+        _context.set_forkserver_preload(PRELOAD + [COMPILER_PRELOAD] * compiler)
     return _context
 
 
