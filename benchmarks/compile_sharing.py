@@ -5,10 +5,13 @@ sweep.inductor_cache=cold (every trial compiles cold), one with shared (each gra
 loading it: sweeps/execution/compile_share.py). The grid: static_compiled with every stop check that runs on a
 CPU and hf_generate_compiled, on each model and two batch sizes, with rows that run to the end and rows that end
 early (a stop check only matters where rows end). Neither the stop check nor where rows stop changes the compiled
-graph: each graph of ours serves 6 trials (3 stop checks, 2 stops), each of generate()'s 2. Printed: each sweep's wall, each warm trial's first run against the same trial's cold first run in
-the cold sweep, and whether every trial returned the same tokens in both. The last line is JSON:
-`shared_over_cold` (wall ratio), `warm_over_cold_max` (the largest warm first run over its cold one),
-`tokens_equal`.
+graph: each graph of ours serves 6 trials (3 stop checks, 2 stops), each of generate()'s 2.
+
+Printed: each sweep's wall; each warm twin's load against the cold compile it reused (its graph's first trial in
+the shared sweep) and against the same trial's cold compile in the cold sweep, compile seconds being the first
+run less the trial's median run; whether every trial returned the same tokens in both. The last line is JSON:
+`shared_over_cold` (wall ratio), `warm_over_cold_max` (the largest warm load over its graph's cold compile),
+`warm_over_same_trial_cold_max` (the same over the same trial's cold compile), `tokens_equal`.
 
     python benchmarks/compile_sharing.py                       # tiny and gpt2, batch 1 and 4
     python benchmarks/compile_sharing.py --models tiny         # minutes, not tens of them
@@ -78,20 +81,18 @@ def main() -> None:
             frame = load_sweep(f"sqlite:///{folder}/mlflow.db", "tokengen", mode).trials
             trials[mode] = frame.set_index("trial_key")
     cold, shared = trials[COLD], trials["shared"]
-    warm = shared[shared["compile_cache"] == WARM]
-    ratios = {key: float(row["first_run_s"]) / float(cold.at[key, "first_run_s"]) for key, row in warm.iterrows()}
+    loads = warm_loads(cold, shared)
     equal = bool((shared["tokens_sha256"] == cold.loc[shared.index, "tokens_sha256"]).all())
     print(
         f"cold sweep {walls[COLD]:.1f} s, shared {walls['shared']:.1f} s ({walls['shared'] / walls[COLD]:.2f}x); "
-        f"{len(shared)} trials, {int((shared['compile_cache'] == COLD).sum())} compiled cold, {len(warm)} warm; "
+        f"{len(shared)} trials, {int((shared['compile_cache'] == COLD).sum())} compiled cold, {len(loads)} warm; "
         f"tokens {'equal' if equal else 'DIFFER'} in both"
     )
-    for key, ratio in sorted(ratios.items(), key=lambda kv: kv[1]):
-        row = warm.loc[key]
+    for load in sorted(loads, key=lambda load: load["over_graph"]):
         print(
-            f"  {row['variant']:<28} {row['model']:<5} batch {int(row['batch_size'])}: warm first run "
-            f"{float(row['first_run_s']):.1f} s against {float(cold.at[key, 'first_run_s']):.1f} s cold ({ratio:.2f}x), "
-            f"graphs from {row['compile_shared_from']}"
+            f"  {load['variant']:<28} {load['model']:<5} batch {load['batch']} stop {load['stop']:<13}: warm load "
+            f"{load['warm_s']:.1f} s, its graph's cold compile {load['graph_cold_s']:.1f} s ({load['over_graph']:.2f}x, "
+            f"{load['graph']}), the same trial's in the cold sweep {load['cold_s']:.1f} s ({load['over_same']:.2f}x)"
         )
     print(
         json.dumps(
@@ -99,12 +100,43 @@ def main() -> None:
                 "cold_s": walls[COLD],
                 "shared_s": walls["shared"],
                 "shared_over_cold": walls["shared"] / walls[COLD],
-                "warm_over_cold_max": max(ratios.values(), default=None),
-                "warm_trials": len(ratios),
+                "warm_over_cold_max": max((load["over_graph"] for load in loads), default=None),
+                "warm_over_same_trial_cold_max": max((load["over_same"] for load in loads), default=None),
+                "warm_trials": len(loads),
                 "tokens_equal": equal,
             }
         )
     )
+
+
+def compile_seconds(row) -> float:
+    """A trial's compile as the store's history reads it (sweeps/pricing/estimate/history.py): its first run
+    less its median timed run, so a model's own run time does not count as compiling."""
+    return float(row["first_run_s"]) - float(row["runtime_median_s"])
+
+
+def warm_loads(cold, shared) -> list[dict]:
+    """Each warm twin's load against the cold compile it reused (its graph's first trial, in the shared sweep) and
+    against the same trial's cold compile in the cold sweep."""
+    loads = []
+    for key, row in shared[shared["compile_cache"] == WARM].iterrows():
+        warm, graph = compile_seconds(row), row["compile_shared_from"]
+        graph_cold, same_cold = compile_seconds(shared.loc[graph]), compile_seconds(cold.loc[key])
+        loads.append(
+            {
+                "variant": row["variant"],
+                "model": row["model"],
+                "batch": int(row["batch_size"]),
+                "stop": row["stop"],
+                "graph": graph,
+                "warm_s": warm,
+                "graph_cold_s": graph_cold,
+                "cold_s": same_cold,
+                "over_graph": warm / graph_cold,
+                "over_same": warm / same_cold,
+            }
+        )
+    return loads
 
 
 if __name__ == "__main__":

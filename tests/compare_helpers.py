@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 from mlflow import MlflowClient
+from servers import seeded_uri
 
 from tokengen.contract.machine.fingerprint import as_text
 from tokengen.contract.names import TOKENS_FILE
@@ -47,7 +48,7 @@ class Store:
 
     def __init__(self, root: Path):
         root.mkdir(parents=True, exist_ok=True)
-        self.uri = f"sqlite:///{root}/mlflow.db"
+        self.uri = seeded_uri(root)
         MlflowClient(tracking_uri=self.uri).create_experiment("tokengen", artifact_location=str(root / "art"))
         self.recorder = Recorder(self.uri, "tokengen")
 

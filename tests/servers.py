@@ -73,6 +73,14 @@ def migrated_store() -> Path:
     return _migrated["db"]
 
 
+def seeded_uri(folder: Path, name: str = "mlflow.db") -> str:
+    """The URI of a new SQLite store at folder/name, a copy of migrated_store(): for tests that read and write
+    a store, not ones of what MLflow or a sweep does to a missing or new one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(migrated_store(), folder / name)
+    return f"sqlite:///{folder / name}"
+
+
 @dataclass
 class MlflowServer:
     root: Path  # the store (m.db), the artifacts (art/), the server's log

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from servers import seeded_uri
 from sweep_helpers import child_runs, small_sweep
 
 from sweeps.driver import run_sweep
@@ -109,7 +110,7 @@ def test_an_error_that_crosses_ray_keeps_its_path_and_reason_without_colour(tmp_
     assert record["error_type"] == "NotADirectoryError", record
     assert f"{tmp_path}/a-file/work" in record["error_message"] and "Not a directory" in record["error_message"]
     assert "\x1b" not in record["error_message"] + record["log_tail"]
-    uri = f"sqlite:///{tmp_path}/m.db"
+    uri = seeded_uri(tmp_path, "m.db")
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("s", {}, resume=False)
     recorder.record_trial({**record, "files": {}, "log": ""})

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 
 import pytest
-from servers import MlflowServer
+from servers import MlflowServer, seeded_uri
 from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
 
 from sweeps.delivery.journal import Journal
@@ -54,7 +54,7 @@ def test_an_attempt_already_in_mlflow_is_noted_not_recorded_again(tmp_path):
     finds the attempt in the store and records it no second time."""
     from sweeps.delivery.outbox import Outbox
 
-    uri = f"sqlite:///{tmp_path}/m.db"
+    uri = seeded_uri(tmp_path, "m.db")
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("s", {"sweep": {"name": "s"}}, resume=False)
     journal = Journal.open("tokengen", "s", root=tmp_path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from servers import seeded_uri
 
 from sweeps.delivery.journal import Journal, result_id
 from sweeps.delivery.outbox import Outbox
@@ -94,7 +95,7 @@ class Sweep:
     def __init__(self, root, script: dict, rounds: int = 1):
         self.specs = {v: resolve(v, model="tiny", runs=0) for v in ("baseline", "kv_cache", "static_cache")}
         self.plan = GridPlan([PlannedTrial(s) for s in self.specs.values()])
-        self.recorder = Recorder(f"sqlite:///{root}/m.db", "tokengen")
+        self.recorder = Recorder(seeded_uri(root, "m.db"), "tokengen")
         self.recorder.start_sweep("r", {}, resume=False)
         self.outbox = Outbox(Journal.open("tokengen", "r", root), self.recorder)
         self.script, self.rounds, self.calls = script, rounds, []
@@ -174,7 +175,7 @@ def test_the_journal_keeps_every_attempt_of_a_key_apart(tmp_path):
 
 
 def test_a_recorded_remeasure_is_not_sent_again_after_a_driver_died(tmp_path):
-    recorder = Recorder(f"sqlite:///{tmp_path}/m.db", "tokengen")
+    recorder = Recorder(seeded_uri(tmp_path, "m.db"), "tokengen")
     recorder.start_sweep("d", {}, resume=False)
     spec = resolve("kv_cache", model="tiny")
     second = record_of(spec, "ok", 2)

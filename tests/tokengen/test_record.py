@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from record_helpers import full_record
+from servers import seeded_uri
 
 from tokengen.contract.record import METRIC, PARAM, ROLES, TAG, make_record, typed, unknown_fields, with_role
 from tokengen.contract.spec import TrialSpec
@@ -30,7 +31,7 @@ def test_make_record_refuses_a_field_it_does_not_declare():
 
 def test_recorded_fields_read_back_equal_and_typed(tmp_path):
     record = full_record()
-    recorder = Recorder(f"sqlite:///{tmp_path}/m.db", "tokengen")
+    recorder = Recorder(seeded_uri(tmp_path, "m.db"), "tokengen")
     recorder.start_sweep("rt", {}, resume=False)
     recorder.record_trial(record)
     row = load_sweep(f"sqlite:///{tmp_path}/m.db", "tokengen", "rt").trials.iloc[0].to_dict()
@@ -98,7 +99,7 @@ def test_a_float_field_added_to_the_spec_survives_hydra_the_cli_mlflow_and_the_r
     script.write_text(textwrap.dedent(ADDED_FIELD))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     proc = subprocess.run(
-        [sys.executable, str(script), str(tmp_path), f"sqlite:///{tmp_path}/m.db"],
+        [sys.executable, str(script), str(tmp_path), seeded_uri(tmp_path, "m.db")],
         cwd=tmp_path,
         env=env,
         capture_output=True,

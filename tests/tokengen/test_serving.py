@@ -18,6 +18,7 @@ import re
 
 import pytest
 import torch
+from servers import seeded_uri
 
 from tokengen.contract.declarations import LAGGED, in_family, load
 from tokengen.contract.rules import resolve, serving_problem
@@ -277,7 +278,7 @@ def test_the_report_pairs_static_continuous_and_the_peer_per_workload(tmp_path):
     from tracking.store.reading import load_sweep
     from tracking.store.recorder import Recorder
 
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = seeded_uri(tmp_path)
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("serve", {}, resume=False)
     trials = [

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
+from servers import seeded_uri
 
 from sweeps.planning.grid import PlannedTrial
 from tokengen.contract.record import RECORD_FIELDS, make_record
@@ -69,7 +70,7 @@ def store(tmp_path_factory):
     """Sweep `s`: baseline and kv_cache at batch 2 and 4, max_seqlen 8 and 16, recorded by the sweep's
     own Recorder with the plan's run names; then its report, built once."""
     root = tmp_path_factory.mktemp("ui")
-    uri = f"sqlite:///{root}/mlflow.db"
+    uri = seeded_uri(root)
     trials = [planned(v, b, n) for v in ("baseline", "kv_cache") for b in (2, 4) for n in (8, 16)]
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep(
@@ -278,7 +279,7 @@ def test_tracking_ui_print_only(store, capsys):
 
 
 def test_tracking_ui_without_a_report_says_how_to_make_one(tmp_path, capsys):
-    uri = f"sqlite:///{tmp_path}/m.db"
+    uri = seeded_uri(tmp_path, "m.db")
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("bare", {}, resume=False)
     capsys.readouterr()
@@ -347,7 +348,7 @@ def test_run_names_add_what_the_sweep_varies_and_a_key_piece_for_twins():
 def test_a_rebuild_updates_the_figures_and_clears_stale_ones(tmp_path):
     """Own store: a retried trial's new run takes the figures and the mark, the old one loses the
     mark; a trial whose baseline is gone loses its speedup (NaN) and its baseline tags; one view."""
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = seeded_uri(tmp_path)
     trials = [planned(v, 2, n) for v in ("baseline", "kv_cache") for n in (8, 16)]
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("r", {}, resume=False, names=run_names(trials))

@@ -12,6 +12,7 @@ import math
 import pandas as pd
 import pytest
 from PIL import Image
+from servers import seeded_uri
 
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import resolve
@@ -68,7 +69,7 @@ DISTURBED = [
 @pytest.fixture(scope="module")
 def disturbed(tmp_path_factory):
     root = tmp_path_factory.mktemp("disturbed")
-    store = f"sqlite:///{root}/m.db"
+    store = seeded_uri(root, "m.db")
     write(store, "busy", DISTURBED)
     report = build_report(store, "tokengen", "busy", root / "reports")
     return report, (report.directory / "report.md").read_text()
@@ -185,7 +186,7 @@ def test_a_marked_point_is_drawn_hollow_and_the_others_filled():
 
 
 def test_on_a_quiet_machine_nothing_is_marked(tmp_path):
-    store = f"sqlite:///{tmp_path}/m.db"
+    store = seeded_uri(tmp_path, "m.db")
     quiet = [(v, b, n, r, "ok", 1) for v, b, n, r, _, a in DISTURBED if a == 1]
     write(store, "quiet", quiet)
     report = build_report(store, "tokengen", "quiet", tmp_path / "reports")
@@ -204,7 +205,7 @@ def test_on_a_quiet_machine_nothing_is_marked(tmp_path):
 
 
 def test_trials_recorded_before_verdicts_are_never_marked(tmp_path):
-    store = f"sqlite:///{tmp_path}/m.db"
+    store = seeded_uri(tmp_path, "m.db")
     write(store, "old", [t for t in DISTURBED if t[5] == 1], judged=False)
     report = build_report(store, "tokengen", "old", tmp_path / "reports")
     text = (report.directory / "report.md").read_text()

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mlflow import MlflowClient
+from servers import seeded_uri
 
 from tokengen.contract.declarations import LAGGED, in_family
 from tokengen.contract.names import TOKENS_FILE
@@ -59,7 +60,7 @@ class Store:
     """A store written through the sweep's own Recorder, so a renamed field or tag fails these tests."""
 
     def __init__(self, root: Path):
-        self.uri = f"sqlite:///{root}/mlflow.db"
+        self.uri = seeded_uri(root)
         self.root = root
         self.client = MlflowClient(tracking_uri=self.uri)
         self.client.create_experiment("tokengen", artifact_location=str(root / "art"))

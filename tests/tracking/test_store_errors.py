@@ -8,6 +8,7 @@ import os
 import socket
 
 import pytest
+from servers import seeded_uri
 
 from tracking import ui
 from tracking.report.__main__ import main as report_main
@@ -22,7 +23,7 @@ SECRET = "s3cret-Pa55"
 def store(tmp_path_factory):
     """A store with one sweep and its saved view, as a sweep and its report leave them."""
     root = tmp_path_factory.mktemp("store")
-    uri = f"sqlite:///{root}/mlflow.db"
+    uri = seeded_uri(root)
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("s", {}, resume=False)
     view.publish_view(recorder.client, recorder.experiment_id, "s", recorder.parent_id)

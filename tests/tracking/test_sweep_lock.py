@@ -14,6 +14,7 @@ import time
 from collections import Counter
 
 import pytest
+from servers import seeded_uri
 from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
 
 from tracking.store.lock.sweep_lock import BEAT, CLAIMING, HOST, LOCKS_SUFFIX, PID, STATE, SWEEP, SweepLock, SweepLocked
@@ -22,7 +23,7 @@ from tracking.store.recorder import Recorder
 
 @pytest.fixture
 def client(tmp_path):
-    return Recorder(f"sqlite:///{tmp_path}/mlflow.db", "tokengen").client
+    return Recorder(seeded_uri(tmp_path), "tokengen").client
 
 
 def claim(client, host: str, pid: int, beat: float, state: str = "held") -> None:
