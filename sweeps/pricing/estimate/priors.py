@@ -41,7 +41,8 @@ ENGINE_OVERHEAD_S = {"loop": 0.0, "generate": 0.5e-3, "generate_batch": 1.0e-3} 
 CPU_COMPILE_PRIOR_S = {"small": 30.0, "base": 60.0, "large": 105.0, "huge": 180.0}
 CUDA_COMPILE_PRIOR_S = {"small": 8.0, "base": 16.0, "large": 40.0, "huge": 80.0}
 WARM_COMPILE_SHARE = 0.2  # a twin loading its graphs from the sweep's shared cache against their cold compile:
-# 0.19x on this project's CPU benchmark (benchmarks/compile_sharing.py); a history's warm trials replace it
+# 0.12-0.18x on tiny, median 0.21x on gpt2 on this project's CPU (benchmarks/compile_sharing.py); a history's
+# warm trials replace it
 FIRST_RUN_EXTRA_S = {"cuda": 0.5, "cpu": 0.05}  # compile=off: cuBLAS and the allocator's start-up
 BUILD_FIXED_S, BUILD_PARAMS_PER_S = 0.3, 2e8  # transformers' class set-up; random initialisation on the host
 HOST_TO_DEVICE_GBS = 10.0  # pageable host-to-GPU copies
