@@ -9,7 +9,7 @@ graph: each graph of ours serves 6 trials (3 stop checks, 2 stops), each of gene
 
 Printed: each sweep's wall; each warm twin's load against the cold compile it reused (its graph's first trial in
 the shared sweep) and against the same trial's cold compile in the cold sweep, compile seconds being the first
-run less the trial's median run; whether every trial returned the same tokens in both. The last line is JSON:
+run less the mean of the trial's timed runs; whether every trial returned the same tokens in both. The last line is JSON:
 `shared_over_cold` (wall ratio), `warm_over_cold_max` (the largest warm load over its graph's cold compile),
 `warm_over_same_trial_cold_max` (the same over the same trial's cold compile), `tokens_equal`.
 
@@ -110,9 +110,9 @@ def main() -> None:
 
 
 def compile_seconds(row) -> float:
-    """A trial's compile as the store's history reads it (sweeps/pricing/estimate/history.py): its first run
-    less its median timed run, so a model's own run time does not count as compiling."""
-    return float(row["first_run_s"]) - float(row["runtime_median_s"])
+    """A trial's compile as the store's history reads it with warmups (sweeps/pricing/estimate/history.py): its
+    first run less the mean of its timed runs, so a model's own run time does not count as compiling."""
+    return float(row["first_run_s"]) - float(row["runtime_mean_s"])
 
 
 def warm_loads(cold, shared) -> list[dict]:

@@ -47,7 +47,6 @@ class Store:
     """A SQLite store with sweeps written as the driver writes them."""
 
     def __init__(self, root: Path):
-        root.mkdir(parents=True, exist_ok=True)
         self.uri = seeded_uri(root)
         MlflowClient(tracking_uri=self.uri).create_experiment("tokengen", artifact_location=str(root / "art"))
         self.recorder = Recorder(self.uri, "tokengen")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
-from servers import migrated_store
+from servers import seeded_uri
 
 from sweeps.planning.config import SweepConfig, load_config, register
 
@@ -40,10 +39,8 @@ def seed_store(tmp_path: Path, overrides, seeded: bool) -> None:
     """Where the overrides keep `small_overrides`' store, start it as a copy of the session's migrated empty one
     (tests/servers.py): MLflow makes its tables once per session, not once per sweep (2-3 s each on 2 cores).
     A test of what a sweep does to a missing store passes seeded=False; one that names its store gets that."""
-    store = tmp_path / "mlflow.db"
-    if seeded and not store.exists() and not any(o.startswith("tracking.uri=") for o in overrides):
-        store.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(migrated_store(), store)
+    if seeded and not (tmp_path / "mlflow.db").exists() and not any(o.startswith("tracking.uri=") for o in overrides):
+        seeded_uri(tmp_path)
 
 
 def small_sweep(tmp_path: Path, *overrides: str, name: str = "t", seeded: bool = True) -> SweepConfig:

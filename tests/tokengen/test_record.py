@@ -31,10 +31,11 @@ def test_make_record_refuses_a_field_it_does_not_declare():
 
 def test_recorded_fields_read_back_equal_and_typed(tmp_path):
     record = full_record()
-    recorder = Recorder(seeded_uri(tmp_path, "m.db"), "tokengen")
+    uri = seeded_uri(tmp_path, "m.db")
+    recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("rt", {}, resume=False)
     recorder.record_trial(record)
-    row = load_sweep(f"sqlite:///{tmp_path}/m.db", "tokengen", "rt").trials.iloc[0].to_dict()
+    row = load_sweep(uri, "tokengen", "rt").trials.iloc[0].to_dict()
     for name in with_role(PARAM) + with_role(METRIC) + with_role(TAG):
         got = row[name]
         assert type(got) is type(record[name]) and got == record[name], (name, ROLES[name], got, record[name])
