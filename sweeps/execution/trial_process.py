@@ -65,6 +65,11 @@ PID_FILE = "trial.pid"  # the trial process's pid, in its folder: who to look fo
 WATCHDOG_GRACE_S = 5.0  # past its timeout, the launcher kills the trial first; the watchdog is the backstop
 LOG_KEPT_CHARS = 200_000
 
+FORK_SAFE_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+"""Set before the forkserver starts, so its imports never start CUDA: torchao (imported with transformers' models)
+asks torch.cuda.is_available() at import, which on a CUDA build calls cudaGetDeviceCount and so poisons every fork
+("Cannot re-initialize CUDA in forked subprocess"); with this set torch counts the GPUs through NVML instead."""
+
 _context = None
 
 
@@ -190,6 +195,7 @@ def _warm_context(compiler: bool = False):
     (its preload is fixed once it runs; an eager sweep's workers never pay for them)."""
     global _context
     if _context is None:
+        os.environ.update(FORK_SAFE_ENV)  # the forkserver inherits this process's environment when it starts
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD + [COMPILER_PRELOAD] * compiler)
     return _context

@@ -92,3 +92,41 @@ def forked_with_compiler(first_trial: str) -> bool:
 def test_a_trial_fork_has_the_compiler_imported_where_the_workers_first_trial_compiles():
     assert forked_with_compiler("compiler"), "the forkserver did not preload tokengen.measure.compiler_imports"
     assert COMPILER_PRELOAD not in PRELOAD, "an eager sweep's workers would import the compiler too"
+
+
+CUDA_CHECKS = """
+import importlib, json, sys
+import torch
+
+poisoning = []
+real = torch.cuda.is_available
+
+def is_available():  # on a CUDA build, unless torch asks NVML instead, this calls cudaGetDeviceCount: a poisoned fork
+    if not torch.cuda._nvml_based_avail():
+        poisoning.append("is_available")
+    return real()
+
+torch.cuda.is_available = is_available
+if sys.argv[1] == "warm_parent":
+    from sweeps.execution.trial_process import _warm_context
+    _warm_context()  # the environment the forkserver starts with; its process starts at the first trial
+from sweeps.execution.trial_process import PRELOAD
+for name in PRELOAD:
+    importlib.import_module(name)
+print(json.dumps(poisoning))
+"""
+
+
+def runtime_counts(environment: str) -> list[str]:
+    """The availability checks the warm parent's imports make that would start CUDA's runtime on a CUDA build,
+    imported in the `warm_parent`'s environment or a `plain` one."""
+    done = subprocess.run([sys.executable, "-c", CUDA_CHECKS, environment], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_warm_parents_imports_leave_cuda_to_the_fork_on_a_cuda_build():
+    """On the H200 every trial failed with "Cannot re-initialize CUDA in forked subprocess": torchao, imported with
+    transformers' models, asks torch.cuda.is_available() at import. The plain run shows the probe sees that."""
+    assert runtime_counts("plain"), "the imports no longer ask is_available(): this probe checks nothing"
+    assert runtime_counts("warm_parent") == [], "the forkserver's imports start CUDA: every trial's fork fails"
