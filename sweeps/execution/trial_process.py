@@ -2,9 +2,10 @@
 
 A crash, an OOM or a hang kills the trial's process, never the sweep. The process is a fork of a
 warm parent: a forkserver (the standard library's) started once per Ray worker with `PRELOAD`
-imported (torch, transformers and the model code; CUDA untouched, so a fork may start CUDA afresh), so a
-trial starts in milliseconds instead of seconds of imports. A worker whose first trial compiles also imports
-torch.compile's own modules there (tokengen/measure/compiler_imports.py), a second off every compiled trial.
+imported (torch, transformers and the model code; CUDA untouched, so a fork may start CUDA afresh:
+tokengen/measure/model_imports.py), so a trial starts in milliseconds instead of seconds of imports. A worker
+whose first trial compiles also imports torch.compile's own modules there (tokengen/measure/compiler_imports.py),
+a second off every compiled trial.
 
 The protocol, typed once: the driver side passes a `TrialRequest` (the spec as data) to the fork;
 the child becomes what a fresh process would be (its own session, so a timeout kills all it
@@ -55,8 +56,7 @@ from tokengen.contract.record import first_line
 
 PRELOAD = [
     "tokengen.measure.trial",
-    "transformers.models.gpt2.modeling_gpt2",
-    "transformers.models.llama.modeling_llama",
+    "tokengen.measure.model_imports",  # transformers' models, imported without starting CUDA
     "sweeps.execution.trial_process",
 ]
 COMPILER_PRELOAD = "tokengen.measure.compiler_imports"  # where the worker's first trial compiles
@@ -64,11 +64,6 @@ LOG_TAIL_LINES = 40
 PID_FILE = "trial.pid"  # the trial process's pid, in its folder: who to look for after a crash
 WATCHDOG_GRACE_S = 5.0  # past its timeout, the launcher kills the trial first; the watchdog is the backstop
 LOG_KEPT_CHARS = 200_000
-
-FORK_SAFE_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
-"""Set before the forkserver starts, so its imports never start CUDA: torchao (imported with transformers' models)
-asks torch.cuda.is_available() at import, which on a CUDA build calls cudaGetDeviceCount and so poisons every fork
-("Cannot re-initialize CUDA in forked subprocess"); with this set torch counts the GPUs through NVML instead."""
 
 _context = None
 
@@ -195,7 +190,6 @@ def _warm_context(compiler: bool = False):
     (its preload is fixed once it runs; an eager sweep's workers never pay for them)."""
     global _context
     if _context is None:
-        os.environ.update(FORK_SAFE_ENV)  # the forkserver inherits this process's environment when it starts
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD + [COMPILER_PRELOAD] * compiler)
     return _context

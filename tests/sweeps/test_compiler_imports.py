@@ -94,39 +94,72 @@ def test_a_trial_fork_has_the_compiler_imported_where_the_workers_first_trial_co
     assert COMPILER_PRELOAD not in PRELOAD, "an eager sweep's workers would import the compiler too"
 
 
-CUDA_CHECKS = """
-import importlib, json, sys
+CUDA_BUILD = """
+import json, sys
 import torch
 
-poisoning = []
-real = torch.cuda.is_available
+if sys.argv[1] == "cuda":
+    torch.version.cuda = "13.0"  # what the warm parent reads to tell a CUDA build; nothing else is changed
+asked = []
 
-def is_available():  # on a CUDA build, unless torch asks NVML instead, this calls cudaGetDeviceCount: a poisoned fork
-    if not torch.cuda._nvml_based_avail():
-        poisoning.append("is_available")
-    return real()
+def trap(name):
+    real = getattr(torch.cuda, name)
+    def called(*args, **kwargs):
+        if name != "is_available" or not torch.cuda._nvml_based_avail():  # through NVML, it starts nothing
+            asked.append(name)
+        return real(*args, **kwargs)
+    setattr(torch.cuda, name, called)
 
-torch.cuda.is_available = is_available
-if sys.argv[1] == "warm_parent":
-    from sweeps.execution.trial_process import _warm_context
-    _warm_context()  # the environment the forkserver starts with; its process starts at the first trial
+for name in ("is_available", "init", "get_device_capability", "get_device_properties", "get_device_name",
+             "current_device", "mem_get_info"):
+    trap(name)
 from sweeps.execution.trial_process import PRELOAD
 for name in PRELOAD:
-    importlib.import_module(name)
-print(json.dumps(poisoning))
+    __import__(name)
+from transformers.utils.import_utils import is_torchao_available
+print(json.dumps({"asked": asked, "torchao": "torchao" in sys.modules, "torchao_for_forks": is_torchao_available(),
+                  "models": "transformers.models.gpt2.modeling_gpt2" in sys.modules,
+                  "lazy_init_restored": torch.cuda._lazy_init.__module__ == "torch.cuda"}))
 """
 
 
-def runtime_counts(environment: str) -> list[str]:
-    """The availability checks the warm parent's imports make that would start CUDA's runtime on a CUDA build,
-    imported in the `warm_parent`'s environment or a `plain` one."""
-    done = subprocess.run([sys.executable, "-c", CUDA_CHECKS, environment], capture_output=True, text=True, timeout=300)
+def warm_parent_imports(build: str) -> dict:
+    """What importing the forkserver's PRELOAD does on a `cpu` build or (as its version tells it) a `cuda` one."""
+    done = subprocess.run([sys.executable, "-c", CUDA_BUILD, build], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_the_warm_parents_imports_leave_cuda_to_the_fork_on_a_cuda_build():
-    """On the H200 every trial failed with "Cannot re-initialize CUDA in forked subprocess": torchao, imported with
-    transformers' models, asks torch.cuda.is_available() at import. The plain run shows the probe sees that."""
-    assert runtime_counts("plain"), "the imports no longer ask is_available(): this probe checks nothing"
-    assert runtime_counts("warm_parent") == [], "the forkserver's imports start CUDA: every trial's fork fails"
+def test_the_warm_parent_imports_the_models_and_asks_nothing_of_cuda_on_a_cuda_build():
+    """A parent that asked the GPU anything has started CUDA, and no fork of it can (on the H200 every trial failed
+    "Cannot re-initialize CUDA in forked subprocess": torchao, imported with transformers' models, asks at import).
+    The CPU build's parent imports torchao with the models, and what it asks: this probe sees it."""
+    cpu = warm_parent_imports("cpu")
+    assert cpu["models"] and cpu["torchao"] and cpu["asked"], f"the probe sees nothing to catch: {cpu}"
+    cuda = warm_parent_imports("cuda")
+    assert cuda["asked"] == [], f"the warm parent asked CUDA {cuda['asked']}: every trial's fork would fail"
+    assert not cuda["torchao"], "torchao is imported in the warm parent: it asks the GPU's capability at import"
+    assert cuda["models"], "the models are left to every trial's own start-up"
+    assert cuda["torchao_for_forks"] and cuda["lazy_init_restored"], "the forks inherit a hidden torchao or CUDA"
+
+
+STARTS_CUDA = """
+import json, sys
+import torch
+
+torch.version.cuda = "13.0"
+sys.path.insert(0, sys.argv[1])
+from tokengen.measure.model_imports import preload
+done = preload(["json", "starts_cuda", "csv"])
+print(json.dumps({"done": done, "half_imported": "starts_cuda" in sys.modules}))
+"""
+
+
+def test_an_import_that_would_start_cuda_is_left_to_the_trials(tmp_path):
+    (tmp_path / "starts_cuda.py").write_text("import torch\ntorch.cuda.get_device_capability()\n")
+    done = subprocess.run(
+        [sys.executable, "-c", STARTS_CUDA, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"done": ["json"], "half_imported": False}, seen

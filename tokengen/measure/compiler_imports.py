@@ -7,14 +7,15 @@ compiling. Imported by the forkserver (sweeps/execution/trial_process.py PRELOAD
 
 Only imports and one hash: no thread, no process, nothing of CUDA (a fork must start CUDA afresh:
 tests/sweeps/test_compiler_imports.py checks all three). On a CUDA build nothing is done: importing inductor
-there imports triton, and no GPU run has yet shown that harmless to the forked trials.
+there imports triton, and no GPU run has yet shown that harmless to the forked trials (transformers' models were not:
+tokengen/measure/model_imports.py).
 """
 
 from __future__ import annotations
 
 import importlib
 
-import torch
+from tokengen.measure.torch_build import cpu_build
 
 COMPILER_MODULES = (
     "torch._dynamo",
@@ -35,11 +36,6 @@ COMPILER_MODULES = (
     "torch._inductor.codegen.cpp_wrapper_cpu",
 )
 """Where the first compile's imports start; each pulls in the rest. A module this torch lacks is skipped."""
-
-
-def cpu_build() -> bool:
-    """Whether this torch has neither CUDA nor ROCm: then nothing imported here can reach a GPU."""
-    return torch.version.cuda is None and getattr(torch.version, "hip", None) is None
 
 
 def preload() -> list[str]:
