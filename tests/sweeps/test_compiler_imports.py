@@ -120,6 +120,10 @@ from transformers.utils.import_utils import is_torchao_available
 print(json.dumps({"asked": asked, "torchao": "torchao" in sys.modules, "torchao_for_forks": is_torchao_available(),
                   "models": "transformers.models.gpt2.modeling_gpt2" in sys.modules,
                   "lazy_init_restored": torch.cuda._lazy_init.__module__ == "torch.cuda"}))
+torch.version.cuda = None  # now a fork of that parent: a trial that quantizes imports torchao itself
+from tokengen.knobs.quant import int8
+from tokengen.models import build_model
+print(json.dumps({"quantized_logits": list(int8(build_model("tiny", "float32", "cpu", 0))(torch.tensor([[1, 2]])).logits.shape)}))
 """
 
 
@@ -127,7 +131,8 @@ def warm_parent_imports(build: str) -> dict:
     """What importing the forkserver's PRELOAD does on a `cpu` build or (as its version tells it) a `cuda` one."""
     done = subprocess.run([sys.executable, "-c", CUDA_BUILD, build], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    parent, fork = done.stdout.strip().splitlines()[-2:]
+    return {**json.loads(parent), **json.loads(fork)}
 
 
 def test_the_warm_parent_imports_the_models_and_asks_nothing_of_cuda_on_a_cuda_build():
@@ -141,6 +146,7 @@ def test_the_warm_parent_imports_the_models_and_asks_nothing_of_cuda_on_a_cuda_b
     assert not cuda["torchao"], "torchao is imported in the warm parent: it asks the GPU's capability at import"
     assert cuda["models"], "the models are left to every trial's own start-up"
     assert cuda["torchao_for_forks"] and cuda["lazy_init_restored"], "the forks inherit a hidden torchao or CUDA"
+    assert len(cuda["quantized_logits"]) == 3, "a fork of that parent could not quantize with torchao"
 
 
 STARTS_CUDA = """
