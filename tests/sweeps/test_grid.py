@@ -46,7 +46,7 @@ COUNTS = {
     "scaling": 192,
     "harness": 12,
     "serving": 12,
-    "gpu": 15,
+    "gpu": 14,
     "gpu_more": 14,
     "quant": 2 * 2 * (1 + 4 * 2),
 }
@@ -90,7 +90,7 @@ def test_the_gpu_grids_hold_the_articles_point_with_generates_peers_and_rehearse
         "hf_generate_compiled",
         "hf_generate_cudagraph",
     } <= {t.spec.variant for t in trials}
-    assert [t.spec.variant for t in trials if t.spec.profile == "nsys"] == ["static_cudagraph_pipelined"]
+    assert not [t for t in trials if t.spec.profile == "nsys"]  # held a whole call on the H200's image
     more = plan_sweep(composed("+grid=gpu_more")).trials
     assert {t.spec.variant for t in more if t.spec.model == "gpt2-xl"} == {
         "static_cudagraph_pipelined",
