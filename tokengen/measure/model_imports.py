@@ -53,9 +53,9 @@ def cuda_left_alone():
             os.environ[NVML_CHECK] = saved_env
         if sys.modules.get(HIDDEN, 0) is None:
             del sys.modules[HIDDEN]
-        asked = sys.modules.get("transformers.utils.import_utils")
-        if asked is not None:  # it cached "no torchao"
-            asked.is_torchao_available.cache_clear()
+        asked = getattr(sys.modules.get("transformers.utils.import_utils"), "is_torchao_available", None)
+        if hasattr(asked, "cache_clear"):  # it cached "no torchao" (transformers 5.17 and 5.24 cache it)
+            asked.cache_clear()
 
 
 def preload(modules: Iterable[str] = MODEL_MODULES) -> list[str]:
