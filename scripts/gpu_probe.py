@@ -65,6 +65,15 @@ def probe(cpu: bool) -> list[str]:
     return lines + ["ok"]
 
 
+def failures(failed, shown: int = 3) -> list[str]:
+    """The commonest reasons the trials that did not finish give, one line each with its count."""
+    if failed.empty:
+        return []
+    told = failed.reindex(columns=["error_type", "error_message"]).fillna("?").astype(str)
+    reasons = (told["error_type"] + ": " + told["error_message"].str[:200]).value_counts()
+    return [f"{count} did not finish: {reason}" for reason, count in reasons.head(shown).items()]
+
+
 def check(uri: str, sweep: str) -> list[str]:
     from tokengen.contract.names import FINISHED
     from tracking.store.reading import ReportError, load_sweep
@@ -75,7 +84,9 @@ def check(uri: str, sweep: str) -> list[str]:
         raise SystemExit([f"the store holds no GPU sweep to check: {exc}"]) from None
     trials = runs.trials
     finished = trials[trials["status"] == FINISHED]
-    lines = [f"{len(finished)} of {len(trials)} trial run(s) finished"]
+    lines = [f"{len(finished)} of {len(trials)} trial run(s) finished"] + failures(trials[trials["status"] != FINISHED])
+    if finished.empty:
+        raise SystemExit(lines + ["no trial finished: nothing to check"])
     wrong = finished[
         (finished["node_gpu_ids"].astype(str) == "")
         | (finished["env_visible_devices"].astype(str) != finished["node_gpu_ids"].astype(str))

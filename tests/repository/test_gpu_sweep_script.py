@@ -1,10 +1,12 @@
 """scripts/gpu_sweep.sh fits a borrowed GPU's minutes, and its bundle is what the GPU machine can install:
 the steps' limits add up to the 330 s its header promises; the bundle leaves out what Ray's sweeps never
-load, keeps its RECORD true to its files, and carries nothing the image already has."""
+load, keeps its RECORD true to its files, and carries nothing the image already has; its check says why trials
+did not finish."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -13,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import gpu_bundle  # noqa: E402 - a script's module, beside it
+from servers import seeded_uri  # noqa: E402
 
 SCRIPT = ROOT / "scripts" / "gpu_sweep.sh"
 
@@ -67,3 +70,33 @@ def test_the_bundle_needs_are_not_on_the_image_and_the_image_has_the_trials_own_
     assert not set(needs) & set(image)
     assert {"torch", "transformers", "pandas", "matplotlib", "psutil", "nvidia-ml-py"} <= set(image)
     assert image["transformers"] == "5.17.0" and gpu_bundle.normalized("Huggingface_Hub") == "huggingface-hub"
+
+
+def test_the_check_says_why_no_trial_finished(tmp_path):
+    """On the H200 every trial failed the same way and the check stopped on a missing column, its file unwritten."""
+    from tracking.store.recorder import Recorder
+
+    uri = seeded_uri(tmp_path)
+    recorder = Recorder(uri, "tokengen")
+    recorder.start_sweep("gpu", {"sweep": {"name": "gpu"}}, resume=False)
+    for key in ("k1", "k2"):
+        reason = {"error_type": "RuntimeError", "error_message": "Cannot re-initialize CUDA in forked subprocess"}
+        recorder.record_trial({"key": key, "status": "failed", **reason, "files": {}, "log": ""})
+    out = tmp_path / "check.txt"
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "gpu_probe.py"),
+        "--check",
+        uri,
+        "--sweep",
+        "gpu",
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert out.read_text().splitlines() == [
+        "0 of 2 trial run(s) finished",
+        "2 did not finish: RuntimeError: Cannot re-initialize CUDA in forked subprocess",
+        "no trial finished: nothing to check",
+    ]
