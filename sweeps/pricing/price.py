@@ -29,6 +29,10 @@ from tracking.store.history import History, StoreReadError, load_history
 H200_TABLE = "3 of the 12 trials of the H200 article table (docs/results.md, On a GPU) were judged noisy; its one contended verdict was the table's own launcher"
 REMEASURE_PRIOR = {"cpu": (0.25, "a shared CPU machine's share, assumed"), "gpu": (3 / 12, H200_TABLE)}
 """The share of first attempts sent back to measure, where the history has no verdict on that kind of device."""
+NSYS_UNPRICED = (
+    "{} CUDA trial(s) under nsys priced without nsys's own cost: on the H200's image one compiled and ran under nsys "
+    "for over 160 s without ending (docs/sweeps.md, the sweep on a borrowed GPU)"
+)
 COMPILED_GRAPH = GRAPH_FIELDS  # what decides a compile's graphs (tokengen/contract/graphs.py): twins share them
 
 
@@ -134,6 +138,9 @@ def price_sweep(
         )
     if workers.assumed:
         notes.append(f"workers: {workers.source}")
+    traced = sum(t.spec.device == "cuda" and t.spec.profile == "nsys" for t in plan.trials)
+    if traced:
+        notes.append(NSYS_UNPRICED.format(traced))
     table = pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
     limits = {name: getattr(sweep, name) for name in LIMITS}
     priced = Priced(plan, table, workers, history, dict(sweep.prices or {}), bool(sweep.resume), limits, notes, starts)

@@ -485,3 +485,12 @@ def test_a_shared_compile_cache_prices_a_twins_compile_warm(tmp_path):
         sorted([cold["static_cudagraph"]] + [cold["static_cudagraph"] * WARM_COMPILE_SHARE] * 2)
     )
     assert (compile_s("per_trial"), compile_s("per_sweep")) == (cold, shared)
+
+
+def test_a_plan_with_cuda_trials_under_nsys_says_they_are_priced_without_nsys(tmp_path):
+    """One such trial on the H200 ran over 160 s where it was priced at seconds: the plan says so before it is read."""
+    empty = History(pd.DataFrame(), "empty")
+    traced = small_sweep(tmp_path, "trial.device=cuda", "trial.profile=nsys", "grid.variant=[static_cudagraph]")
+    assert any(note.startswith("1 CUDA trial(s) under nsys") for note in price_sweep(traced, history=empty).notes)
+    plain = small_sweep(tmp_path, "trial.device=cuda", "grid.variant=[static_cudagraph]")
+    assert not any("under nsys" in note for note in price_sweep(plain, history=empty).notes)
