@@ -16,7 +16,7 @@ import importlib
 import os
 import sys
 from collections.abc import Iterable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import torch
 
@@ -59,17 +59,15 @@ def cuda_left_alone():
 
 
 def preload(modules: Iterable[str] = MODEL_MODULES) -> list[str]:
-    """Import the model code; the modules imported (none where an import would have started CUDA: each trial
-    imports them itself then)."""
-    if cpu_build():
-        return [importlib.import_module(name).__name__ for name in modules]
+    """Import the model code, fenced off from CUDA on a CUDA build; the modules imported, up to one that would
+    have started CUDA (that one and those after it each trial imports itself)."""
     done = []
-    with cuda_left_alone():
+    with nullcontext() if cpu_build() else cuda_left_alone():
         for name in modules:
             try:
                 importlib.import_module(name)
             except StartedCuda:
-                return done
+                break
             done.append(name)
     return done
 
