@@ -29,7 +29,7 @@ from tracking.store.history import History, StoreReadError, load_history
 H200_TABLE = "3 of the 12 trials of the H200 article table (docs/results.md, On a GPU) were judged noisy; its one contended verdict was the table's own launcher"
 REMEASURE_PRIOR = {"cpu": (0.25, "a shared CPU machine's share, assumed"), "gpu": (3 / 12, H200_TABLE)}
 """The share of first attempts sent back to measure, where the history has no verdict on that kind of device."""
-NSYS_UNPRICED = (
+NSYS_UNPRICED = (  # of the trials that will run
     "{} CUDA trial(s) under nsys priced without nsys's own cost: on the H200's image one compiled and ran under nsys "
     "for over 160 s without ending (docs/sweeps.md, the sweep on a borrowed GPU)"
 )
@@ -108,7 +108,7 @@ def price_sweep(
     workers = find_workers(config, pools, **({"reader": reader} if reader else {}))
     model, rounds = fit(history.trusted()), max(0, int(sweep.remeasure or 0))
     shared = inductor_mode(sweep.inductor_cache) == SHARED
-    shares, compiled, rows, starts, assumed = {}, set(), [], {}, 0
+    shares, compiled, rows, starts, assumed, traced = {}, set(), [], {}, 0, 0
 
     def share(kind: str) -> float:
         if kind not in shares:
@@ -124,6 +124,7 @@ def price_sweep(
             starts[row["pool"]] = model.cold_start(row)
         rows.append(row)
         assumed += guessed
+        traced += runs and trial.spec.device == "cuda" and trial.spec.profile == "nsys"
         compiled |= {graph} - {None}
     notes = []
     if assumed:
@@ -138,7 +139,6 @@ def price_sweep(
         )
     if workers.assumed:
         notes.append(f"workers: {workers.source}")
-    traced = sum(t.spec.device == "cuda" and t.spec.profile == "nsys" for t in plan.trials)
     if traced:
         notes.append(NSYS_UNPRICED.format(traced))
     table = pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
