@@ -421,6 +421,20 @@ def test_the_remeasure_rate_comes_from_the_same_kind_of_device():
     assert pricing.remeasured_share(History(on_gpus, "test"), "H100")[0] == pytest.approx(0.0)
 
 
+def test_the_gpu_prior_is_the_h200_tables_verdicts_as_judged_today():
+    """REMEASURE_PRIOR["gpu"] is the share of the H200 table's rows (docs/results.md) that today's rules send back:
+    a row is not ok when a reason is left once the table's own launcher (then counted as another process on the
+    GPU) is not, so a prior edited away from its source fails here."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "results.md").read_text()
+    table = text.split("gpt2 float32, batch 32, max_seqlen 100, stop=never, on NVIDIA H200", 1)[1].split("\n\n", 2)[1]
+    header, _, *rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
+    measured = [row[header.index("measured")] for row in rows]
+    reasons = [[r for r in m.partition(": ")[2].split("; ") if r and "other process on the GPU" not in r] for m in measured]
+    assert len(rows) == 12 and sum(m == "ok" for m in measured) == 8
+    assert pricing.REMEASURE_PRIOR["gpu"][0] == pytest.approx(sum(map(bool, reasons)) / len(rows))
+    assert f"{sum(map(bool, reasons))} of the {len(rows)} trials" in pricing.REMEASURE_PRIOR["gpu"][1]
+
+
 def test_the_fit_learns_from_runs_measured_ok_only():
     history = History(history_frame(["ok", "contended", None]), "test")
     assert list(history.trusted()["measurement"].fillna("none")) == ["ok", "none"]
