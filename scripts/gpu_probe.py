@@ -1,6 +1,7 @@
 """scripts/gpu_sweep.sh's two checks, each ending in one line that says what is wrong (exit 2) or ok (exit 0).
 
-gpu_probe.py [--cpu] --out versions.txt    before the sweep: the versions, and what cannot work
+gpu_probe.py [--cpu] --out versions.txt    before the sweep: the versions, a fork of the trials' warm parent
+                                           starting CUDA (sweeps/execution/fork_check.py), and what cannot work
 gpu_probe.py --check URI [--sweep gpu] --out check.txt   after it: every finished trial saw the device Ray assigned
                                            it, and generate() peers are among them
 """
@@ -62,7 +63,12 @@ def probe(cpu: bool) -> list[str]:
     import shutil
 
     lines.append(f"nsys {shutil.which('nsys') or 'not found: the nsys trial is profiled by torch.profiler'}")
-    return lines + ["ok"]
+    from sweeps.execution.fork_check import fork_check
+
+    forked, line = fork_check(expect_cuda=not cpu)
+    if not forked:
+        raise SystemExit(lines + [line])
+    return lines + [line, "ok"]
 
 
 def failures(failed, shown: int = 3) -> list[str]:

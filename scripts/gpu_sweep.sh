@@ -11,7 +11,7 @@
 #                                             # the same bundle steps, the grid on the CPU (models shrunk,
 #                                             # CUDA-only rows dropped with their reason), one logical GPU
 #
-# Limits, from a cold machine (seconds): unpack 30 + probe 25 + sweep 200 + report 30 + check 25 + ui 15 + pack 5 = 330;
+# Limits, from a cold machine (seconds): unpack 30 + probe 45 + sweep 200 + report 30 + check 25 + ui 15 + pack 5 = 350;
 # TOKENGEN_GPU_SWEEP_S gives the sweep another limit where the lease holds more (or less) time.
 # Run again on the same machine, it resumes: the store, the journal and the compile cache live in
 # $TOKENGEN_GPU_STATE (default .gpu_sweep/, git-ignored), so only what did not finish runs again.
@@ -69,8 +69,8 @@ if ! command -v nsys >/dev/null; then  # the image's nsys lives inside Nsight Co
   for dir in /opt/nvidia/nsight-compute/*/host/target-linux-x64; do [[ -x $dir/nsys ]] && export PATH=$PATH:$dir; done
 fi
 
-# 2. versions, and one line for what cannot work
-step probe 25 "$PYTHON" "$REPO/scripts/gpu_probe.py" $([[ $REHEARSE == 1 ]] && echo --cpu) --out "$OUT/versions.txt" ||
+# 2. versions, a fork of the trials' warm parent starting CUDA, and one line for what cannot work
+step probe 45 "$PYTHON" "$REPO/scripts/gpu_probe.py" $([[ $REHEARSE == 1 ]] && echo --cpu) --out "$OUT/versions.txt" ||
   { say "$(tail -n 1 "$OUT/versions.txt" 2>/dev/null || echo 'the probe failed: see steps.log')"; exit 2; }
 
 # 3. the sweep (a rerun resumes from the journal and the store in $STATE)

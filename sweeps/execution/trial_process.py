@@ -113,7 +113,7 @@ def run_trial_process(request: TrialRequest, handed: bytes | None = None) -> dic
     env[DEADLINE_ENV] = f"{time.time() + request.timeout_s:.3f}"
     env[GATE_ENV] = repr(float(request.fidelity_gate))
     started = time.perf_counter()
-    process = _warm_context(compiles(request.spec)).Process(
+    process = warm_context(compiles(request.spec)).Process(
         target=_child, args=(request, env, os.getpid()), daemon=False
     )
     process.start()
@@ -185,7 +185,7 @@ def complete_record(record: dict, spec: dict, key: str, accelerator_type: str | 
     }
 
 
-def _warm_context(compiler: bool = False):
+def warm_context(compiler: bool = False):
     """The forkserver, started by the worker's first trial: with torch.compile's imports where that one compiles
     (its preload is fixed once it runs; an eager sweep's workers never pay for them)."""
     global _context

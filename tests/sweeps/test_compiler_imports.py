@@ -69,9 +69,9 @@ def test_the_compiler_is_imported_without_a_thread_a_process_or_cuda():
 
 FORK = """
 import sys
-from sweeps.execution.trial_process import _warm_context
+from sweeps.execution.trial_process import warm_context
 compiler = sys.argv[1] == "compiler"
-context = _warm_context(compiler)  # this process's forkserver, started here for the first time
+context = warm_context(compiler)  # this process's forkserver, started here for the first time
 reader, writer = context.Pipe(duplex=False)
 code = "import sys; pipe.send('torch._inductor.compile_fx' in sys.modules)"
 process = context.Process(target=exec, args=(code, {"pipe": writer}))

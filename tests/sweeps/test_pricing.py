@@ -429,7 +429,9 @@ def test_the_gpu_prior_is_the_h200_tables_verdicts_as_judged_today():
     table = text.split("gpt2 float32, batch 32, max_seqlen 100, stop=never, on NVIDIA H200", 1)[1].split("\n\n", 2)[1]
     header, _, *rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
     measured = [row[header.index("measured")] for row in rows]
-    reasons = [[r for r in m.partition(": ")[2].split("; ") if r and "other process on the GPU" not in r] for m in measured]
+    reasons = [
+        [r for r in m.partition(": ")[2].split("; ") if r and "other process on the GPU" not in r] for m in measured
+    ]
     assert len(rows) == 12 and sum(m == "ok" for m in measured) == 8
     assert pricing.REMEASURE_PRIOR["gpu"][0] == pytest.approx(sum(map(bool, reasons)) / len(rows))
     assert f"{sum(map(bool, reasons))} of the {len(rows)} trials" in pricing.REMEASURE_PRIOR["gpu"][1]

@@ -233,7 +233,7 @@ def test_the_trial_process_tells_the_trial_its_deadline(tmp_path, monkeypatch):
         def join(self, timeout=None):
             pass
 
-    monkeypatch.setattr(trial_process, "_warm_context", lambda *_: type("Context", (), {"Process": Process})())
+    monkeypatch.setattr(trial_process, "warm_context", lambda *_: type("Context", (), {"Process": Process})())
     request = trial_process.TrialRequest(spec=tiny().to_dict(), key="k", folder=str(tmp_path), timeout_s=300)
     before = time.time()
     trial_process.run_trial_process(request)
