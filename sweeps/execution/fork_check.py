@@ -14,6 +14,8 @@ import time
 from sweeps.execution.trial_process import warm_context
 from tokengen.contract.record import first_line
 
+POISONED = "re-initialize CUDA"  # torch's words where a fork inherits a parent's started CUDA
+POISONED_HINT = "; an import in the parent started CUDA (tokengen/measure/model_imports.py keeps the models off it)"
 ANSWER_S = 300.0  # the warm parent's imports and one fork, on the slowest machine seen (a 2-core CPU: ~20 s)
 
 
@@ -60,9 +62,10 @@ def fork_check(expect_cuda: bool) -> tuple[bool, str]:
     if ok:
         return (
             True,
-            f"fork: a fork of the trials' warm parent answered: {said} ({seconds:.1f} s, the parent's imports with it)",
+            f"fork: a fork of the trials' warm parent answered: {said} ({seconds:.1f} s with the parent's imports)",
         )
-    return False, (
-        f"fork: a fork of the trials' warm parent failed ({said}) after {seconds:.1f} s: no trial can run; an import "
-        "in the parent started CUDA (tokengen/measure/model_imports.py keeps transformers' models off it)"
+    hint = POISONED_HINT if POISONED in said else ""
+    return (
+        False,
+        f"fork: a fork of the trials' warm parent failed ({said}) after {seconds:.1f} s: no trial can run{hint}",
     )

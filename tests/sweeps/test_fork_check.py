@@ -16,3 +16,4 @@ def test_a_fork_of_the_warm_parent_answers_and_one_that_cannot_start_cuda_is_one
     ok, line = fork_check(expect_cuda=True)
     assert not ok
     assert "failed (RuntimeError: torch in the fork sees no CUDA device" in line and "no trial can run" in line
+    assert "started CUDA" not in line  # the import hint is for a fork that could not re-initialize CUDA
