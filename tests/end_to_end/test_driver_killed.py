@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from mlflow import MlflowClient
@@ -13,42 +15,75 @@ from sweep_helpers import child_runs, driver_command, driver_environment, joinin
 
 from sweeps.driver import run_sweep
 
-pytestmark = pytest.mark.slow  # a real driver and real trials, on the session's warm Ray
+pytestmark = pytest.mark.slow  # real drivers and real trials, on the session's warm Ray
+
+OVERRIDES = ("grid.batch_size=[1,2]", "sweep.cpus_per_trial=2", "sweep.remeasure=0")  # 4 trials, one at a time
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory, request):
+    """One driver per store (a SQLite file; a PostgreSQL database, tests/postgres_helpers.py, where one can
+    be had), started together on the session's warm Ray as a cluster's drivers join it, each killed once it
+    has recorded a trial: side by side, one wait instead of two. Per store: its folder and overrides."""
+    stores = {"sqlite": ()}
+    try:
+        stores["postgresql"] = ("tracking.uri=" + request.getfixturevalue("postgres").create_database("killed"),)
+    except pytest.skip.Exception as why:
+        skipped = str(why)
+    else:
+        skipped = None
+    started = {}
+    try:
+        for store, uri in stores.items():
+            folder = tmp_path_factory.mktemp(store)
+            overrides = (*OVERRIDES, *uri)
+            config = small_sweep(folder, *overrides)
+            MlflowClient(tracking_uri=config.tracking.uri).create_experiment("tokengen")  # before two processes open it
+            log = open(folder / "driver.log", "w")
+            driver = subprocess.Popen(
+                driver_command(folder, *overrides, *joining_warm_ray()),  # the same sweep as a driver process
+                cwd=folder,
+                env=driver_environment(),
+                start_new_session=True,
+                stdout=log,
+                stderr=log,
+            )
+            started[store] = SimpleNamespace(folder=folder, overrides=overrides, uri=config.tracking.uri, driver=driver)
+        for store in started.values():
+            kill_after_its_first_result(store.driver, store.uri, store.folder / "driver.log")
+    finally:
+        for store in started.values():
+            if store.driver.poll() is None:
+                os.killpg(store.driver.pid, signal.SIGKILL)
+                store.driver.wait()
+    return started, skipped
+
+
+def kill_after_its_first_result(driver: subprocess.Popen, uri: str, log: Path) -> None:
+    deadline = time.time() + 240
+    while time.time() < deadline and driver.poll() is None:
+        if sum(r.data.tags.get("status") == "finished" for r in child_runs(uri)) >= 1:
+            break
+        time.sleep(0.5)
+    assert driver.poll() is None, "the sweep ended before it could be killed:\n" + log.read_text()[-3000:]
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
-def test_killed_driver_loses_nothing_finished(tmp_path, warm_ray, store, request):
+def test_killed_driver_loses_nothing_finished(killed, store, warm_ray, monkeypatch):
     """The killed driver joined the session's warm Ray as a cluster's driver; the rerun, in this process, uses it
-    too; on a SQLite file and on a PostgreSQL database (tests/postgres_helpers.py)."""
-    overrides = ["grid.batch_size=[1,2]", "sweep.cpus_per_trial=2", "sweep.remeasure=0"]  # 4 trials, one at a time
-    if store == "postgresql":
-        overrides.append("tracking.uri=" + request.getfixturevalue("postgres").create_database("killed"))
-    config = small_sweep(tmp_path, *overrides)
-    uri = config.tracking.uri
-    argv = driver_command(tmp_path, *overrides, *joining_warm_ray())  # the same sweep as a driver process
-    MlflowClient(tracking_uri=uri).create_experiment("tokengen")  # the store exists before two processes open it
-    log = open(tmp_path / "driver.log", "w")
-    driver = subprocess.Popen(
-        argv, cwd=tmp_path, env=driver_environment(), start_new_session=True, stdout=log, stderr=log
-    )
-    try:
-        deadline = time.time() + 240
-        while time.time() < deadline and driver.poll() is None:
-            if sum(r.data.tags.get("status") == "finished" for r in child_runs(uri)) >= 1:
-                break
-            time.sleep(0.5)
-        assert driver.poll() is None, (
-            "the sweep ended before it could be killed:\n" + (tmp_path / "driver.log").read_text()[-3000:]
-        )
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait()
-        log.close()
+    too; on a SQLite file and on a PostgreSQL database."""
+    started, skipped = killed
+    if store not in started:
+        pytest.skip(skipped)
+    folder, uri = started[store].folder, started[store].uri
     kept = [r for r in child_runs(uri) if r.data.tags.get("status") == "finished"]
     assert 1 <= len(kept) < 4
     assert all(r.info.status == "FINISHED" for r in kept)
 
-    assert run_sweep(small_sweep(tmp_path, *overrides)) == 0
+    monkeypatch.chdir(folder)  # where its driver ran: the journal it left is there
+    assert run_sweep(small_sweep(folder, *started[store].overrides)) == 0
     runs = [r for r in child_runs(uri) if r.info.status == "FINISHED"]
     assert len(runs) == 4
     assert len({r.data.tags["trial_key"] for r in runs}) == 4  # no finished trial ran twice

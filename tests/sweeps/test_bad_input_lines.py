@@ -11,9 +11,11 @@ import pickle
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from disk_helpers import tmpfs
+from servers import seeded_uri
 from sweep_helpers import driver_environment, small_sweep
 
 from sweeps.driver import run_sweep
@@ -130,22 +132,31 @@ def test_a_bin_torch_refuses_is_one_line_and_runs_none_of_it(tmp_path, capsys):
     assert not marker.exists()
 
 
+@pytest.fixture(scope="module")
+def recorders_store(tmp_path_factory) -> Path:
+    """A store the Recorder opened, written by a process that then ended (an open database keeps its disk busy);
+    made once, copied by each test."""
+    folder = tmp_path_factory.mktemp("store")
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tracking.store.recorder import Recorder; Recorder(sys.argv[1], 'tokengen')",
+            seeded_uri(folder),
+        ],
+        env=driver_environment(),
+        check=True,
+        capture_output=True,
+    )
+    assert not (folder / "mlflow.db-wal").exists(), "the store was not closed: a copy would miss its log"
+    return folder / "mlflow.db"
+
+
 @pytest.fixture
-def read_only(tmp_path):
-    """A real read-only filesystem: a tmpfs remounted ro (root, as for the full-disk tests)."""
+def read_only(recorders_store, tmp_path):
+    """A real read-only filesystem: a tmpfs remounted ro (root, as for the full-disk tests), a store on it."""
     with tmpfs(tmp_path / "ro", "8m") as disk:
-        # a store on it, written while it could be, by a process that then ends (an open database keeps it busy)
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys; from tracking.store.recorder import Recorder; Recorder(sys.argv[1], 'tokengen')",
-                f"sqlite:///{disk}/mlflow.db",
-            ],
-            env=driver_environment(),
-            check=True,
-            capture_output=True,
-        )
+        shutil.copyfile(recorders_store, disk / "mlflow.db")
         remounted = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True, text=True)
         if remounted.returncode:
             pytest.skip(f"cannot remount a tmpfs read-only here ({remounted.stderr.strip()})")

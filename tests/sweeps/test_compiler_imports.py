@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from sweeps.execution.trial_process import COMPILER_PRELOAD, PRELOAD
 
 PROBE = """
@@ -56,10 +58,8 @@ print(json.dumps({
 """
 
 
-def test_the_compiler_is_imported_without_a_thread_a_process_or_cuda():
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+def test_the_compiler_is_imported_without_a_thread_a_process_or_cuda(probes):
+    seen = json.loads(probes("compiler")[-1])
     assert "torch._inductor.compile_fx" in seen["preloaded"] and "torch._dynamo" in seen["preloaded"]
     assert seen["cuda"] == [], f"importing the compiler asked CUDA {seen['cuda']}: a fork could not start it"
     assert seen["new_tasks"] == 0 and seen["threads"] == 1, "a thread started in the parent is missing in a fork"
@@ -81,16 +81,11 @@ process.join(120)
 """
 
 
-def forked_with_compiler(first_trial: str) -> bool:
-    """Whether a trial process forked from a fresh worker's parent has the compiler imported, the worker's
-    first trial being `compiler` or `eager` (a process of its own: pytest's forkserver started long ago)."""
-    done = subprocess.run([sys.executable, "-c", FORK, first_trial], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip().splitlines()[-1] == "True"
-
-
-def test_a_trial_fork_has_the_compiler_imported_where_the_workers_first_trial_compiles():
-    assert forked_with_compiler("compiler"), "the forkserver did not preload tokengen.measure.compiler_imports"
+def test_a_trial_fork_has_the_compiler_imported_where_the_workers_first_trial_compiles(probes):
+    """A trial process forked from a fresh worker's parent whose first trial compiles (a process of its own:
+    pytest's forkserver started long ago)."""
+    forked_with_compiler = probes("fork")[-1] == "True"
+    assert forked_with_compiler, "the forkserver did not preload tokengen.measure.compiler_imports"
     assert COMPILER_PRELOAD not in PRELOAD, "an eager sweep's workers would import the compiler too"
 
 
@@ -127,21 +122,19 @@ print(json.dumps({"quantized_logits": list(int8(build_model("tiny", "float32", "
 """
 
 
-def warm_parent_imports(build: str) -> dict:
+def warm_parent_imports(probes, build: str) -> dict:
     """What importing the forkserver's PRELOAD does on a `cpu` build or (as its version tells it) a `cuda` one."""
-    done = subprocess.run([sys.executable, "-c", CUDA_BUILD, build], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    parent, fork = done.stdout.strip().splitlines()[-2:]
+    parent, fork = probes(build)[-2:]
     return {**json.loads(parent), **json.loads(fork)}
 
 
-def test_the_warm_parent_imports_the_models_and_asks_nothing_of_cuda_on_a_cuda_build():
+def test_the_warm_parent_imports_the_models_and_asks_nothing_of_cuda_on_a_cuda_build(probes):
     """A parent that asked the GPU anything has started CUDA, and no fork of it can (on the H200 every trial failed
     "Cannot re-initialize CUDA in forked subprocess": torchao, imported with transformers' models, asks at import).
     The CPU build's parent imports torchao with the models, and what it asks: this probe sees it."""
-    cpu = warm_parent_imports("cpu")
+    cpu = warm_parent_imports(probes, "cpu")
     assert cpu["models"] and cpu["torchao"] and cpu["asked"], f"the probe sees nothing to catch: {cpu}"
-    cuda = warm_parent_imports("cuda")
+    cuda = warm_parent_imports(probes, "cuda")
     assert cuda["asked"] == [], f"the warm parent asked CUDA {cuda['asked']}: every trial's fork would fail"
     assert not cuda["torchao"], "torchao is imported in the warm parent: it asks the GPU's capability at import"
     assert cuda["models"], "the models are left to every trial's own start-up"
@@ -161,11 +154,43 @@ print(json.dumps({"done": done, "half_imported": "starts_cuda" in sys.modules}))
 """
 
 
-def test_an_import_that_would_start_cuda_is_left_to_the_trials(tmp_path):
-    (tmp_path / "starts_cuda.py").write_text("import torch\ntorch.cuda.get_device_capability()\n")
-    done = subprocess.run(
-        [sys.executable, "-c", STARTS_CUDA, str(tmp_path)], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+def test_an_import_that_would_start_cuda_is_left_to_the_trials(probes):
+    seen = json.loads(probes("starts_cuda")[-1])
     assert seen == {"done": ["json"], "half_imported": False}, seen
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory):
+    """Every probe of this file started at once, each a process of its own that imports torch and the compiler
+    (about 10 s on one core): side by side they take about half the time they take one after another. Gives
+    a function from a probe's name to its output lines, failing the test that asks for one that failed."""
+    module = tmp_path_factory.mktemp("modules")
+    (module / "starts_cuda.py").write_text("import torch\ntorch.cuda.get_device_capability()\n")
+    argv = {
+        "compiler": [PROBE],
+        "fork": [FORK, "compiler"],
+        "cpu": [CUDA_BUILD, "cpu"],
+        "cuda": [CUDA_BUILD, "cuda"],
+        "starts_cuda": [STARTS_CUDA, str(module)],
+    }
+    started = {
+        name: subprocess.Popen([sys.executable, "-c", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, args in argv.items()
+    }
+    done = {}
+    try:
+        for name, process in started.items():
+            out, err = process.communicate(timeout=300)
+            done[name] = (process.returncode, out, err)
+    finally:
+        for process in started.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    def output(name: str) -> list[str]:
+        returncode, out, err = done[name]
+        assert returncode == 0, err[-3000:]
+        return out.strip().splitlines()
+
+    return output

@@ -6,6 +6,7 @@ a WAL store (the Recorder's) is read after a killed writer, and from a folder th
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from disk_helpers import tmpfs
+from servers import seeded_uri
 from sweep_helpers import child_runs, driver_environment, small_sweep
 
 from sweeps.delivery.journal import Journal, JournalError, journaled_results
@@ -62,7 +64,7 @@ def test_a_reader_skips_damaged_lines_without_a_traceback(tmp_path, monkeypatch)
 
 
 def test_a_journaled_result_outside_the_plan_is_never_recorded(tmp_path):
-    uri = f"sqlite:///{tmp_path}/m.db"
+    uri = seeded_uri(tmp_path, "m.db")
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("s", {"sweep": {"name": "s"}}, resume=False)
     journal = Journal.open("tokengen", "s", root=tmp_path)
@@ -114,45 +116,58 @@ recorder.record_trial(make_record(TrialSpec(), key=TrialSpec().key(), status=FIN
 """
 
 
-def one_trial_then_killed_writer(db: Path, journal_mode: str | None = None) -> None:
-    """A store with one finished trial, by a driver that ended (`journal_mode`: then set, as an older store's),
-    and a writer killed mid-transaction on it."""
-    uri = f"sqlite:///{db}"
-    subprocess.run([sys.executable, "-c", ONE_TRIAL, uri], env=driver_environment(), cwd=db.parent, check=True)
+@pytest.fixture(scope="module")
+def one_trial_store(tmp_path_factory) -> Path:
+    """A store with one finished trial, written by a driver process that ended: made once (a new store's
+    migrations and MLflow's import are most of a test's time), copied by each test."""
+    db = tmp_path_factory.mktemp("one_trial") / "mlflow.db"
+    subprocess.run(
+        [sys.executable, "-c", ONE_TRIAL, f"sqlite:///{db}"], env=driver_environment(), cwd=db.parent, check=True
+    )
+    assert not db.with_name("mlflow.db-wal").exists(), "the driver's store was not closed: a copy would miss its log"
+    return db
+
+
+def one_trial_then_killed_writer(store: Path, db: Path, journal_mode: str | None = None) -> None:
+    """A copy of `store` at `db` (`journal_mode`: then set, as an older store's), and a writer killed
+    mid-transaction on it."""
+    shutil.copyfile(store, db)
     if journal_mode:
         with closing(sqlite3.connect(db)) as connection:
             assert connection.execute(f"PRAGMA journal_mode={journal_mode}").fetchone() == (journal_mode.lower(),)
     assert subprocess.run([sys.executable, "-c", KILLED_WRITER, str(db)]).returncode == -9
 
 
-def test_a_rollback_journal_a_killed_writer_left_is_rolled_back(tmp_path, monkeypatch, capsys):
+def test_a_rollback_journal_a_killed_writer_left_is_rolled_back(one_trial_store, tmp_path, monkeypatch, capsys):
     """An older store, in rollback-journal mode: SQLite rolls the journal back for the reader."""
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "mlflow.db"
-    one_trial_then_killed_writer(db, "DELETE")
+    one_trial_then_killed_writer(one_trial_store, db, "DELETE")
     assert (tmp_path / "mlflow.db-journal").is_file()
     assert len(load_history(f"sqlite:///{db}", "tokengen").frame) == 1  # read, not "fix tracking.uri"
     assert not (tmp_path / "mlflow.db-journal").exists()
     assert run_sweep(small_sweep(tmp_path, "sweep.dry_run=true")) == 0, capsys.readouterr().err
 
 
-def test_a_killed_writer_of_a_wal_store_leaves_no_journal_and_the_store_reads(tmp_path, monkeypatch, capsys):
+def test_a_killed_writer_of_a_wal_store_leaves_no_journal_and_the_store_reads(
+    one_trial_store, tmp_path, monkeypatch, capsys
+):
     """The Recorder switches a store to WAL: a killed writer leaves its log (-wal), which readers skip past."""
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "mlflow.db"
-    one_trial_then_killed_writer(db)
+    one_trial_then_killed_writer(one_trial_store, db)
     assert (tmp_path / "mlflow.db-wal").is_file() and not (tmp_path / "mlflow.db-journal").exists()
     assert len(load_history(f"sqlite:///{db}", "tokengen").frame) == 1
     assert run_sweep(small_sweep(tmp_path, "sweep.dry_run=true")) == 0, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("writer", ["closed", "killed"])
-def test_a_wal_store_in_a_folder_the_reader_may_not_write_reads(tmp_path, writer):
+def test_a_wal_store_in_a_folder_the_reader_may_not_write_reads(one_trial_store, tmp_path, writer):
     """SQLite's read-only connection creates -wal and -shm where none are (a writer that closed the store
     removed them): on a read-only filesystem the history reads the file alone instead of failing."""
     with tmpfs(tmp_path / "ro", "8m") as disk:
         db = disk / "mlflow.db"
-        one_trial_then_killed_writer(db)
+        one_trial_then_killed_writer(one_trial_store, db)
         if writer == "closed":
             with closing(sqlite3.connect(db)) as connection:
                 connection.execute("PRAGMA schema_version")  # the last connection checkpoints, removes -wal

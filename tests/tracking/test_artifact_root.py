@@ -7,6 +7,7 @@ import os
 import shutil
 
 from record_helpers import full_record
+from servers import seeded_uri
 
 from tokengen.contract.names import TOKENS_FILE
 from tracking.store.artifact_root import FOLDER
@@ -29,15 +30,14 @@ def _tokens(uri: str) -> dict:
 def test_artifacts_live_beside_the_store_whatever_the_working_directory(tmp_path, monkeypatch):
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    run_id = _record_one(f"sqlite:///{tmp_path}/m.db")
+    run_id = _record_one(seeded_uri(tmp_path, "m.db"))
     assert (tmp_path / FOLDER).is_dir() and not os.listdir(tmp_path / "elsewhere")
     assert any(run_id in str(p) for p in (tmp_path / FOLDER).rglob(TOKENS_FILE))
 
 
 def test_a_moved_store_finds_its_artifacts(tmp_path):
     first = tmp_path / "first"
-    first.mkdir()
-    _record_one(f"sqlite:///{first}/m.db")
+    _record_one(seeded_uri(first, "m.db"))
     moved = tmp_path / "moved"
     shutil.copytree(first, moved)
     shutil.rmtree(first)  # the folder the store was made in is gone, as on the GPU machine
