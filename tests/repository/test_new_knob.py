@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent("""
@@ -66,6 +68,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # processes that import torch and MLflow: CLI, sweep, report, price, comparison
 def test_a_knob_declared_at_run_time_reaches_the_cli_a_grid_a_report_table_a_price_and_a_comparison(tmp_path):
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300

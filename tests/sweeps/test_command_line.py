@@ -135,6 +135,7 @@ def test_the_driver_refuses_credentials_in_the_uri_before_hydra_writes_a_file(tm
     assert list(tmp_path.iterdir()) == []  # refused before Hydra's outputs/.../.hydra/{config,hydra,overrides}.yaml
 
 
+@pytest.mark.slow  # a multirun of real drivers
 def test_multirun_runs_every_job_and_names_those_that_did_not_finish(tmp_path):
     """Two jobs the memory guard refuses (exit 2 each, before Ray): exiting in the first would leave the
     second unrun and unsaid."""

@@ -11,6 +11,8 @@ import pytest
 
 from sweeps.execution.trial_process import COMPILER_PRELOAD, PRELOAD
 
+pytestmark = pytest.mark.slow  # processes that import torch, the compiler and the models (about 30 s in all)
+
 PROBE = """
 import json, os, threading
 import torch

@@ -5,9 +5,12 @@ parent had started CUDA: this is the check that says so in seconds instead of af
 
 from __future__ import annotations
 
+import pytest
+
 from sweeps.execution.fork_check import fork_check
 
 
+@pytest.mark.slow  # the trials' warm parent started in a process of its own
 def test_a_fork_of_the_warm_parent_answers_and_one_that_cannot_start_cuda_is_one_line():
     ok, line = fork_check(expect_cuda=False)
     assert ok, line

@@ -458,6 +458,7 @@ def test_the_read_only_reader_agrees_with_mlflow_search(tmp_path, monkeypatch, c
     assert load_history(f"sqlite:///{tmp_path}/mlflow.db", "no-such-experiment").frame.empty
 
 
+@pytest.mark.slow  # prices every trial of the full grid
 def test_the_full_grid_on_l40s_is_priced_in_seconds(tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
     from sweep_helpers import CONF

@@ -75,6 +75,7 @@ def test_non_causal_model_path_is_rejected(tmp_path, capsys):
     assert "is not a causal LM (model_type='bert')" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a trial in a process of its own
 def test_cli_runs_a_trial_and_writes_the_record(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.run(

@@ -87,6 +87,7 @@ print(json.dumps({"hydra": [type(hydra_value).__name__, hydra_value], "cli": [ty
 """
 
 
+@pytest.mark.slow  # the CLI and a report in processes of their own
 def test_a_float_field_added_to_the_spec_survives_hydra_the_cli_mlflow_and_the_report(tmp_path):
     """A copy of the project whose TrialSpec gains `top_p: float = 1.0`: nothing else is edited."""
     for package in ("tokengen", "sweeps", "tracking", "conf"):
