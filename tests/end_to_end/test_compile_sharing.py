@@ -44,10 +44,12 @@ def three_nodes(monkeypatch, tmp_path):
             check=True,
             capture_output=True,
         )
+    disk = {"NODE_DISK": str(tmp_path / "node0")}
     cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 0, "env_vars": {"NODE_DISK": str(tmp_path / "head")}}
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, "env_vars": disk}
     )
-    nodes = [cluster.add_node(num_cpus=1, env_vars={"NODE_DISK": str(tmp_path / f"node{i}")}) for i in range(3)]
+    nodes = [cluster.head_node]  # the head is one of the three: a node fewer to start on 2 cores
+    nodes += [cluster.add_node(num_cpus=1, env_vars={"NODE_DISK": str(tmp_path / f"node{i}")}) for i in (1, 2)]
     cluster.wait_for_nodes()
     yield cluster, nodes
     ray.shutdown()
