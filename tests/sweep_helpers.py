@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -67,6 +69,32 @@ def child_runs(uri: str, experiment: str = "tokengen") -> list:
     exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id], max_results=1000)
     return [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+
+
+def wait_for_finished_runs(url: str, count: int, driver: subprocess.Popen, log: Path, timeout_s: float = 240) -> None:
+    """Until the store at `url` holds `count` finished trials, the driver that records them still running."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert driver.poll() is None, (
+            f"the sweep ended before {count} result(s) were recorded:\n" + log.read_text()[-3000:]
+        )
+        try:
+            if sum(r.data.tags.get("status") == "finished" for r in child_runs(url)) >= count:
+                return
+        except Exception:  # noqa: BLE001 - the experiment does not exist until the driver makes it
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"fewer than {count} trials recorded after {timeout_s} s")
+
+
+def store_left_by(folder: Path, code: str) -> Path:
+    """folder/mlflow.db, a migrated store that `code` (its URI in sys.argv[1]) wrote in a process that then ended:
+    made once per module and copied by each test, where a test needs a store no process holds open."""
+    uri = seeded_uri(folder)
+    subprocess.run([sys.executable, "-c", code, uri], env=driver_environment(), cwd=folder, check=True)
+    db = folder / "mlflow.db"
+    assert not db.with_name("mlflow.db-wal").exists(), "the writer did not close the store: a copy would miss its log"
+    return db
 
 
 _warm = {}  # the address of the local Ray warm_local_ray started, while it lives

@@ -5,13 +5,18 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from mlflow import MlflowClient
-from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray, small_sweep
+from sweep_helpers import (
+    child_runs,
+    driver_command,
+    driver_environment,
+    joining_warm_ray,
+    small_sweep,
+    wait_for_finished_runs,
+)
 
 from sweeps.driver import run_sweep
 
@@ -50,24 +55,15 @@ def killed(tmp_path_factory, request):
             )
             started[store] = SimpleNamespace(folder=folder, overrides=overrides, uri=config.tracking.uri, driver=driver)
         for store in started.values():
-            kill_after_its_first_result(store.driver, store.uri, store.folder / "driver.log")
+            wait_for_finished_runs(store.uri, 1, store.driver, store.folder / "driver.log")
+            os.killpg(store.driver.pid, signal.SIGKILL)
+            store.driver.wait()
     finally:
         for store in started.values():
             if store.driver.poll() is None:
                 os.killpg(store.driver.pid, signal.SIGKILL)
                 store.driver.wait()
     return started, skipped
-
-
-def kill_after_its_first_result(driver: subprocess.Popen, uri: str, log: Path) -> None:
-    deadline = time.time() + 240
-    while time.time() < deadline and driver.poll() is None:
-        if sum(r.data.tags.get("status") == "finished" for r in child_runs(uri)) >= 1:
-            break
-        time.sleep(0.5)
-    assert driver.poll() is None, "the sweep ended before it could be killed:\n" + log.read_text()[-3000:]
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait()
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])

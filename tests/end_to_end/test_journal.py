@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 from servers import MlflowServer, seeded_uri
-from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray
+from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray, wait_for_finished_runs
 
 from sweeps.delivery.journal import Journal
 from tokengen.contract.names import TOKENS_FILE
@@ -111,19 +111,6 @@ def test_an_outage_keeps_every_result_and_the_rerun_records_them_without_running
             assert runs[0].data.metrics["node_started_at"] == pytest.approx(journaled[key]["node_started_at"], abs=1e-3)
     finally:
         server.stop()
-
-
-def wait_for_finished_runs(url: str, count: int, driver: subprocess.Popen, log, timeout_s: float = 240) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert driver.poll() is None, "the sweep ended before the outage:\n" + log.read_text()[-3000:]
-        try:
-            if sum(r.data.tags.get("status") == "finished" for r in child_runs(url)) >= count:
-                return
-        except Exception:  # noqa: BLE001 - the experiment does not exist until the driver makes it
-            pass
-        time.sleep(0.3)
-    raise TimeoutError(f"fewer than {count} trials recorded after {timeout_s} s")
 
 
 def seconds_to_fail(call, limit_s: float = 30) -> float:

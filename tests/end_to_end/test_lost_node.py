@@ -22,9 +22,8 @@ SLOW_TRIAL = ("grid.variant=[baseline]", "grid.batch_size=[4]", "grid.max_seqlen
 @pytest.fixture
 def cluster(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False}
-    )  # the head runs no trial
+    head = {"num_cpus": 0, "include_dashboard": False}  # the head runs no trial
+    cluster = Cluster(initialize_head=True, head_node_args=head)
     try:
         yield cluster
     finally:

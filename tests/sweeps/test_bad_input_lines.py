@@ -10,13 +10,11 @@ import os
 import pickle
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from disk_helpers import tmpfs
-from servers import seeded_uri
-from sweep_helpers import driver_environment, small_sweep
+from sweep_helpers import small_sweep, store_left_by
 
 from sweeps.driver import run_sweep
 from sweeps.planning.entry_errors import command_line_problem
@@ -134,22 +132,9 @@ def test_a_bin_torch_refuses_is_one_line_and_runs_none_of_it(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def recorders_store(tmp_path_factory) -> Path:
-    """A store the Recorder opened, written by a process that then ended (an open database keeps its disk busy);
-    made once, copied by each test."""
-    folder = tmp_path_factory.mktemp("store")
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from tracking.store.recorder import Recorder; Recorder(sys.argv[1], 'tokengen')",
-            seeded_uri(folder),
-        ],
-        env=driver_environment(),
-        check=True,
-        capture_output=True,
-    )
-    assert not (folder / "mlflow.db-wal").exists(), "the store was not closed: a copy would miss its log"
-    return folder / "mlflow.db"
+    """A store the Recorder opened, by a process that then ended (an open database keeps its disk busy)."""
+    code = "import sys; from tracking.store.recorder import Recorder; Recorder(sys.argv[1], 'tokengen')"
+    return store_left_by(tmp_path_factory.mktemp("store"), code)
 
 
 @pytest.fixture

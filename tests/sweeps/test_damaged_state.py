@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from disk_helpers import tmpfs
 from servers import seeded_uri
-from sweep_helpers import child_runs, driver_environment, small_sweep
+from sweep_helpers import child_runs, small_sweep, store_left_by
 
 from sweeps.delivery.journal import Journal, JournalError, journaled_results
 from sweeps.delivery.outbox import Outbox
@@ -118,14 +118,8 @@ recorder.record_trial(make_record(TrialSpec(), key=TrialSpec().key(), status=FIN
 
 @pytest.fixture(scope="module")
 def one_trial_store(tmp_path_factory) -> Path:
-    """A store with one finished trial, written by a driver process that ended: made once (a new store's
-    migrations and MLflow's import are most of a test's time), copied by each test."""
-    db = tmp_path_factory.mktemp("one_trial") / "mlflow.db"
-    subprocess.run(
-        [sys.executable, "-c", ONE_TRIAL, f"sqlite:///{db}"], env=driver_environment(), cwd=db.parent, check=True
-    )
-    assert not db.with_name("mlflow.db-wal").exists(), "the driver's store was not closed: a copy would miss its log"
-    return db
+    """A store with one finished trial, by a driver process that ended."""
+    return store_left_by(tmp_path_factory.mktemp("one_trial"), ONE_TRIAL)
 
 
 def one_trial_then_killed_writer(store: Path, db: Path, journal_mode: str | None = None) -> None:
