@@ -14,11 +14,60 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 WARM = "warm_ray"
+ONE_PER_SESSION = {WARM, "postgres"}  # the session's warm Ray and its PostgreSQL server
+WARM_MODULES = (  # the modules with a test on the warm Ray or PostgreSQL: one xdist worker runs them all
+    "tests/end_to_end/test_compare_sweep.py",
+    "tests/end_to_end/test_concurrent.py",
+    "tests/end_to_end/test_driver_killed.py",
+    "tests/end_to_end/test_failures.py",
+    "tests/end_to_end/test_full_disk.py",
+    "tests/end_to_end/test_interrupts.py",
+    "tests/end_to_end/test_journal.py",
+    "tests/end_to_end/test_pricing_cluster.py",
+    "tests/end_to_end/test_remeasure_sweep.py",
+    "tests/end_to_end/test_report_sweep.py",
+    "tests/end_to_end/test_sweep_local.py",
+    "tests/tokengen/test_profiling.py",
+    "tests/tracking/test_auth.py",
+    "tests/tracking/test_postgres.py",
+    "tests/tracking/test_sweep_lock.py",
+    "tests/tracking/test_tracking_server.py",
+)
+
+
+def xdist_group(nodeid: str) -> str:
+    """Where pytest-xdist runs a test (pyproject.toml: -n 2 --dist loadgroup): the modules of WARM_MODULES in one
+    group, on one worker, in the order below, so one warm Ray and one PostgreSQL serve them; every other module as a
+    whole on whichever worker is free, so its module fixtures are made once."""
+    module = nodeid.split("::")[0]
+    return WARM if module in WARM_MODULES else module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` with the groups of xdist_group. xdist's own marks a group in the test's nodeid, which
+    pytest 9 no longer reads, so the groups are named here from the nodeid. Any other `--dist` is xdist's own
+    (scripts/gpu_check.sh: `--dist load`)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return Groups(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
     """GPU tests skip without CUDA; the tests on the session's warm Ray run last, together, so one Ray
-    serves them all (tests/sweep_helpers.py: warm_local_ray)."""
+    serves them all (tests/sweep_helpers.py: warm_local_ray). A test on the warm Ray or PostgreSQL outside
+    WARM_MODULES is refused: under xdist its worker would start a second one."""
+    for item in items:
+        uses = ONE_PER_SESSION & set(item.fixturenames)
+        if uses and xdist_group(item.nodeid) != WARM:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {', '.join(sorted(uses))}: add its module to WARM_MODULES in tests/conftest.py"
+            )
     items[:] = [item for item in items if WARM not in item.fixturenames] + [
         item for item in items if WARM in item.fixturenames
     ]

@@ -18,9 +18,10 @@ pytestmark = pytest.mark.slow  # starts Ray (a local cluster) and runs real tria
 def cluster(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False})
+    l40s = {"num_cpus": 2, "num_gpus": 1, "resources": {"accelerator_type:L40S": 1}}
+    cluster = Cluster(initialize_head=True, head_node_args={**l40s, "include_dashboard": False})  # the head: a node too
     nodes = {
-        "L40S": cluster.add_node(num_cpus=2, num_gpus=1, resources={"accelerator_type:L40S": 1}),
+        "L40S": cluster.head_node,
         "H100": cluster.add_node(num_cpus=2, num_gpus=1, resources={"accelerator_type:H100": 1}),
     }
     cluster.wait_for_nodes()

@@ -37,7 +37,7 @@ def start_two_sweeps(cwd: Path, ray: tuple[str, ...], uri: str) -> dict[str, tup
     drivers = {}
     for name in SWEEPS:
         command = driver_command(
-            cwd, f"tracking.uri={uri}", *ray, "grid.variant=[kv_cache]", name=name
+            cwd, f"tracking.uri={uri}", *ray, "grid.variant=[kv_cache]", "sweep.cpus_per_trial=1", name=name
         )  # one trial each: the same key in both
         log = cwd / f"{name}.log"
         with open(log, "w") as sink:

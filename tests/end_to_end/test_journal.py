@@ -13,7 +13,15 @@ from collections import defaultdict
 
 import pytest
 from servers import MlflowServer, seeded_uri
-from sweep_helpers import child_runs, driver_command, driver_environment, joining_warm_ray, wait_for_finished_runs
+from sweep_helpers import (
+    child_runs,
+    driver_command,
+    driver_environment,
+    joining_warm_ray,
+    run_captured,
+    small_sweep,
+    wait_for_finished_runs,
+)
 
 from sweeps.delivery.journal import Journal
 from tokengen.contract.names import TOKENS_FILE
@@ -95,11 +103,10 @@ def test_an_outage_keeps_every_result_and_the_rerun_records_them_without_running
         assert seconds_to_fail(recorder.finished_keys) < 10
 
         server.start()  # same port, same store
-        rerun = subprocess.run(
-            command, cwd=tmp_path, env=driver_environment(), capture_output=True, text=True, timeout=180
-        )
-        assert rerun.returncode == 0, rerun.stderr[-3000:]
-        assert "sweep t: 0 trial(s) to run" in rerun.stderr and "sweep t: 0 finished, 0 failed" in rerun.stderr
+        # the same sweep rerun in this process, on the warm Ray the driver joined (no trial is to run)
+        status, _, rerun_err = run_captured(small_sweep(tmp_path, f"tracking.uri={server.url}", *FOUR_TRIALS), tmp_path)
+        assert status == 0, rerun_err[-3000:]
+        assert "sweep t: 0 trial(s) to run" in rerun_err and "sweep t: 0 finished, 0 failed" in rerun_err
         finished = defaultdict(list)
         for run in child_runs(server.url):
             if run.data.tags.get("status") == "finished":

@@ -17,8 +17,10 @@ USER, PASSWORD = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"
 pytestmark = pytest.mark.slow  # a basic-auth server; the refusals on no Ray at all, the sweep on the warm one
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory):
+    """Session-wide: tests/conftest.py runs this module's warm-Ray test after the others, which a module
+    fixture would see as two runs of the module and start the server twice (10 s each on 2 cores)."""
     server = MlflowServer(tmp_path_factory.mktemp("auth-server"), auth=True).start()
     try:
         yield server
