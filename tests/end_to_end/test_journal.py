@@ -78,7 +78,8 @@ def test_an_attempt_already_in_mlflow_is_noted_not_recorded_again(tmp_path):
 @pytest.mark.slow
 def test_an_outage_keeps_every_result_and_the_rerun_records_them_without_running(tmp_path, warm_ray):
     server = MlflowServer(tmp_path / "server").start()
-    command = driver_command(tmp_path, f"tracking.uri={server.url}", *FOUR_TRIALS, *joining_warm_ray())
+    overrides = (f"tracking.uri={server.url}", *FOUR_TRIALS)  # the driver's sweep, and the rerun's
+    command = driver_command(tmp_path, *overrides, *joining_warm_ray())
     try:
         recorder = Recorder(server.url, "tokengen")  # the driver's client, made while the server is up
         log = tmp_path / "driver.log"
@@ -104,7 +105,7 @@ def test_an_outage_keeps_every_result_and_the_rerun_records_them_without_running
 
         server.start()  # same port, same store
         # the same sweep rerun in this process, on the warm Ray the driver joined (no trial is to run)
-        status, _, rerun_err = run_captured(small_sweep(tmp_path, f"tracking.uri={server.url}", *FOUR_TRIALS), tmp_path)
+        status, _, rerun_err = run_captured(small_sweep(tmp_path, *overrides), tmp_path)
         assert status == 0, rerun_err[-3000:]
         assert "sweep t: 0 trial(s) to run" in rerun_err and "sweep t: 0 finished, 0 failed" in rerun_err
         finished = defaultdict(list)
