@@ -176,9 +176,24 @@ def knobs_except(*fields: str) -> list[str]:
     return [k for k in KNOBS if k not in fields]
 
 
+_INDEX: tuple = ((), {}, {})  # (DECLARED as indexed, knob -> its values, (knob, name) -> value)
+
+
+def _index() -> tuple:
+    """DECLARED by knob and by (knob, name), made again whenever DECLARED is another tuple (`declare`): a
+    grid's planning asks for hundreds of thousands of values, and a scan of DECLARED each time was most of it."""
+    global _INDEX
+    if _INDEX[0] is not DECLARED:
+        by_knob: dict[str, list[Declared]] = {}
+        for d in DECLARED:
+            by_knob.setdefault(d.knob, []).append(d)
+        _INDEX = (DECLARED, {k: tuple(v) for k, v in by_knob.items()}, {(d.knob, d.name): d for d in DECLARED})
+    return _INDEX
+
+
 def values(knob: str) -> tuple[Declared, ...]:
     """A knob's declared values, its plain setting first."""
-    return tuple(d for d in DECLARED if d.knob == knob)
+    return _index()[1].get(knob, ())
 
 
 def names(knob: str) -> tuple[str, ...]:
@@ -187,9 +202,9 @@ def names(knob: str) -> tuple[str, ...]:
 
 def declared(knob: str, name: str) -> Declared:
     """The declaration of one value; KeyError names the declared ones."""
-    for d in values(knob):
-        if d.name == name:
-            return d
+    found = _index()[2].get((knob, name))
+    if found is not None:
+        return found
     raise KeyError(f"{knob}={name!r} is not declared: use one of {', '.join(names(knob))}")
 
 

@@ -94,18 +94,23 @@ class TrialSpec:
     target_ci: float = _field(0.02, MEASUREMENT)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every field by name (each a str, int or float: nothing to copy deeply, as dataclasses.asdict would)."""
+        return {name: getattr(self, name) for name in SPEC_FIELDS}
 
     def key(self) -> str:
         """Hash of the canonical spec: same spec, same key, on any machine. The first release's fields
-        are always hashed; a later field only away from its default, so adding one keeps every key."""
-        canonical = {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if f.metadata["role"] != LABEL and (f.name in FIRST_RELEASE or getattr(self, f.name) != f.default)
-        }
-        blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        are always hashed; a later field only away from its default, so adding one keeps every key. Made once per
+        spec (a frozen one: its fields never change) and kept beside them, outside the fields."""
+        kept = self.__dict__.get("_key")
+        if kept is None:
+            canonical = {
+                f.name: getattr(self, f.name)
+                for f in fields(self)
+                if f.metadata["role"] != LABEL and (f.name in FIRST_RELEASE or getattr(self, f.name) != f.default)
+            }
+            blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+            kept = self.__dict__["_key"] = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return kept
 
     @property
     def knobs(self) -> dict:
@@ -136,6 +141,8 @@ def parse_field(name: str, text):
     a value already of the type passes through, a word of SPELLINGS becomes its value ("auto" runs: 0).
     SpecError names the field and the type wanted."""
     kind = FIELD_TYPES[name]
+    if type(text) is kind and name not in SPELLINGS:  # already typed (a grid's values, a spec's): the most calls
+        return text
     if isinstance(text, str) and text.strip().lower() in SPELLINGS.get(name, {}):
         return SPELLINGS[name][text.strip().lower()]
     if kind in (int, float) and isinstance(text, bool) or kind is int and isinstance(text, float):

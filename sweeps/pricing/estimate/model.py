@@ -108,7 +108,10 @@ class CostModel:
         keys = self._kept(
             ("keys",), lambda: self.frame.groupby("trial_key").indices if "trial_key" in self.frame else {}
         )
-        return self.frame.iloc[keys.get(trial.get("key"), [])]
+        found = keys.get(trial.get("key"))
+        if found is None or not len(found):  # most trials of a grid: kept, as an empty frame is not cheap to make
+            return self._kept(("no rows",), lambda: self.frame.iloc[[]])
+        return self.frame.iloc[found]
 
     def _rows(self, column: str, **match) -> pd.Series:
         """`column` of the rows matching every field given, nulls dropped (kept: callers never change it)."""

@@ -15,6 +15,7 @@ compute. GH200: 96 GB HBM3 at 4.0 TB/s, H100 SXM's compute.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 
@@ -66,6 +67,7 @@ MARKERS: tuple[tuple[tuple[str, ...], str], ...] = (
 "NVIDIA GH200 480GB" is not taken for an H200, nor "NVIDIA H100 PCIe" for an SXM part."""
 
 
+@functools.lru_cache(maxsize=1024)  # a grid's pricing asks once per trial, of a few names
 def gpu_kind(name) -> str | None:
     """The GPUS key for a GPU name as CUDA or Ray spells it; an unknown name comes back as given
     (stripped), None or blank as None."""
