@@ -7,6 +7,7 @@ truth. Every test injects the CPU's speed: nothing calibrates this host, nothing
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -24,6 +25,7 @@ from sweeps.pricing.estimate import (
     estimate,
     fit,
     forget_cpu_speed,
+    hardware,
 )
 from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S
 from sweeps.pricing.estimate.priors import prior_run
@@ -298,5 +300,40 @@ def test_cpu_speed_is_measured_once_and_injectable():
         assert len(calls) == 1
         slow, fast = (prior_run(trial(), cpu=CpuSpeed(g, g / 5)).mid for g in (20.0, 40.0))
         assert fast < slow
+    finally:
+        forget_cpu_speed()
+
+
+def test_a_hosts_cpu_speed_is_kept_for_a_day_under_its_name_and_cores(tmp_path, monkeypatch):
+    """A second process on the same host reads the first one's measurement instead of taking a second of every
+    core; another thread count, a day's age or a cache folder that cannot be written measures again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    measured = []
+
+    def calibrate():
+        measured.append(1)
+        return CpuSpeed(gflops=10.0 * len(measured), gbs=2.0)
+
+    monkeypatch.setattr(hardware, "calibrate_cpu", calibrate)
+
+    def in_a_new_process() -> CpuSpeed:
+        forget_cpu_speed()
+        return cpu_speed()
+
+    try:
+        first = in_a_new_process()
+        assert in_a_new_process() == first and len(measured) == 1  # read from the cache folder
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        assert in_a_new_process() == CpuSpeed(20.0, 2.0) and len(measured) == 2  # BLAS threads differ: measured
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        assert in_a_new_process() == first and len(measured) == 2  # the other entry was kept beside it
+        kept = json.loads(hardware.kept_file().read_text())
+        kept[hardware.host_name()]["measured_at"] -= hardware.KEPT_S + 1
+        hardware.kept_file().write_text(json.dumps(kept))
+        assert in_a_new_process() == CpuSpeed(30.0, 2.0) and len(measured) == 3  # a day old: measured again
+        (tmp_path / "a file").write_text("")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a file"))  # no folder can be made there
+        assert in_a_new_process() == CpuSpeed(40.0, 2.0) and in_a_new_process() == CpuSpeed(50.0, 2.0)
     finally:
         forget_cpu_speed()

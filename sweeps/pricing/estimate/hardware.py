@@ -1,11 +1,18 @@
 """What a device can do. GPUs come from the contract's datasheet table (tokengen/contract/machine/gpus.py,
 re-exported here for the cost model); a CPU differs too much between hosts for a table, so this host is measured
-once per process with numpy (about a second), the clock or the whole measurement injectable for tests."""
+with numpy (a second of every core), the clock or the whole measurement injectable for tests. The measurement is
+kept for the process and, for a day, in the user's cache folder under the host's name, CPU model, usable cores and
+BLAS threads: each dry run or sweep of the day prices CPU trials from the same figures instead of a second of
+every core each time (and of whatever else the machine was doing that second)."""
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -39,13 +46,71 @@ def calibrate_cpu(
 
 
 _cached: CpuSpeed | None = None
+KEPT_S = 24 * 3600.0  # how long a host's measurement is reused from the cache folder
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def cpu_speed(measure: Callable[[], CpuSpeed] = calibrate_cpu) -> CpuSpeed:
-    """This host's CpuSpeed, measured on first use and cached for the process."""
+def kept_file() -> Path:
+    """Where this user's hosts' measurements are kept: $XDG_CACHE_HOME/tokengen, else ~/.cache/tokengen."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "tokengen" / "cpu_speed.json"
+
+
+def host_name() -> str:
+    """What a measurement holds for: the host, its CPU model, the cores this process may use, BLAS's threads."""
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), model)
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = ",".join(os.environ.get(name, "") for name in THREAD_VARIABLES)
+    return f"{platform.node()}|{model}|{cores} cores|threads {threads}|numpy {np.__version__}"
+
+
+def _read_kept(host: str, now: float) -> CpuSpeed | None:
+    try:
+        kept = json.loads(kept_file().read_text()).get(host) or {}
+        if 0 <= now - float(kept["measured_at"]) < KEPT_S:
+            return CpuSpeed(float(kept["gflops"]), float(kept["gbs"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def _keep(host: str, speed: CpuSpeed, now: float) -> None:
+    """Adds this host's measurement to the file (others' stay), written whole and moved into place; a cache
+    folder that cannot be written only means the next process measures again."""
+    path = kept_file()
+    try:
+        try:
+            kept = json.loads(path.read_text())
+            kept = kept if isinstance(kept, dict) else {}
+        except (OSError, ValueError):
+            kept = {}
+        kept[host] = {**asdict(speed), "measured_at": now}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(f".{path.name}.{os.getpid()}")
+        scratch.write_text(json.dumps(kept, indent=1))
+        os.replace(scratch, path)
+    except OSError:
+        pass
+
+
+def cpu_speed(measure: Callable[[], CpuSpeed] | None = None) -> CpuSpeed:
+    """This host's CpuSpeed, cached for the process: calibrate_cpu's, read from the cache folder where it holds
+    this host's from the last day, else measured now and kept there. An injected `measure` is called, never kept."""
     global _cached
     if _cached is None:
-        _cached = measure()
+        if measure is not None:
+            _cached = measure()
+        else:
+            host, now = host_name(), time.time()
+            _cached = _read_kept(host, now)
+            if _cached is None:
+                _cached = calibrate_cpu()
+                _keep(host, _cached, now)
     return _cached
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares, nnls
 
 from sweeps.pricing.estimate.span import Span
 
@@ -71,6 +70,8 @@ class StepLaw:
 
 def fit_law(rows: pd.DataFrame, law: str, batches: pd.Series) -> StepLaw | None:
     """The law for one family's rows (batch_size, prompt_len, steps, steady_run_s), or None."""
+    from scipy.optimize import least_squares, nnls  # here: a driver that fits no law never imports it (1 s)
+
     rows = rows[(rows["steps"] > 0) & (rows["steady_run_s"] > 0)]
     if len(rows) < REQUIRED_TERMS:
         return None
