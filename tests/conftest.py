@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -11,6 +14,10 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if "PYTEST_XDIST_WORKER" not in os.environ:  # the run's own: its workers, drivers and trials inherit it
+    # the CPU calibration that prices CPU trials is kept here for the run, not in the user's ~/.cache
+    os.environ["TOKENGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tokengen-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["TOKENGEN_CACHE_DIR"], True)
 
 
 WARM = "warm_ray"

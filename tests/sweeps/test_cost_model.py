@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -307,6 +309,7 @@ def test_cpu_speed_is_measured_once_and_injectable():
 def test_a_hosts_cpu_speed_is_kept_for_a_day_under_its_name_and_cores(tmp_path, monkeypatch):
     """A second process on the same host reads the first one's measurement instead of taking a second of every
     core; another thread count, a day's age or a cache folder that cannot be written measures again."""
+    monkeypatch.delenv(hardware.CACHE_VARIABLE, raising=False)  # the user's own cache folder: $XDG_CACHE_HOME's
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     measured = []
@@ -323,6 +326,7 @@ def test_a_hosts_cpu_speed_is_kept_for_a_day_under_its_name_and_cores(tmp_path, 
 
     try:
         first = in_a_new_process()
+        assert hardware.kept_file() == tmp_path / "cache" / "tokengen" / "cpu_speed.json"
         assert in_a_new_process() == first and len(measured) == 1  # read from the cache folder
         monkeypatch.setenv("OMP_NUM_THREADS", "1")
         assert in_a_new_process() == CpuSpeed(20.0, 2.0) and len(measured) == 2  # BLAS threads differ: measured
@@ -332,8 +336,18 @@ def test_a_hosts_cpu_speed_is_kept_for_a_day_under_its_name_and_cores(tmp_path, 
         kept[hardware.host_name()]["measured_at"] -= hardware.KEPT_S + 1
         hardware.kept_file().write_text(json.dumps(kept))
         assert in_a_new_process() == CpuSpeed(30.0, 2.0) and len(measured) == 3  # a day old: measured again
+        kept[hardware.host_name()].update(measured_at=kept[hardware.host_name()]["measured_at"] + 60, gflops=0.0)
+        hardware.kept_file().write_text(json.dumps(kept))
+        assert in_a_new_process() == CpuSpeed(40.0, 2.0) and len(measured) == 4  # a spoiled entry: measured again
         (tmp_path / "a file").write_text("")
-        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a file"))  # no folder can be made there
-        assert in_a_new_process() == CpuSpeed(40.0, 2.0) and in_a_new_process() == CpuSpeed(50.0, 2.0)
+        monkeypatch.setenv(hardware.CACHE_VARIABLE, str(tmp_path / "a file"))  # no folder can be made there
+        assert in_a_new_process() == CpuSpeed(50.0, 2.0) and in_a_new_process() == CpuSpeed(60.0, 2.0)
     finally:
         forget_cpu_speed()
+
+
+def test_the_tests_keep_their_calibration_in_a_folder_of_the_run():
+    """Each pytest run's drivers and trials share one calibration, in a folder the run made (tests/conftest.py),
+    never the user's ~/.cache: a calibration taken on two busy workers must not price the user's next day."""
+    folder = os.environ.get(hardware.CACHE_VARIABLE, "")
+    assert "tokengen-test-cache-" in folder and hardware.kept_file().parent == Path(folder)

@@ -8,6 +8,7 @@ every core each time (and of whatever else the machine was doing that second).""
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
@@ -50,10 +51,17 @@ KEPT_S = 24 * 3600.0  # how long a host's measurement is reused from the cache f
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+CACHE_VARIABLE = "TOKENGEN_CACHE_DIR"  # a folder of its own (the tests give each run one)
+
+
 def kept_file() -> Path:
-    """Where this user's hosts' measurements are kept: $XDG_CACHE_HOME/tokengen, else ~/.cache/tokengen."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "tokengen" / "cpu_speed.json"
+    """Where this user's hosts' measurements are kept: $TOKENGEN_CACHE_DIR, else $XDG_CACHE_HOME/tokengen, else
+    ~/.cache/tokengen."""
+    folder = os.environ.get(CACHE_VARIABLE)
+    if not folder:
+        root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(root, "tokengen")
+    return Path(folder) / "cpu_speed.json"
 
 
 def host_name() -> str:
@@ -72,8 +80,9 @@ def host_name() -> str:
 def _read_kept(host: str, now: float) -> CpuSpeed | None:
     try:
         kept = json.loads(kept_file().read_text()).get(host) or {}
-        if 0 <= now - float(kept["measured_at"]) < KEPT_S:
-            return CpuSpeed(float(kept["gflops"]), float(kept["gbs"]))
+        speed = CpuSpeed(float(kept["gflops"]), float(kept["gbs"]))
+        if 0 <= now - float(kept["measured_at"]) < KEPT_S and all(0 < v < math.inf for v in asdict(speed).values()):
+            return speed
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     return None
