@@ -11,13 +11,15 @@ import tempfile
 import pytest
 import torch
 
+from sweeps.pricing.estimate.hardware import CACHE_VARIABLE
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if "PYTEST_XDIST_WORKER" not in os.environ:  # the run's own: its workers, drivers and trials inherit it
     # the CPU calibration that prices CPU trials is kept here for the run, not in the user's ~/.cache
-    os.environ["TOKENGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tokengen-test-cache-")
-    atexit.register(shutil.rmtree, os.environ["TOKENGEN_CACHE_DIR"], True)
+    os.environ[CACHE_VARIABLE] = tempfile.mkdtemp(prefix="tokengen-test-cache-")
+    atexit.register(shutil.rmtree, os.environ[CACHE_VARIABLE], True)
 
 
 WARM = "warm_ray"

@@ -49,8 +49,6 @@ def calibrate_cpu(
 _cached: CpuSpeed | None = None
 KEPT_S = 24 * 3600.0  # how long a host's measurement is reused from the cache folder
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 CACHE_VARIABLE = "TOKENGEN_CACHE_DIR"  # a folder of its own (the tests give each run one)
 
 
@@ -77,28 +75,33 @@ def host_name() -> str:
     return f"{platform.node()}|{model}|{cores} cores|threads {threads}|numpy {np.__version__}"
 
 
+def _entries() -> dict:
+    """The cache file's measurements by host; {} where there is none or it cannot be read."""
+    try:
+        kept = json.loads(kept_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
 def _read_kept(host: str, now: float) -> CpuSpeed | None:
     try:
-        kept = json.loads(kept_file().read_text()).get(host) or {}
+        kept = _entries()[host]
         speed = CpuSpeed(float(kept["gflops"]), float(kept["gbs"]))
         if 0 <= now - float(kept["measured_at"]) < KEPT_S and all(0 < v < math.inf for v in asdict(speed).values()):
             return speed
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError):
         pass
     return None
 
 
 def _keep(host: str, speed: CpuSpeed, now: float) -> None:
-    """Adds this host's measurement to the file (others' stay), written whole and moved into place; a cache
-    folder that cannot be written only means the next process measures again."""
-    path = kept_file()
+    """Adds this host's measurement to the file, read again so that what others kept during the measurement stays;
+    written whole and moved into place. A cache folder that cannot be written only means the next process measures
+    again."""
+    path, kept = kept_file(), _entries()
+    kept[host] = {**asdict(speed), "measured_at": now}
     try:
-        try:
-            kept = json.loads(path.read_text())
-            kept = kept if isinstance(kept, dict) else {}
-        except (OSError, ValueError):
-            kept = {}
-        kept[host] = {**asdict(speed), "measured_at": now}
         path.parent.mkdir(parents=True, exist_ok=True)
         scratch = path.with_name(f".{path.name}.{os.getpid()}")
         scratch.write_text(json.dumps(kept, indent=1))
