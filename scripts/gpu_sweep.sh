@@ -93,12 +93,18 @@ check_status=$?
 (cd "$STATE" && find mlartifacts reports work -type f -size +"$LARGE_MIB"M 2>/dev/null | sort) >"$OUT/left_out.txt"
 pack() {  # each archive of what exists: a sweep that stopped early still sends its logs
   local status=0 name list paths
-  for name in store:mlflow.db,mlartifacts report:reports logs:outputs,.sweeps,work; do
+  # the store copied through SQLite's backup API, never as a file: a killed driver's results sit in its -wal
+  rm -rf "$STATE/packed"
+  if [[ -e $STATE/mlflow.db ]]; then
+    "$PYTHON" -m tracking.store.backup --uri "sqlite:///$STATE/mlflow.db" "$STATE/packed/mlflow.db" || status=1
+  fi
+  for name in store:packed/mlflow.db,mlartifacts report:reports logs:outputs,.sweeps,work; do
     list=${name#*:}
     paths=$(cd "$STATE" && for p in ${list//,/ }; do [[ -e $p ]] && echo "$p"; done)
     [[ -n $paths ]] || continue
     # shellcheck disable=SC2086
-    tar -C "$STATE" -cJf "$OUT/${name%%:*}.tar.xz" -X "$OUT/left_out.txt" --exclude='*/inductor/*' $paths || status=1
+    tar -C "$STATE" -cJf "$OUT/${name%%:*}.tar.xz" -X "$OUT/left_out.txt" --exclude='*/inductor/*' \
+      --transform='s,^packed/,,' $paths || status=1
   done
   return $status
 }

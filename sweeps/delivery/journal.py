@@ -22,12 +22,26 @@ from pathlib import Path
 from sweeps.delivery.journal_lines import read_lines, set_aside
 from sweeps.execution.space import OutOfSpace, full_line, out_of_space, reason_of, record_bytes
 from tokengen.contract.names import TRANSPORT, TRIAL_LOG, path_component
+from tokengen.contract.record import first_line
 
 JOURNAL_ROOT = Path(".sweeps") / "journal"
 
 
 class JournalError(RuntimeError):
     """The journal cannot be written where the sweep runs: said in one line before Ray starts."""
+
+
+class JournalUnwritable(OutOfSpace):
+    """The journal refused a write during the sweep for another reason than a full disk (a read-only remount,
+    permissions, an I/O error): the sweep stops as for a full disk (sweeps/delivery/full_disk.py), its finished
+    results in the store or in a journal of their own elsewhere."""
+
+
+def refused(what: str, path: Path, needed: int, exc: OSError) -> OutOfSpace:
+    """The error a journal write becomes: OutOfSpace on a full disk (exit 3, make room), else JournalUnwritable."""
+    if out_of_space(exc):
+        return OutOfSpace(full_line(what, path, needed, reason_of(exc)))
+    return JournalUnwritable(f"{what} {path} could not be written ({exc.strerror or first_line(exc)})")
 
 
 def result_id(record: dict) -> str:
@@ -107,10 +121,7 @@ class Journal:
         try:
             self._append(record)
         except OSError as exc:
-            if not out_of_space(exc):
-                raise
-            line = full_line("the sweep's journal", self.path, record_bytes(record), reason_of(exc))
-            raise OutOfSpace(line) from None
+            raise refused("the sweep's journal", self.path, record_bytes(record), exc) from None
         return record
 
     def _append(self, record: dict) -> None:
@@ -124,14 +135,12 @@ class Journal:
         self._write({"result": result, "files": sorted(files)})
 
     def mark_recorded(self, record: dict, run_id: str) -> None:
-        """The line that says MLflow holds the result; where the disk is full it is left out (OutOfSpace), and
-        the rerun finds the attempt in the store instead."""
+        """The line that says MLflow holds the result; where the journal refuses it (OutOfSpace, JournalUnwritable)
+        it is left out, and the rerun finds the attempt in the store instead."""
         try:
             self._write({"recorded": record["key"], "attempt_id": record.get("attempt_id"), "run_id": run_id})
         except OSError as exc:
-            if not out_of_space(exc):
-                raise
-            raise OutOfSpace(full_line("the sweep's journal", self.path, 4096, reason_of(exc))) from None
+            raise refused("the sweep's journal", self.path, 4096, exc) from None
 
     def _write(self, entry: dict) -> None:
         """One line, whole or not at all: a disk that fills mid-line has the line's start cut off again."""
@@ -155,13 +164,31 @@ class Journal:
     def unrecorded(self) -> list[dict]:
         """Every result MLflow has not taken yet, in the order they came, with files and log read back:
         each attempt once (an entry without an attempt id, from an older journal, stands for its key)."""
-        waiting: dict[str, dict] = {}
+        return [self._record(entry) for entry in self._results(recorded=False)]
+
+    def recorded_elsewhere_than(self, held: set[str]) -> list[dict]:
+        """Results this journal marks recorded whose attempt the store does not hold (`held`: the attempt ids
+        it holds whole), with files and log read back: a store that lost its last writes (a `-wal` unlinked
+        under its driver, a copy made without it) gets them again from here, never by measuring again. An
+        older journal's entry without an attempt id cannot be told apart from a later attempt: left as it is."""
+        return [
+            self._record(entry)
+            for entry in self._results(recorded=True)
+            if entry["result"].get("attempt_id") and entry["result"]["attempt_id"] not in held
+        ]
+
+    def _results(self, recorded: bool) -> list[dict]:
+        """The result entries MLflow has (`recorded`) or has not taken, as the journal's last word on each says."""
+        results: dict[str, dict] = {}
+        taken: set[str] = set()
         for entry in self._entries():
             if "result" in entry:
-                waiting[entry["result"].get("attempt_id") or entry["result"]["key"]] = entry
+                attempt = entry["result"].get("attempt_id") or entry["result"]["key"]
+                results[attempt] = entry
+                taken.discard(attempt)
             elif "recorded" in entry:
-                waiting.pop(entry.get("attempt_id") or entry["recorded"], None)
-        return [self._record(entry) for entry in waiting.values()]
+                taken.add(entry.get("attempt_id") or entry["recorded"])
+        return [entry for attempt, entry in results.items() if (attempt in taken) == recorded]
 
     def _entries(self) -> list[dict]:
         """The whole lines: a damaged one is never a result (Journal.open sets them aside)."""

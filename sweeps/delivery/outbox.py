@@ -24,6 +24,7 @@ class Outbox:
         self.last_error = ""  # why the store did not take the oldest waiting result: said in the sweep's last line
         self.full: str | None = None  # the store's disk is full: the line that says where, and what it needs
         self.outside = 0  # journaled results for keys outside the plan: left in the journal, never recorded
+        self.restored = 0  # results the journal marks recorded that the store had lost: recorded again
 
     def take_over(
         self, recorded: dict[str, str], half_written: dict[str, list] | None = None, planned: set[str] | None = None
@@ -32,11 +33,14 @@ class Outbox:
         An attempt MLflow already holds whole (`recorded`: attempt id -> run id) made it there before the
         driver could note it: noted now with its run, never recorded twice. One whose run was cut short
         (`half_written`: no status tag, metrics missing) counts as not recorded: that run is deleted as
-        the attempt is recorded again, whole. A result for a key outside the plan (`planned`) is never
-        recorded by this sweep: it stays in the journal, counted in `outside`."""
+        the attempt is recorded again, whole. A result the journal marks recorded that the store lacks (its
+        last writes lost) is recorded again from the journal, counted in `restored`. A result for a key outside
+        the plan (`planned`) is never recorded by this sweep: it stays in the journal, counted in `outside`."""
         earlier = []
         self.outside = 0
-        for record in self.journal.unrecorded():
+        lost = self.journal.recorded_elsewhere_than(set(recorded))
+        self.restored = sum(planned is None or record["key"] in planned for record in lost)
+        for record in self.journal.unrecorded() + lost:
             if planned is not None and record["key"] not in planned:
                 self.outside += 1
                 continue

@@ -32,10 +32,15 @@ def trials_to_run(plan: GridPlan, outbox, resume: bool, expected: dict[str, set]
             f"journal: {outbox.outside} result(s) in {outbox.journal.path} are for keys outside this sweep's plan: "
             "left there, not recorded (rerun the grid that planned them to record them)"
         )
-    if earlier:
+    if outbox.restored:
         say(
-            f"journal: {len(earlier)} result(s) of an earlier run are not yet recorded: recording them first, "
-            "without running their trials again"
+            f"journal: {outbox.restored} result(s) the journal marks recorded are missing from the store: "
+            "recording them again from the journal, without running their trials again"
+        )
+    if len(earlier) > outbox.restored:
+        say(
+            f"journal: {len(earlier) - outbox.restored} result(s) of an earlier run are not yet recorded: recording "
+            "them first, without running their trials again"
         )
     if not resume:
         return plan.trials

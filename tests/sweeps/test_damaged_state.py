@@ -14,13 +14,18 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from disk_helpers import tmpfs
+from disk_helpers import fill, tmpfs
+from mlflow import MlflowClient
 from servers import seeded_uri
 from sweep_helpers import child_runs, small_sweep, store_left_by
 
-from sweeps.delivery.journal import Journal, JournalError, journaled_results
+from sweeps.delivery.full_disk import stopped_full
+from sweeps.delivery.journal import Journal, JournalError, JournalUnwritable, journaled_results
 from sweeps.delivery.outbox import Outbox
 from sweeps.driver import run_sweep
+from sweeps.planning.grid import plan_sweep
+from sweeps.planning.resume import trials_to_run
+from tokengen.contract.names import TOKENS_FILE
 from tracking.store.history import load_history
 from tracking.store.recorder import Recorder
 
@@ -74,6 +79,72 @@ def test_a_journaled_result_outside_the_plan_is_never_recorded(tmp_path):
     outbox.flush(now=True)
     assert [r.data.tags["key"] for r in child_runs(uri)] == ["k1"]
     assert Journal.open("tokengen", "s", root=tmp_path).unrecorded() == [stray]  # kept, for the grid that planned it
+
+
+def test_a_result_the_journal_marks_recorded_and_the_store_lost_is_recorded_again(tmp_path, capsys):
+    """A store that lost its last writes (its -wal unlinked under the driver, a copy made without it): the
+    journal's recorded result goes back in from the journal, once, said in a line; never measured again."""
+    config = small_sweep(tmp_path)
+    plan = plan_sweep(config)
+    trial = plan.trials[0]
+    record = {**trial.spec.to_dict(), **result(trial.key), "env_fingerprint": "here"}
+    journal = Journal.open("tokengen", "t", root=tmp_path)
+    kept = Outbox(journal, Recorder(seeded_uri(tmp_path / "before"), "tokengen"))
+    kept.recorder.start_sweep("t", config, resume=False)
+    kept.put(record)
+    assert kept.unrecorded == 0 and journal.unrecorded() == []
+    recorder = Recorder(seeded_uri(tmp_path / "lost"), "tokengen")  # the same store, its last writes gone
+    recorder.start_sweep("t", config, resume=True)
+    outbox = Outbox(Journal.open("tokengen", "t", root=tmp_path), recorder)
+    capsys.readouterr()
+    assert (
+        trials_to_run(plan, outbox, True, {trial.key: {"here": ""}}) == plan.trials[1:]
+    )  # its result stands: not measured again
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "journal: 1 result(s) the journal marks recorded are missing from the store: recording them again "
+        "from the journal, without running their trials again"
+    )
+    outbox.flush(now=True)
+    assert [r.data.tags["trial_key"] for r in child_runs(recorder.uri)] == [trial.key]
+    again = Outbox(Journal.open("tokengen", "t", root=tmp_path), recorder)
+    assert again.take_over(recorder.index().attempts) == [] and again.restored == 0
+
+
+@pytest.mark.parametrize("store", ["takes-it", "full"])
+def test_a_journal_that_turns_read_only_loses_no_finished_result(tmp_path, capsys, store):
+    """The journal's disk is remounted read-only mid-sweep: the sweep stops in one line (exit 3's OutOfSpace
+    path), the result is in the store, or, where the store refuses it too (its own disk full), in a journal of
+    its own the line names; the sweep's run is closed FAILED, never left RUNNING."""
+    with tmpfs(tmp_path / "journal", "4m") as journal_disk, tmpfs(tmp_path / "store", "6m") as store_disk:
+        uri = seeded_uri(store_disk)
+        recorder = Recorder(uri, "tokengen")
+        recorder.start_sweep("s", {}, resume=False)
+        outbox = Outbox(Journal.open("tokengen", "s", root=journal_disk), recorder)
+        outbox.put(result("k1"))
+        remounted = subprocess.run(["mount", "-o", "remount,ro", str(journal_disk)], capture_output=True, text=True)
+        if remounted.returncode:
+            pytest.skip(f"cannot remount a tmpfs read-only here ({remounted.stderr.strip()})")
+        if store == "full":
+            fill(store_disk)
+        with pytest.raises(JournalUnwritable) as stopped:
+            outbox.put({**result("k2"), "files": {TOKENS_FILE: b"\x01" * (64 << 10)}})
+        capsys.readouterr()
+        stopped_full(outbox, [], stopped.value)
+        said = capsys.readouterr().err.strip().splitlines()[-1]
+        journal = outbox.journal.path
+        assert said.startswith(f"error: the sweep's journal {journal} could not be written (Read-only file system): ")
+        if store == "takes-it":
+            assert said.endswith(
+                "every finished result is in the store; make it writable and rerun the same command to run the rest"
+            ), said
+            assert sorted(r.data.tags["trial_key"] for r in child_runs(uri)) == ["k1", "k2"]
+            assert MlflowClient(tracking_uri=uri).get_run(recorder.parent_id).info.status == "FAILED"
+            return
+        kept = Path(said.split(" are kept in ")[1].split(" (move it")[0])
+        assert [r["key"] for r in Journal(kept).unrecorded()] == ["k2"]
+        assert Journal(kept).unrecorded()[0]["files"] == {TOKENS_FILE: b"\x01" * (64 << 10)}
+        assert [r.data.tags["trial_key"] for r in child_runs(uri)] == ["k1"]
+        shutil.rmtree(kept.parent)
 
 
 @pytest.mark.parametrize("how", ["journal-a-folder", "files-a-file"])

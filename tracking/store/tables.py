@@ -5,8 +5,11 @@ read and written are those MLflow 3 has kept since its first database schema."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sqlite3
+import tempfile
 import urllib.parse
 
 import pandas as pd
@@ -16,17 +19,42 @@ from tracking.store.postgres import CONNECT_TIMEOUT_S, is_postgres, libpq_uri
 from tracking.store.runs import flat_row
 
 
-def _closed_wal_out_of_reach(path: str) -> bool:
-    """A WAL store (header bytes 18-19: 2) with no <file>-wal (its last writer closed it), in a folder this
-    reader may not write: a read-only connection must create -wal and -shm to read it and fails ("attempt
-    to write a readonly database"); the file alone is then the whole store, read as immutable. A writer
-    that opens it during that read can fail the read (malformed), never the store."""
+def read_only_sqlite(path: str) -> sqlite3.Connection:
+    """A read-only connection on a SQLite store, opened by SQLite alone: no plain `open()` of the file, whose
+    close would drop every POSIX lock this process holds on it (SQLite's included), so that the next process
+    to close its connection took itself for the last one and checkpointed and unlinked `-wal` and `-shm` under
+    a live driver. Where SQLite cannot open it read-only (a WAL store whose folder this reader may not write:
+    read-only media, another user's folder), the store is read from a private copy that replays its `-wal`,
+    or, with no `-wal`, as immutable."""
+    quoted = urllib.parse.quote(os.path.abspath(path))
+    connection = sqlite3.connect(f"file:{quoted}?mode=ro", uri=True, timeout=30)
     try:
-        with open(path, "rb") as handle:
-            wal = handle.read(20)[18:20] == b"\x02\x02"
-    except OSError:
-        return False
-    return wal and not os.path.exists(path + "-wal") and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opening is lazy: the header is read here
+        return connection
+    except sqlite3.OperationalError:
+        connection.close()
+        if not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
+            return _out_of_reach(path)
+        raise
+
+
+def _out_of_reach(path: str) -> sqlite3.Connection:
+    """A WAL store in a folder this process may not write, where SQLite cannot make the `-shm` a reader needs."""
+    wal = path + "-wal"
+    if not (os.path.isfile(wal) and os.path.getsize(wal) > 0):
+        quoted = urllib.parse.quote(os.path.abspath(path))
+        return sqlite3.connect(f"file:{quoted}?mode=ro&immutable=1", uri=True, timeout=30)
+    folder = tempfile.mkdtemp(prefix="tokengen-store-")  # this user's alone (0700)
+    try:
+        copy = os.path.join(folder, "store.db")
+        shutil.copyfile(path, copy)  # this process holds no lock on the store: it could not open it
+        shutil.copyfile(wal, f"{copy}-wal")
+        snapshot = sqlite3.connect(":memory:")
+        with contextlib.closing(sqlite3.connect(copy)) as replayed:  # replays the copied -wal
+            replayed.backup(snapshot)
+        return snapshot
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 WRITE_CACHE_KIB = 128 * 1024
@@ -42,11 +70,12 @@ class Tables:
         """Read only, unless `write` (tracking/store/derived.py's figures, in one transaction: `commit`)."""
         path = sqlite_path(uri)
         if path is not None:
-            quoted = urllib.parse.quote(os.path.abspath(path))
-            mode = "" if write else "?mode=ro&immutable=1" if _closed_wal_out_of_reach(path) else "?mode=ro"
-            self.connection = sqlite3.connect(f"file:{quoted}{mode}", uri=True, timeout=30)
-            if write:  # this connection's page cache (the default 2 MB): thousands of rows land in random index pages
+            if write:
+                self.connection = sqlite3.connect(os.path.abspath(path), timeout=30)
+                # this connection's page cache (the default 2 MB): thousands of rows land in random index pages
                 self.connection.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
+            else:
+                self.connection = read_only_sqlite(path)
             self.mark = "?"
         else:
             import psycopg
