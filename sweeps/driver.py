@@ -33,7 +33,7 @@ from sweeps.planning.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.planning.resume import expected_fingerprints, trials_to_run
 from sweeps.planning.settings import prepare_workdir
 from sweeps.pricing.memory import check_local_memory
-from sweeps.pricing.price import Refused, price_for_run
+from sweeps.pricing.price import Refused, calibration_contradicted, price_for_run
 from sweeps.pricing.priced import Priced, summary_line
 from sweeps.say import say
 from tokengen.contract.names import FINISHED
@@ -109,7 +109,7 @@ def run_locked(config: SweepConfig, plan: GridPlan, outbox: Outbox, priced: Pric
     except OutOfSpace as exc:
         stopped_full(outbox, records + again.records, exc)
         return UNRECORDED
-    return finish(config, outbox, records, again, time.perf_counter() - started, log)
+    return finish(config, outbox, records, again, time.perf_counter() - started, log, priced)
 
 
 def prepare(config: SweepConfig, plan: GridPlan | None = None) -> tuple[GridPlan, Outbox]:
@@ -144,11 +144,16 @@ def choose_trials(
     return trials, priced
 
 
-def finish(config: SweepConfig, outbox: Outbox, records: list[dict], again: Remeasured, wall: float, log) -> int:
+def finish(
+    config: SweepConfig, outbox: Outbox, records: list[dict], again: Remeasured, wall: float, log, priced=None
+) -> int:
     """Close the sweep's run, publish its report, say how it went; the exit status."""
     name = config.sweep.name
     failed = [r for r in records if r["status"] != FINISHED]
     close_sweep(outbox, len(failed))
+    contradicted = calibration_contradicted(priced, records + again.records)
+    if contradicted:
+        say(contradicted)
     if outbox.unrecorded:
         print_summary(records + again.records)  # the store is down: no report from it, the records in hand
     else:

@@ -6,7 +6,9 @@ reads it read-only; a missing SQLite file stays missing). Prints, per variant an
 to run and those reused, the estimated device-seconds, the device-hours and cost per accelerator type
 and the wall on the workers; writes reports/<sweep>/plan.csv (one row per planned trial, in submission
 order) and plan.md (what it printed). Reuse is by key only: "reused (unverified)". A trial the memory guard
-would refuse on this machine's own devices is marked in plan.md and the dry run exits 2.
+would refuse on this machine's own devices is marked in plan.md, and an estimate over sweep.max_device_hours or
+sweep.max_cost is said in plan.md and as the last line: either way the plan is still written and the dry run
+exits 2, as the real run would refuse it (a script reading the status learns so).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from tracking.store.history import StoreReadError
 
 
 def dry_run(config: SweepConfig) -> int:
-    """The dry run's command: 0 with the plan printed and written, 2 for bad input (one line)."""
+    """The dry run's command: 0 with the plan printed and written, 2 for bad input (one line) or for a plan a real
+    run would refuse (written, its refusal the last line)."""
     started = time.perf_counter()
     try:
         priced = price_sweep(config, waiting=journaled_results(config.tracking.experiment, config.sweep.name))
@@ -53,8 +56,10 @@ def dry_run(config: SweepConfig) -> int:
     )
     if refused:
         say(f"error: {memory_refusal(refused, free_memory(), config.sweep.memory_guard)}")
-        return 2
-    return 0
+    over = priced.refusal(md)  # the budget guard a real run meets first: the plan is written, the refusal said last
+    if over:
+        say(f"error: {over}")
+    return 2 if refused or over else 0
 
 
 def refused_here(trials, guard: float | None) -> list:

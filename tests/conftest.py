@@ -11,6 +11,7 @@ import tempfile
 import pytest
 import torch
 
+from sweeps.pricing.estimate import hardware
 from sweeps.pricing.estimate.hardware import CACHE_VARIABLE
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -20,6 +21,9 @@ if "PYTEST_XDIST_WORKER" not in os.environ:  # the run's own: its workers, drive
     # the CPU calibration that prices CPU trials is kept here for the run, not in the user's ~/.cache
     os.environ[CACHE_VARIABLE] = tempfile.mkdtemp(prefix="tokengen-test-cache-")
     atexit.register(shutil.rmtree, os.environ[CACHE_VARIABLE], True)
+    # one calibration for the whole run, kept however busy the machine is (a user's is kept only when quiet): it
+    # prices test sweeps only, and each driver and dry run of the run reads it instead of taking a second of both cores
+    hardware.keep(hardware.host_name(), hardware.measure_watched())
 
 
 WARM = "warm_ray"

@@ -8,10 +8,12 @@ import heapq
 from dataclasses import dataclass, field
 
 from sweeps.pricing.estimate import CpuSpeed
+from sweeps.pricing.estimate.hardware import Calibration
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import make_record
 
 CPU = CpuSpeed(gflops=20.0, gbs=5.0)
+FIXED = Calibration(CPU, measured_at=0.0, quiet=True)  # the process's calibration: nothing measures this host
 T0 = 1_796_000_000.0  # the fake cluster's clock (time.time()) at the sweep's start
 
 

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -28,8 +29,27 @@ def _typed(name: str):
     return convert
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse answers one mistyped flag with its whole usage (23 lines) before the reason; here the reason
+    alone, in one line that names the flag and the fix, exit 2 as for any bad input."""
+
+    def error(self, message: str):
+        print(f"error: {usage_error(message, self.prog)}", file=sys.stderr)
+        self.exit(2)
+
+
+def usage_error(message: str, prog: str = "python -m tokengen") -> str:
+    """argparse's message as one line: `--quant int9: choose one of none, int8, int4`, else the message and where
+    `prog` lists its flags."""
+    choice = re.fullmatch(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)", message)
+    if choice:
+        flag, value, options = choice.groups()
+        return f"{flag} {value}: choose one of {options.replace(chr(39), '')}"
+    return f"{message.removeprefix('argument ')}: see {prog} --help"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m tokengen", description="Run one token-generation trial and print the article-style table."
     )
     for f in dataclasses.fields(TrialSpec):
@@ -44,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
             + (" (a preset: sets the four knobs)" if f.name == "variant" else ""),
         )
     parser.add_argument("--json", metavar="PATH", help="write the result record as JSON ('-' for stdout)")
-    parser.add_argument("--tokens", metavar="PATH", help="save the generated tokens as an int64 .npy array")
+    parser.add_argument(
+        "--tokens", metavar="PATH", help="save the generated tokens as an int64 .npy array, at PATH as given"
+    )
     parser.add_argument("--profile-dir", metavar="DIR", default=".", help="where a profiled run writes its trace")
     parser.add_argument(
         "--memory-guard",
@@ -96,10 +118,12 @@ def main(argv: list[str] | None = None) -> int:
         refusal = memory_refusal(spec, guard)
         if refusal:
             raise SpecError(refusal)
+        if tokens_path == "-":
+            raise SpecError("--tokens -: the tokens are a binary .npy array, not for standard output: give a file path")
         for flag, path in (("--json", json_path), ("--tokens", tokens_path)):
             if path and path != "-" and not Path(path).resolve().parent.is_dir():
                 raise SpecError(f"cannot write {path}: its directory does not exist")
-            why = path and path != "-" and unwritable(path)
+            why = path and path != "-" and unwritable(path)  # the very path written: run_trial adds no suffix
             if why:
                 raise SpecError(f"cannot write {flag} {path}: {why}: give another path")
     except SpecError as exc:

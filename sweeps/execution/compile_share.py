@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tarfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sweeps.execution.trial_files import read_file, write_file
 from tokengen.contract.graphs import graph_key
 from tokengen.contract.names import COLD, PARTLY_WARM, WARM
+from tokengen.contract.record import first_line
 
 SHARED_IN = "compile_cache.in.tar.gz"  # what a twin was handed, in its folder
 SHARED_OUT = "compile_cache.tar.gz"  # what a cold trial offers, in its folder
@@ -68,7 +72,16 @@ def pack(cache_dir: Path, facts: dict) -> bytes:
 
 
 def unpack(blob: bytes, cache_dir: Path, facts: dict) -> str | None:
-    """Unpacks a shared cache into `cache_dir` where its manifest matches `facts`; else says why not."""
+    """Unpacks a shared cache into `cache_dir` where its manifest matches `facts`; else says why not. A damaged
+    blob (cut short, not a gzipped tar, no manifest) is a cold compile: what it half unpacked is removed."""
+    try:
+        return _unpack(blob, cache_dir, facts)
+    except (tarfile.TarError, EOFError, zlib.error, OSError, KeyError, ValueError, AttributeError) as exc:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        return f"the handed cache is damaged ({type(exc).__name__}: {first_line(exc)}): compiled cold"
+
+
+def _unpack(blob: bytes, cache_dir: Path, facts: dict) -> str | None:
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
         theirs = json.loads(tar.extractfile(MANIFEST).read())
         differ = [
@@ -86,11 +99,11 @@ def unpack(blob: bytes, cache_dir: Path, facts: dict) -> str | None:
 
 def receive(folder: Path, cache_dir: Path, device: str) -> dict:
     """Before the trial: unpack what the driver handed this trial, if anything. The record's fields on it."""
-    given = folder / SHARED_IN
-    if not given.is_file():
+    given = read_file(folder / SHARED_IN)  # a plain file the launcher wrote, never a link's target
+    if given is None:
         return {}
     started = time.perf_counter()
-    refused = unpack(given.read_bytes(), cache_dir, compile_facts(device))
+    refused = unpack(given, cache_dir, compile_facts(device))
     return {"compile_share_note": refused} if refused else {"compile_load_s": time.perf_counter() - started}
 
 
@@ -110,7 +123,7 @@ def settle(record: dict, received: dict, shared_from: str | None) -> dict:
 def offer(folder: Path, cache_dir: Path, record: dict, device: str) -> None:
     """After a trial that compiled something new: its cache, packed, for the driver to hand to its twins."""
     if record.get("compile_cache") in (COLD, PARTLY_WARM) and cache_dir.is_dir():
-        (folder / SHARED_OUT).write_bytes(pack(cache_dir, compile_facts(device)))
+        write_file(folder / SHARED_OUT, pack(cache_dir, compile_facts(device)))
 
 
 @dataclass

@@ -9,6 +9,8 @@ caught here (`interruptible`) and raised as Interrupted between two waits on Ray
 
 from __future__ import annotations
 
+import hashlib
+import os
 import signal
 from contextlib import contextmanager
 from typing import Callable
@@ -22,6 +24,7 @@ from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.planning.settings import inductor_mode, local_gpus
 from tokengen.contract.machine.fingerprint import revision
 from tokengen.contract.names import FINISHED, OUT_OF_SPACE
+from tracking.store.connect import redacted, sqlite_path
 
 
 class Interrupted(Exception):
@@ -65,6 +68,16 @@ def interruptible():
             signal.signal(s, handler)
 
 
+def store_tag(uri: str, experiment: str) -> str:
+    """The store and experiment a sweep records into, as 12 hex digits in its trial folders' name: one sweep name
+    run against two stores never shares a trial's folder (nor reads the other's result), and the same store finds
+    its folders again on the next run. A SQLite store by its file's real path (`sqlite:///mlflow.db` in two
+    folders is two stores); a server's without a user or password."""
+    path = sqlite_path(uri)
+    where = f"sqlite:{os.path.realpath(path)}" if path is not None else redacted(uri)
+    return hashlib.sha256(f"{where}\n{experiment}".encode()).hexdigest()[:12]
+
+
 def settings_of(config: SweepConfig) -> ScheduleSettings:
     sweep = config.sweep
     return ScheduleSettings(
@@ -76,6 +89,7 @@ def settings_of(config: SweepConfig) -> ScheduleSettings:
         sweep=sweep.name,
         trial_gpus=sweep.trial_gpus,
         fidelity_gate=sweep.fidelity_gate,
+        store=store_tag(config.tracking.uri, config.tracking.experiment),
     )
 
 

@@ -3,21 +3,22 @@
 Ray imports a remote function's module in its worker, so this module stays light: the worker
 starts in about a second and is reused across trials (no `max_calls=1`), while the trial itself
 runs in its own process (sweeps/execution/trial_process.py), the unit of crash and allocator isolation. Its
-files lie in `<workdir>/<sweep>/<key>` on the node: per sweep, since two users may run the same key
-at once.
+files lie in `<workdir>/<sweep>-<store>/<key>` on the node: per sweep and store, since two users may run the same
+key at once, and one sweep name may be run against two stores; in a workdir the node proves its user's own.
 """
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import ray
 
 from sweeps.execution.trial_process import TrialRequest, complete_record, run_trial_process
 from sweeps.planning.settings import SHARED
+from sweeps.planning.user_folders import own_subfolder, workdir
 from tokengen.contract.fidelity import DEFAULT_GATE
 
 
@@ -25,7 +26,7 @@ from tokengen.contract.fidelity import DEFAULT_GATE
 class ScheduleSettings:
     """What every trial task of a sweep is handed: where its folder is, its timeout, its share of the node."""
 
-    workdir: str
+    workdir: str | None  # None: the node's own cache folder's sweeps/ (sweeps/planning/user_folders.py)
     trial_timeout_s: float
     retries: int
     cpus_per_trial: int | None
@@ -33,12 +34,16 @@ class ScheduleSettings:
     sweep: str
     trial_gpus: int | None = None  # None: 1 for a CUDA trial, 0 for a CPU one
     fidelity_gate: float = DEFAULT_GATE  # the top-1 agreement a gated trial's own verdict is judged at
+    store: str = ""  # the store and experiment the sweep records into, as a short hash (execute.store_tag)
 
 
-def sweep_folder(settings: ScheduleSettings) -> str:
-    """`<workdir>/<sweep>` on the node: two sweeps running the same trial key never share its folder. The node
-    expands the workdir's environment variables (`$TMPDIR/sweeps`: each node's own disk)."""
-    return f"{os.path.expandvars(settings.workdir)}/{settings.sweep}"
+def sweep_folder(settings: ScheduleSettings) -> Path:
+    """`<workdir>/<sweep>-<store>`, resolved on the node (its `$VAR`s and `~`: `$TMPDIR/sweeps` is each node's own
+    disk) and proven its user's own there (FolderRefused, the trial's failure in one line): two sweeps running one
+    key, or one sweep name run against two stores, never share a trial's folder, and the same sweep and store find
+    theirs again on the next run."""
+    name = f"{settings.sweep}-{settings.store}" if settings.store else settings.sweep
+    return own_subfolder(workdir(settings.workdir), name)
 
 
 @ray.remote

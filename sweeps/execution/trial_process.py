@@ -39,6 +39,7 @@ from pathlib import Path
 from sweeps.execution.compile_share import SHARED_FIELD, SHARED_IN, SHARED_OUT, offer, receive, settle
 from sweeps.execution.process_guard import kill_session, run_at_normal_priority, watchdog
 from sweeps.execution.space import free_bytes, full_line, out_of_space
+from sweeps.execution.trial_files import clear, open_new, read_file, read_text, trial_folder, write_file
 from tokengen.contract.fidelity import DEFAULT_GATE, GATE_ENV
 from tokengen.contract.graphs import compiles
 from tokengen.contract.machine.process_env import trial_environment
@@ -62,6 +63,7 @@ PRELOAD = [
 COMPILER_PRELOAD = "tokengen.measure.compiler_imports"  # where the worker's first trial compiles
 LOG_TAIL_LINES = 40
 PID_FILE = "trial.pid"  # the trial process's pid, in its folder: who to look for after a crash
+INDUCTOR = "inductor"  # the trial's own compile cache, in its folder (where no shared one is given)
 WATCHDOG_GRACE_S = 5.0  # past its timeout, the launcher kills the trial first; the watchdog is the backstop
 LOG_KEPT_CHARS = 200_000
 
@@ -100,15 +102,12 @@ def failure(error_type: str, message: str, log: str = "", trace: str | None = No
 def run_trial_process(request: TrialRequest, handed: bytes | None = None) -> dict:
     """Run the trial in a fork of the warm parent; its record, or a failure record. Never raises. `handed`: the
     compiled graphs of a twin (sweeps/execution/compile_share.py), unpacked by the trial before it builds."""
-    folder = request.path
-    folder.mkdir(parents=True, exist_ok=True)
-    for stale in (RESULT_FILE, FAILURE_FILE, SHARED_IN, SHARED_OUT, *ARTIFACT_FILES):
-        (folder / stale).unlink(missing_ok=True)
+    folder = trial_folder(request.path)  # the user's own, never a link (FolderRefused)
+    stale = (RESULT_FILE, FAILURE_FILE, TRIAL_LOG, PID_FILE, SHARED_IN, SHARED_OUT, *ARTIFACT_FILES)
+    clear(folder, stale, None if request.inductor_dir else INDUCTOR)  # an earlier cache would make a cold compile warm
     if handed:
-        (folder / SHARED_IN).write_bytes(handed)
-    inductor = request.inductor_dir or str(folder / "inductor")
-    if not request.inductor_dir:  # an earlier attempt's cache would make a cold compile warm
-        shutil.rmtree(inductor, ignore_errors=True)
+        write_file(folder / SHARED_IN, handed)
+    inductor = request.inductor_dir or str(trial_folder(folder / INDUCTOR))
     env = trial_environment(os.environ, request.spec["allocator"], inductor, request.threads)
     env[DEADLINE_ENV] = f"{time.time() + request.timeout_s:.3f}"
     env[GATE_ENV] = repr(float(request.fidelity_gate))
@@ -121,12 +120,12 @@ def run_trial_process(request: TrialRequest, handed: bytes | None = None) -> dic
     timed_out = process.exitcode is None
     if timed_out:
         kill_session(process)
-    log_path = folder / TRIAL_LOG
-    log = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    log = read_text(folder / TRIAL_LOG) or ""
     record = _full(request, log) or _outcome(request, process.exitcode, timed_out, log)
-    record["files"] = {name: (folder / name).read_bytes() for name in ARTIFACT_FILES if (folder / name).is_file()}
-    if (folder / SHARED_OUT).is_file():  # for the driver's shelf, not the journal
-        record[SHARED_FIELD] = (folder / SHARED_OUT).read_bytes()
+    files = {name: read_file(folder / name) for name in ARTIFACT_FILES}
+    record["files"] = {name: data for name, data in files.items() if data is not None}
+    if (offered := read_file(folder / SHARED_OUT)) is not None:  # for the driver's shelf, not the journal
+        record[SHARED_FIELD] = offered
     record["log"] = log[-LOG_KEPT_CHARS:]
     record["child_wall_s"] = time.perf_counter() - started
     return record
@@ -136,10 +135,10 @@ def _outcome(request: TrialRequest, exitcode: int | None, timed_out: bool, log: 
     folder = request.path
     if timed_out:
         return failure("Timeout", f"the trial passed its {request.timeout_s:g} s timeout and was killed", log)
-    if exitcode == 0 and (folder / RESULT_FILE).is_file():
-        return json.loads((folder / RESULT_FILE).read_text())
-    if (folder / FAILURE_FILE).is_file():
-        return json.loads((folder / FAILURE_FILE).read_text())
+    if exitcode == 0 and (result := read_file(folder / RESULT_FILE)) is not None:
+        return json.loads(result)
+    if (failed := read_file(folder / FAILURE_FILE)) is not None:
+        return json.loads(failed)
     if exitcode is not None and exitcode < 0:
         return failure("Crashed", f"the trial process died of {signal.Signals(-exitcode).name}", log)
     return failure("Failed", f"the trial process exited with status {exitcode} and left no outcome", log)
@@ -153,11 +152,10 @@ def _full(request: TrialRequest, log: str) -> dict | None:
     outcome, or said so: the line names the folder and what a trial there needs (tokens, log, record), so
     the sweep stops (exit 3) instead of failing every trial after it."""
     folder = request.path
-    said = (folder / FAILURE_FILE).is_file() and OUT_OF_SPACE in (folder / FAILURE_FILE).read_text(errors="replace")
+    failed, result = read_text(folder / FAILURE_FILE), read_file(folder / RESULT_FILE)
+    said = failed is not None and OUT_OF_SPACE in failed
     free = free_bytes(folder)
-    if not said and (
-        (folder / RESULT_FILE).is_file() or (folder / FAILURE_FILE).is_file() or free is None or free >= LOW_SPACE
-    ):
+    if not said and (result is not None or failed is not None or free is None or free >= LOW_SPACE):
         return None
     spec = request.spec
     tokens = 8 * spec.get("batch_size", 1) * (spec.get("prompt_len", 1) + spec.get("max_seqlen", 1))
@@ -200,10 +198,10 @@ def _child(request: TrialRequest, env: dict[str, str], launcher: int) -> None:
     os.setsid()
     run_at_normal_priority()
     folder = request.path
-    (folder / PID_FILE).write_text(str(os.getpid()))
+    write_file(folder / PID_FILE, str(os.getpid()))
     deadline = time.monotonic() + request.timeout_s + WATCHDOG_GRACE_S
     threading.Thread(target=watchdog, args=(launcher, deadline), daemon=True).start()
-    log = os.open(folder / TRIAL_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    log = open_new(folder / TRIAL_LOG)  # never through a link: a planted one would be overwritten in its target
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
@@ -241,13 +239,13 @@ def _run(request: TrialRequest) -> dict:
             if shutil.which("nsys")
             else None
         )
-        record = json.loads((folder / RESULT_FILE).read_text()) if status == 0 else None
+        record = json.loads(read_file(folder / RESULT_FILE) or "null") if status == 0 else None
         note = nsys_shortfall(status, record, folder)
         if note is None:
             return record
         print(f"{note}: profiled by torch.profiler instead", flush=True)
         spec = dataclasses.replace(spec, profile="torch")
-    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or folder / "inductor")
+    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or folder / INDUCTOR)
     received = receive(folder, cache, spec.device)  # a twin's compiled graphs, before anything is built
     record = settle(run_trial(spec, str(folder / TOKENS_FILE), str(folder)), received, request.shared_from)
     if request.share:
@@ -280,4 +278,4 @@ def _error_type(exc: BaseException) -> str:
 
 
 def _write(path: Path, record: dict) -> None:
-    path.write_text(json.dumps(record, indent=2, default=str))
+    write_file(path, json.dumps(record, indent=2, default=str))

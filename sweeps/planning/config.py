@@ -45,7 +45,10 @@ class SweepSettings:
     # twins (sweeps/execution/compile_share.py; the cold trial keeps the cold figure); cold: every trial compiles
     # cold. per_sweep and per_trial, the earlier words, read as shared and cold.
     inductor_cache: str = "shared"
-    workdir: str = "/tmp/tokengen-sweeps"  # on each node: <workdir>/<sweep name>/<key>: JSON, logs, compile caches
+    # on each node: <workdir>/<sweep name>-<store>/<key>: JSON, logs, compile caches; None: sweeps/ in the node's own
+    # cache folder ($TOKENGEN_CACHE_DIR, $XDG_CACHE_HOME/tokengen or ~/.cache/tokengen); $VARs and ~ expanded on the
+    # node; refused where it is not the node's user's alone (sweeps/planning/user_folders.py)
+    workdir: Optional[str] = None
     remeasure: int = 1  # rounds: a finished trial judged noisy or contended runs again, up to this many more times
     max_trials: int = 100_000  # a grid with more points is refused before it is expanded: raise this to run it
     # a trial with equivalent or lossy values (an attention kernel, quantized weights) passes at this share of

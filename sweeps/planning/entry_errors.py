@@ -24,7 +24,8 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 CONFIG_NAME = "config"
 GROUPS = ("trial", "sweep", "ray", "tracking", "grid")  # conf/config.yaml's top-level keys
 AXIS_KEYS = ("exclude", "blocks")  # a grid's keys that are not trial fields (sweeps/planning/grid.py)
-URI_WITH_USER = re.compile(r"\b([a-z][a-z0-9+.-]*)://[^/\s@]*@", re.IGNORECASE)  # any scheme: postgresql too
+# a URI with a user or a query, where a secret may hide (any scheme: postgresql too); tracking.store.credentials judges
+URI_WITH_SECRET = re.compile(r"\b([a-z][a-z0-9+.-]*)://(?:[^/\s@]*@|[^\s?]*\?)", re.IGNORECASE)
 TYPE_WORDS = {"Integer": ("a whole number", 1), "Float": ("a number", 0.5), "bool": ("true or false", "true")}
 
 
@@ -55,9 +56,26 @@ def command_line_problem(argv: list[str]) -> str | None:
         config = compose(args.overrides + extra)  # --config-dir: its grids found as Hydra finds them
     except Exception as exc:  # noqa: BLE001 - whatever Hydra or OmegaConf refuses is said in one line
         return explain(exc)
-    uri = load_config(config).tracking.uri
+    typed = load_config(config)
+    uri = typed.tracking.uri
     problem = _credentials_problem(f"tracking.uri={uri}") if isinstance(uri, str) else None
+    problem = problem or _overridden_problem(args.overrides, typed)
     return problem or (None if args.cfg else _run_dir_problem(args.overrides))
+
+
+def _overridden_problem(overrides: list[str], config) -> str | None:
+    """A `trial.X=` on the command line that a grid axis or a point's variant overrides: the user's own setting,
+    never silently dropped (sweeps/planning/grid.py judges; only here is it known to be the user's, not a grid
+    file's). A grid the planner will refuse is left to it."""
+    from sweeps.planning.grid import overridden_setting
+    from tokengen.contract.spec import SpecError
+
+    keys = (override.split("=", 1)[0].lstrip("+~") for override in overrides)
+    given = [key.split(".", 1)[1] for key in keys if key.startswith("trial.")]
+    try:
+        return overridden_setting(config.trial, config.grid, given) if given else None
+    except SpecError:
+        return None
 
 
 def _run_dir_problem(overrides: list[str]) -> str | None:
@@ -89,15 +107,15 @@ def compose(overrides: list[str]) -> dict:
 
 
 def _credentials_problem(override: str) -> str | None:
-    """A URI with a password (or a server URI with a user) in an override: refused, named without them."""
+    """A URI with a secret (or a server URI with a user) in an override: refused, named without them."""
     key, _, value = override.partition("=")
-    if not URI_WITH_USER.search(value):
+    if not URI_WITH_SECRET.search(value):
         return None
     from tracking.store.connect import TrackingError, check_credentials
 
     key = key.lstrip("+~")
     try:
-        check_credentials(value[URI_WITH_USER.search(value).start() :], f"{key}=")
+        check_credentials(value[URI_WITH_SECRET.search(value).start() :], f"{key}=")
     except TrackingError as exc:
         return str(exc)
     return None  # a database user without a password: its driver finds the password itself

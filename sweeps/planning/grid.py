@@ -6,7 +6,8 @@ dropped when it matches every field of a rule; a rule's value may be a list). `v
 every preset, and `all` on a field with choices (a knob: every declared value) every choice. Every knob
 is an axis of every grid, unset (null) until a grid file or the command line sets it, so
 `grid.stop_check=[every_k]` needs no `+`. Each point starts from `trial`, takes its variant's knobs,
-then its own axes.
+then its own axes; a trial knob that a point's variant sets again, or a trial setting on the command line that a
+point overrides, is refused, never silently dropped.
 Combinations that cannot run are dropped with their reason; anything else wrong is a config error.
 """
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from sweeps.planning.config import SweepConfig
 from sweeps.planning.settings import check_settings
 from tokengen.contract.rules import incompatibility, problem, resolve
-from tokengen.contract.spec import CHOICES, SpecError, TrialSpec, parse_field
+from tokengen.contract.spec import CHOICES, KNOBS, SpecError, TrialSpec, parse_field
 from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for
 
 TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialSpec)}
@@ -141,6 +142,53 @@ def _spec_for(trial: dict, point: dict) -> TrialSpec:
     return resolve(None, **fields)
 
 
+def _parsed(name: str, value):
+    """A value as the spec holds it (`auto` is runs=0), or as given where it is wrong (expand names that)."""
+    try:
+        return parse_field(name, value)
+    except SpecError:
+        return value
+
+
+def overridden_setting(trial: dict, grid: dict | None, given: list[str] | None = None) -> str | None:
+    """One line for a trial setting that some point never runs with, because the point overrides it. Silently
+    dropped before, so a quantization set in `trial` beside `grid.variant=[...]` was never measured; a value every point
+    keeps is no conflict. `given`: the trial fields set on the command line (sweeps/planning/entry_errors.py), each
+    judged against the axes of its own field and, for a knob, the points' variants (a preset sets every knob; `custom`
+    none). None, the planner's call, which cannot tell a grid file's trial values from the command line's: every knob
+    away from its default, against the variants only, since an axis narrowing a grid file's value
+    (`+grid=smoke +grid.model=[gpt2]`) is what axes are for, but a knob a preset sets again is never used."""
+    if not has_axes(grid):
+        return None  # no grid: the planner names that first
+    defaults = TrialSpec()
+    if given is None:
+        names = [k for k in KNOBS if k in trial and _parsed(k, trial[k]) != getattr(defaults, k)]
+    else:
+        names = [name for name in dict.fromkeys(given) if name in TRIAL_FIELDS and name in trial]
+    for axes in _block_axes(dict(grid)) if names else ():
+        for name in names:
+            value, wanted = trial[name], _parsed(name, trial[name])
+            if given is not None and name in axes and any(_parsed(name, v) != wanted for v in axes[name]):
+                listed = ",".join(str(v) for v in axes[name])
+                return (
+                    f"trial.{name}={value} is overridden by the grid axis grid.{name}=[{listed}]: put the value on "
+                    f"the axis (grid.{name}=[{value}]) or drop trial.{name}"
+                )
+            if name not in KNOBS or name in axes:
+                continue
+            from_axis = "variant" in axes
+            for variant in axes["variant"] if from_axis else [trial.get("variant")]:
+                knobs = {} if variant == CUSTOM else knobs_for(str(variant)) or {}
+                if name in knobs and knobs[name] != wanted:
+                    who = f"the grid's variant {variant}" if from_axis else f"trial.variant={variant}"
+                    who += " (the default)" if not from_axis and variant == defaults.variant else ""
+                    return (
+                        f"trial.{name}={value} is dropped: {who} sets every knob, {name}={knobs[name]} among them: "
+                        f"make it an axis, grid.{name}=[{value}] (an axis applies after the variant)"
+                    )
+    return None
+
+
 def _excluded(point: dict, spec: TrialSpec, rules: list[dict]) -> dict | None:
     for rule in rules:
         if all(getattr(spec, k, point.get(k)) in _as_list(v) for k, v in rule.items()):
@@ -191,7 +239,8 @@ def expand(trial: dict, grid: dict | None, accelerator_types: list[str] | None =
 
 def plan_sweep(config: SweepConfig) -> GridPlan:
     """The sweep's trials from its composed config: settings checked, the grid's size bounded, then expanded.
-    SpecError in one line for a bad setting, a missing grid or one over sweep.max_trials."""
+    SpecError in one line for a bad setting, a missing grid, one over sweep.max_trials or a trial knob its variants
+    set again."""
     check_settings(config.sweep)
     if not has_axes(config.grid):
         raise SpecError("no grid: append one with +grid=NAME (smoke, article, full, scaling, serving, harness)")
@@ -201,4 +250,7 @@ def plan_sweep(config: SweepConfig) -> GridPlan:
             f"the grid has {points:,} points, more than sweep.max_trials={limit}: narrow its axes, "
             "or raise sweep.max_trials to run them all"
         )
+    overridden = overridden_setting(config.trial, config.grid)
+    if overridden:
+        raise SpecError(overridden)
     return expand(config.trial, config.grid, config.sweep.accelerator_types)

@@ -1,7 +1,7 @@
 """Every `sweep.*` setting and name checked before anything is written or Ray starts: one line each.
 
 Names become folders (`reports/<sweep>/`, the journal's `<experiment>/<sweep>.jsonl`, the trials'
-`<workdir>/<sweep>/<key>`), so a sweep name is a plain name or nothing; an experiment name (MLflow
+`<workdir>/<sweep>-<store>/<key>`), so a sweep name is a plain name or nothing; an experiment name (MLflow
 allows `/`) is turned into one path component wherever it names a folder
 (tokengen.contract.names.path_component).
 """
@@ -12,8 +12,8 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
+from sweeps.planning.user_folders import FolderRefused, cache_root, workdir
 from tokengen.contract.spec import SpecError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -83,21 +83,24 @@ def check_settings(sweep: dict) -> None:
             )
 
 
-def prepare_workdir(workdir: str) -> None:
-    """A local Ray's trials write their files under `sweep.workdir` on this machine: made and proven
-    writable here, before Ray starts, so a path that cannot be one is a line naming it and why, not a
-    failed trial each. A cluster's nodes make their own (a node's failure names its path)."""
-    path = Path(workdir)
+def prepare_workdir(setting: str | None) -> None:
+    """A local Ray's trials write their files under `sweep.workdir` on this machine: made, proven this user's
+    own (sweeps/planning/user_folders.py) and writable here, before Ray starts, so a path that cannot be one is a
+    line naming it and why, not a failed trial each. A cluster's nodes resolve and check their own (a node's
+    refusal is its trials' failure, in the same line)."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path = workdir(setting)
         probe = path / f".probe-{os.getpid()}"
         probe.write_text("")
         probe.unlink()
+    except FolderRefused as exc:
+        raise SpecError(str(exc)) from None
     except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != workdir else ""
+        shown = setting or str(cache_root() / "sweeps")
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != shown else ""
         raise SpecError(
-            f"sweep.workdir={workdir} cannot be used{where}: {exc.strerror or exc}: give a writable "
-            "directory, e.g. sweep.workdir=/tmp/tokengen-sweeps"
+            f"sweep.workdir={shown} cannot be used{where}: {exc.strerror or exc}: give a writable directory of "
+            "your own, e.g. sweep.workdir=~/.cache/tokengen/sweeps"
         ) from None
 
 

@@ -12,7 +12,7 @@ from sweeps.planning.config import SweepConfig
 from sweeps.planning.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.planning.settings import SHARED, inductor_mode
 from sweeps.pricing.estimate import estimate, fit
-from sweeps.pricing.estimate.hardware import DEFAULT_GPU
+from sweeps.pricing.estimate.hardware import DEFAULT_GPU, forget_kept, used_calibration
 from sweeps.pricing.estimate.history import device_kind
 from sweeps.pricing.estimate.model import CostModel
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, compiles, number, profile_runs
@@ -144,11 +144,17 @@ def price_sweep(
         notes.append(f"workers: {workers.source}")
     if traced:
         notes.append(NSYS_UNPRICED.format(traced))
+    calibration = used_calibration()
+    if calibration is not None and any(t.spec.device != "cuda" for t in plan.trials):
+        notes.append(calibration.describe())
     table = pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
     limits = {name: getattr(sweep, name) for name in LIMITS}
     priced = Priced(plan, table, workers, history, dict(sweep.prices or {}), bool(sweep.resume), limits, notes, starts)
     priced.journaled, priced.seconds = len(waiting), time.perf_counter() - started
     return priced
+
+
+PRIOR_PROMISE = 3.0  # a dry run without history is within a factor of 3 (benchmarks/dry_run_accuracy.py)
 
 
 class Refused(RuntimeError):
@@ -174,4 +180,34 @@ def price_for_run(config: SweepConfig, say, waiting: list[dict] = ()) -> Priced 
         return None
     if priced.refusal():
         raise Refused(priced.refusal())
+    calibration = used_calibration()
+    if calibration is not None and not calibration.quiet:
+        say(calibration.describe())
     return priced
+
+
+def calibration_contradicted(priced: Priced | None, records: list[dict]) -> str | None:
+    """After a sweep: where its CPU trials priced from the prior alone (no history to rescale it: the calibration's
+    own figure) held their workers further from that price than a dry run without history promises (PRIOR_PROMISE),
+    the kept calibration is dropped, so the next dry run or sweep measures the host again; the line says so."""
+    calibration = used_calibration()
+    if priced is None or calibration is None or not calibration.kept_in:
+        return None
+    table = priced.table
+    prior = table[(table["pool"] == CPU) & (table["basis"] == "prior")].set_index("key")["estimated_s"]
+    held = {
+        r["key"]: r["node_finished_at"] - r["node_started_at"]
+        for r in records
+        if r.get("status") == FINISHED and r.get("key") in prior.index and r.get("node_started_at") is not None
+    }
+    if not held:
+        return None
+    priced_s, held_s = float(prior[list(held)].sum()), float(sum(held.values()))
+    if priced_s <= 0 or 1 / PRIOR_PROMISE <= held_s / priced_s <= PRIOR_PROMISE:
+        return None
+    forget_kept()
+    return (
+        f"cpu calibration: this sweep's {len(held)} CPU trial(s) priced from it held their workers {held_s:.1f} s "
+        f"against {priced_s:.1f} s priced ({held_s / priced_s:.2f}x, beyond {PRIOR_PROMISE:g}x): it is no longer "
+        "kept, and the next dry run or sweep measures this host again"
+    )

@@ -146,8 +146,9 @@ class Priced:
         walls = self.walls()
         return (float(walls["wall_s"].max()), float(walls["lower_bound_s"].max())) if len(walls) else (0.0, 0.0)
 
-    def refusal(self) -> str | None:
-        """One line when the estimate passes sweep.max_device_hours or sweep.max_cost, else None."""
+    def refusal(self, plan: str | None = None) -> str | None:
+        """One line when the estimate passes sweep.max_device_hours or sweep.max_cost, else None; a dry run names
+        the `plan` it wrote where a real run points to the dry run."""
         hours_limit, cost_limit = self.limits.get("max_device_hours"), self.limits.get("max_cost")
         hours, cost, runs = self.device_hours, self.cost, self.runs
         told = (
@@ -156,7 +157,8 @@ class Priced:
             + (f", {money(cost)}" if cost is not None else "")
             + f" for {len(runs)} trial(s)"
         )
-        see = "see it trial by trial with sweep.dry_run=true (reports/<sweep>/plan.md), then narrow the grid or raise the limit"
+        where = f"in {plan}" if plan else "with sweep.dry_run=true (reports/<sweep>/plan.md)"
+        see = f"see it trial by trial {where}, then narrow the grid or raise the limit"
         if hours_limit is not None and hours > float(hours_limit):
             return f"{told}, over sweep.max_device_hours={hours_limit:g}: {see}"
         if cost_limit is not None and cost is None:

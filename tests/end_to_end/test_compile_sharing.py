@@ -105,3 +105,7 @@ def test_graphs_from_another_torch_or_gpu_are_not_loaded(tmp_path):
         refused = compile_share.unpack(blob, tmp_path / name, {**facts, name: value})
         assert refused == f"compiled with other {name} {facts[name]} vs {value}"
         assert not (tmp_path / name).exists()
+    for damage, blob_now in (("cut", blob[: len(blob) - 40]), ("not-a-tar", b"\x1f\x8b garbage")):
+        refused = compile_share.unpack(blob_now, tmp_path / damage, facts)  # an EOFError, before: the trial failed
+        assert refused.startswith("the handed cache is damaged (") and refused.endswith("): compiled cold"), refused
+        assert not (tmp_path / damage).exists(), "a half-unpacked cache would be loaded as if whole"

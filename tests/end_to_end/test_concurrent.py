@@ -2,7 +2,7 @@
 as two real driver processes joining one Ray (the session's warm one, as a cluster's drivers join
 its head), against one new SQLite file and (at the same time) against one tracking server, then
 against one new PostgreSQL database. Both finish, each records each of its trials once, and neither
-touches the other's trial folders on the node (`<workdir>/<sweep>/<key>`)."""
+touches the other's trial folders on the node (`<workdir>/<sweep>-<store>/<key>`)."""
 
 from __future__ import annotations
 
@@ -66,10 +66,11 @@ def check_each_sweep_recorded_its_trials_once_from_its_own_folders(uri: str, tmp
     assert keys["alice"] == keys["bob"] and set(keys["alice"].values()) == {1}  # same trials, each once per sweep
     for name in SWEEPS:
         assert f"sweep {name}: 1 finished, 0 failed" in logs[name]
-        folders = {p.name for p in (tmp_path / "work" / name).iterdir() if p.is_dir()}
+        [sweep_dir] = (tmp_path / "work").glob(f"{name}-*")  # <sweep>-<store>: one store here
+        folders = {p.name for p in sweep_dir.iterdir() if p.is_dir()}
         assert folders == set(keys[name]), f"{name}'s trial folders: {folders}"
         for run in (r for r in runs if r.data.tags["sweep"] == name):
-            left = json.loads((tmp_path / "work" / name / run.data.tags["trial_key"] / RESULT_FILE).read_text())
+            left = json.loads((sweep_dir / run.data.tags["trial_key"] / RESULT_FILE).read_text())
             # the file in the sweep's own folder is the result that sweep recorded, not the other's run of the key
             assert left["runtime_mean_s"] == pytest.approx(run.data.metrics["runtime_mean_s"], rel=1e-9)
 

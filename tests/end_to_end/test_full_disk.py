@@ -141,10 +141,11 @@ def test_a_full_workdir_or_report_disk_is_one_line_and_exit_3(tmp_path, capsys, 
     config = small_sweep(tmp_path, "grid.variant=[kv_cache]", "grid.batch_size=[1]", "trial.warmup=0", "trial.runs=1")
     uri = config.tracking.uri
     with tmpfs(tmp_path / "work", "1m") as work:
+        work.chmod(0o700)  # a new tmpfs is open to all (1777): a workdir must be the user's alone
         fill(work)
         assert run_sweep(config) == 3
         last = capsys.readouterr().err.strip().splitlines()[-1]
-        assert last.startswith(f"error: out of space: the trial's folder {work}/t/"), last
+        assert last.startswith(f"error: out of space: the trial's folder {work}/t-"), last
         assert "could not be written (No space left on device; 0 B free, about " in last
         assert child_runs(uri) == []
     with tmpfs(tmp_path / "reports", "1m") as reports:

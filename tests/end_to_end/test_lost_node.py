@@ -41,7 +41,7 @@ def test_a_trial_whose_node_is_lost_runs_again_elsewhere_and_is_recorded_once(cl
     with open(log, "w") as sink:
         driver = subprocess.Popen(command, cwd=tmp_path, env=driver_environment(), stdout=sink, stderr=sink)
     try:
-        wait_for_trial_start(tmp_path / "work" / "t", driver, log)
+        wait_for_trial_start(tmp_path / "work", driver, log)
         cluster.remove_node(first)  # the only node with CPUs: the task waits for the next one
         second = cluster.add_node(num_cpus=2)
         assert driver.wait(timeout=120) == 0, log.read_text()[-3000:]
@@ -57,12 +57,12 @@ def test_a_trial_whose_node_is_lost_runs_again_elsewhere_and_is_recorded_once(cl
     assert "sweep t: 1 finished, 0 failed" in log.read_text()
 
 
-def wait_for_trial_start(sweep_dir: Path, driver: subprocess.Popen, log: Path, timeout_s: float = 120) -> None:
+def wait_for_trial_start(workdir: Path, driver: subprocess.Popen, log: Path, timeout_s: float = 120) -> None:
     """Until the trial's process has started on its node (its log exists)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert driver.poll() is None, "the sweep ended before its node was lost:\n" + log.read_text()[-3000:]
-        if list(sweep_dir.glob(f"*/{TRIAL_LOG}")):
+        if list(workdir.glob(f"t-*/*/{TRIAL_LOG}")):  # <sweep>-<store>/<key>
             return
         time.sleep(0.2)
-    raise TimeoutError(f"no trial started under {sweep_dir} in {timeout_s} s")
+    raise TimeoutError(f"no trial started under {workdir} in {timeout_s} s")

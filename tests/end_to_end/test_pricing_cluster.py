@@ -103,10 +103,10 @@ def _store_rows(path) -> dict:
 
 
 def test_a_dry_run_against_a_tracking_server_only_reads_it(tmp_path, monkeypatch, capsys):
-    from pricing_helpers import CPU, FakeCluster
+    from pricing_helpers import FIXED, FakeCluster
     from servers import MlflowServer
 
-    monkeypatch.setattr("sweeps.pricing.estimate.hardware._cached", CPU)
+    monkeypatch.setattr("sweeps.pricing.estimate.hardware._cached", FIXED)
     server = MlflowServer(tmp_path / "server").start()
     try:
         monkeypatch.chdir(tmp_path)

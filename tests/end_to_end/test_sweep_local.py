@@ -115,27 +115,37 @@ def test_resume_measures_again_what_finished_with_other_threads(tmp_path, capsys
     assert len({r.data.tags["env_fingerprint"] for r in runs}) == 2
 
 
+STORE_SECRETS = (  # every store's, by name: MLflow's, libpq's, MySQL's (a list apart from process_env.SECRETS)
+    "MLFLOW_TRACKING_PASSWORD",
+    "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_TRACKING_TOKEN",
+    "PGPASSWORD",
+    "PGPASSFILE",
+    "MYSQL_PWD",
+)
+
+
 def test_secrets_stay_with_the_driver(tmp_path, monkeypatch, fresh_ray):
-    """A Ray worker started by the sweep sees no tracking password; a trial's environment has none,
-    and keeps its PATH and its GPU."""
+    """A Ray worker started by the sweep sees no store's password; a trial's environment has none,
+    and keeps its PATH and its GPU; the driver, which talks to the store, keeps them."""
     from sweeps.execution.schedule import connect
     from tokengen.contract.machine.process_env import trial_environment
 
-    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "hunter2")
-    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
+    for name in STORE_SECRETS:
+        monkeypatch.setenv(name, "hunter2")
     env = trial_environment({**os.environ, "CUDA_VISIBLE_DEVICES": "3"}, "default")
-    assert "MLFLOW_TRACKING_PASSWORD" not in env and "MLFLOW_TRACKING_USERNAME" not in env
+    assert not set(STORE_SECRETS) & set(env)
     assert env["PATH"] == os.environ["PATH"] and env["CUDA_VISIBLE_DEVICES"] == "3"
     connect(None, num_cpus=1)
 
     @ray.remote
     def seen() -> dict:
-        return {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_USERNAME", "PATH")}
+        return {k: os.environ.get(k) for k in (*STORE_SECRETS, "PATH")}
 
     worker = ray.get(seen.remote())
-    assert worker["MLFLOW_TRACKING_PASSWORD"] is None and worker["MLFLOW_TRACKING_USERNAME"] is None
+    assert {k: v for k, v in worker.items() if k in STORE_SECRETS and v is not None} == {}
     assert worker["PATH"]
-    assert os.environ["MLFLOW_TRACKING_PASSWORD"] == "hunter2", "the driver keeps its own"
+    assert all(os.environ[name] == "hunter2" for name in STORE_SECRETS), "the driver keeps its own"
 
 
 @pytest.mark.slow

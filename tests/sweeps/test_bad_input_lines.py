@@ -75,6 +75,23 @@ def test_the_dry_run_marks_what_the_memory_guard_refuses_here_and_exits_2(tmp_pa
     )
 
 
+def test_a_dry_run_over_the_budget_writes_its_plan_and_ends_with_the_refusal_exit_2(tmp_path, monkeypatch, capsys):
+    """`+grid=full sweep.max_device_hours=0.001 sweep.dry_run=true` exited 0, its refusal line 230 of 238: a script
+    (or a person reading the end) took the plan for one that would run."""
+    monkeypatch.chdir(tmp_path)
+    assert run_sweep(small_sweep(tmp_path, "sweep.max_device_hours=0.000001", "sweep.dry_run=true", seeded=False)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: the sweep's estimate is ") and [e for e in err if e.startswith("error:")] == [
+        err[-1]
+    ], err
+    assert err[-1].endswith(
+        "over sweep.max_device_hours=1e-06: see it trial by trial in reports/t/plan.md, then narrow the grid or "
+        "raise the limit"
+    ), err[-1]
+    assert (tmp_path / "reports/t/plan.csv").exists()  # the plan, still written
+    assert "A real run would be refused: " in (tmp_path / "reports/t/plan.md").read_text()
+
+
 def test_a_dry_run_for_devices_this_machine_lacks_still_prices(tmp_path, monkeypatch, capsys):
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has a GPU: its CUDA trials are its own")

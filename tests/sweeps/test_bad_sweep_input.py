@@ -157,8 +157,8 @@ def test_a_workdir_that_cannot_be_made_is_refused_before_ray(tmp_path, capsys):
     workdir = f"{tmp_path}/a-file/work"
     line = refused(small_sweep(tmp_path, f"sweep.workdir={workdir}", seeded=False), capsys)
     assert line == (
-        f"error: sweep.workdir={workdir} cannot be used: Not a directory: give a writable directory, "
-        "e.g. sweep.workdir=/tmp/tokengen-sweeps"
+        f"error: sweep.workdir={workdir} cannot be used: Not a directory: give a writable directory of your own, "
+        "e.g. sweep.workdir=~/.cache/tokengen/sweeps"
     )
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / ".sweeps").exists()
 
@@ -169,3 +169,54 @@ def test_a_batch_beyond_the_vocabulary_that_cannot_have_distinct_prompts_is_refu
         "batch_size=50258 with prompt_len=2 wants more distinct prompts than model 'tiny' has ids "
         "(50257): use prompt_len >= 3, prompt_len=1 (BOS only) or batch_size <= 50257"
     ), line
+
+
+@pytest.mark.parametrize(
+    "overrides, line",
+    [
+        (
+            ("trial.quant=int4",),
+            "error: trial.quant=int4 is dropped: the grid's variant baseline sets every knob, quant=none among them: "
+            "make it an axis, grid.quant=[int4] (an axis applies after the variant)",
+        ),
+        (
+            ("grid.variant=null", "trial.variant=kv_cache", "trial.cache=static"),
+            "error: trial.cache=static is dropped: trial.variant=kv_cache sets every knob, cache=dynamic among them: "
+            "make it an axis, grid.cache=[static] (an axis applies after the variant)",
+        ),
+    ],
+    ids=["knob-under-variant-axis", "knob-under-trial-variant"],
+)
+def test_a_trial_knob_a_variant_sets_again_is_refused_not_dropped(tmp_path, capsys, monkeypatch, overrides, line):
+    """`trial.quant=int4` beside `grid.variant=[...]` ran every trial without int4 and said nothing. The planner
+    refuses it wherever the value came from (a preset sets every knob: it is never used); a command line's setting
+    that an axis overrides is refused before Hydra (tests/sweeps/test_command_line.py)."""
+
+    def execute(*args, **kwargs):
+        raise AssertionError("the sweep ran its trials without the setting")
+
+    monkeypatch.setattr("sweeps.driver.execute", execute)  # a guard let through: a failure now, not a sweep
+    assert refused(small_sweep(tmp_path, *overrides, seeded=False), capsys) == line
+
+
+@pytest.mark.parametrize(
+    "overrides, field, value",
+    [
+        (("trial.batch_size=2", "trial.seed=3"), "seed", 3),  # the axis's own batch; no axis sets the seed
+        (("grid.variant=[kv_cache]", "trial.cache=dynamic"), "cache", "dynamic"),  # the preset's own value
+        (("trial.quant=int8", "grid.quant=[int8]"), "quant", "int8"),  # an axis of the same value, after the variant
+        (("grid.variant=[custom]", "trial.cache=static"), "cache", "static"),  # custom sets no knob: trial's are used
+        (("+grid.model=[llama-tiny]",), "model", "llama-tiny"),  # an axis narrowing the grid file's trial.model=tiny
+    ],
+    ids=["axis-agrees", "preset-agrees", "knob-axis", "custom", "grid-file-value"],
+)
+def test_a_trial_setting_no_point_overrides_is_kept(tmp_path, overrides, field, value):
+    """Only what a point really overrides is refused: by the command line's check and the planner's alike."""
+    from sweep_helpers import small_overrides
+
+    from sweeps.planning.entry_errors import command_line_problem
+    from sweeps.planning.grid import plan_sweep
+
+    assert command_line_problem([*small_overrides(tmp_path), *overrides]) is None
+    trials = plan_sweep(small_sweep(tmp_path, *overrides, seeded=False)).trials
+    assert {getattr(t.spec, field) for t in trials} == {value}

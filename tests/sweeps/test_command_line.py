@@ -86,6 +86,33 @@ def test_each_hydra_error_is_one_line_naming_the_key_and_the_fix(argv, line, mon
 
 
 @pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["+grid=smoke", "trial.quant=int4"],
+            "trial.quant=int4 is dropped: the grid's variant baseline sets every knob, quant=none among them: make it "
+            "an axis, grid.quant=[int4] (an axis applies after the variant)",
+        ),
+        (
+            ["+grid=smoke", "trial.batch_size=32"],  # the default, but given: the user meant it
+            "trial.batch_size=32 is overridden by the grid axis grid.batch_size=[4]: put the value on the axis "
+            "(grid.batch_size=[32]) or drop trial.batch_size",
+        ),
+        (
+            ["+grid=smoke", "grid.variant=[kv_cache]", "++trial.variant=baseline"],
+            "trial.variant=baseline is overridden by the grid axis grid.variant=[kv_cache]: put the value on the axis "
+            "(grid.variant=[baseline]) or drop trial.variant",
+        ),
+    ],
+    ids=["knob-under-variant-axis", "axis", "variant-axis"],
+)
+def test_a_setting_on_the_command_line_that_the_grid_overrides_is_one_line(argv, line):
+    """Silently dropped before, each trial run without it; only the command line's own `trial.X=` is judged
+    against the axes (a grid file's trial value that an axis narrows is what axes are for)."""
+    assert command_line_problem(argv) == line
+
+
+@pytest.mark.parametrize(
     "argv",
     [
         ["--help"],

@@ -10,7 +10,11 @@ import itertools
 import json
 import math
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -314,11 +318,11 @@ def test_a_hosts_cpu_speed_is_kept_for_a_day_under_its_name_and_cores(tmp_path, 
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     measured = []
 
-    def calibrate():
+    def calibrate(seconds=1.0):
         measured.append(1)
-        return CpuSpeed(gflops=10.0 * len(measured), gbs=2.0)
+        return hardware.Calibration(CpuSpeed(gflops=10.0 * len(measured), gbs=2.0), time.time(), quiet=True)
 
-    monkeypatch.setattr(hardware, "calibrate_cpu", calibrate)
+    monkeypatch.setattr(hardware, "measure_watched", calibrate)
 
     def in_a_new_process() -> CpuSpeed:
         forget_cpu_speed()
@@ -336,7 +340,7 @@ def test_a_hosts_cpu_speed_is_kept_for_a_day_under_its_name_and_cores(tmp_path, 
         kept[hardware.host_name()]["measured_at"] -= hardware.KEPT_S + 1
         hardware.kept_file().write_text(json.dumps(kept))
         assert in_a_new_process() == CpuSpeed(30.0, 2.0) and len(measured) == 3  # a day old: measured again
-        kept[hardware.host_name()].update(measured_at=kept[hardware.host_name()]["measured_at"] + 60, gflops=0.0)
+        kept[hardware.host_name()].update(measured_at=time.time(), gflops=0.0)
         hardware.kept_file().write_text(json.dumps(kept))
         assert in_a_new_process() == CpuSpeed(40.0, 2.0) and len(measured) == 4  # a spoiled entry: measured again
         (tmp_path / "a file").write_text("")
@@ -344,6 +348,96 @@ def test_a_hosts_cpu_speed_is_kept_for_a_day_under_its_name_and_cores(tmp_path, 
         assert in_a_new_process() == CpuSpeed(50.0, 2.0) and in_a_new_process() == CpuSpeed(60.0, 2.0)
     finally:
         forget_cpu_speed()
+
+
+def test_only_a_quiet_calibration_is_kept_and_the_days_fastest_stands(tmp_path, monkeypatch):
+    """A busy measurement prices its own process and is never kept (the next process measures again); a quiet one
+    is kept, and where the day's kept one is faster on a figure, that figure stands."""
+    monkeypatch.setenv(hardware.CACHE_VARIABLE, str(tmp_path / "cache"))
+    taken = iter(
+        [
+            hardware.Calibration(CpuSpeed(5.0, 1.0), time.time(), quiet=False, disturbed_by="others used 1.9 of 2"),
+            hardware.Calibration(CpuSpeed(20.0, 4.0), time.time(), quiet=True),
+            hardware.Calibration(CpuSpeed(30.0, 3.0), time.time(), quiet=True),
+        ]
+    )
+    monkeypatch.setattr(hardware, "measure_watched", lambda seconds=1.0: next(taken))
+    try:
+        forget_cpu_speed()
+        busy = hardware.cpu_calibration()
+        assert busy.speed == CpuSpeed(5.0, 1.0) and not busy.quiet and not hardware.kept_file().exists()
+        assert "while the machine was busy (others used 1.9 of 2): it prices this run only" in busy.describe()
+        forget_cpu_speed()
+        quiet = hardware.cpu_calibration()  # the next process: measured again, quietly, and kept
+        assert quiet.speed == CpuSpeed(20.0, 4.0) and quiet.kept_in == str(hardware.kept_file())
+        assert quiet.describe().startswith("CPU calibration: 20.0 GFLOP/s matmul, 4.0 GB/s copy, measured quietly at ")
+        hardware.forget_kept()  # contradicted by its own trials: measured again
+        hardware.keep(hardware.host_name(), hardware.Calibration(CpuSpeed(25.0, 4.0), time.time(), quiet=True))
+        forget_cpu_speed()
+        hardware.keep(hardware.host_name(), next(taken))  # faster matmul, slower copy than the day's
+        assert hardware.cpu_calibration().speed == CpuSpeed(30.0, 4.0)  # each figure's best of the day
+    finally:
+        forget_cpu_speed()
+
+
+def test_a_calibration_its_own_trials_contradict_is_measured_again(tmp_path, monkeypatch):
+    """CPU trials priced from the prior alone that held their workers beyond a history-less dry run's promise drop
+    the kept calibration; within it, or priced from a fit, they leave it kept."""
+    from sweeps.pricing.price import calibration_contradicted
+
+    monkeypatch.setenv(hardware.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setattr(
+        hardware, "measure_watched", lambda seconds=1.0: hardware.Calibration(CpuSpeed(9.0, 3.0), time.time(), True)
+    )
+    table = pd.DataFrame(
+        {
+            "key": ["a", "b", "c"],
+            "pool": ["cpu", "cpu", "cpu"],
+            "basis": ["prior", "prior", "fit"],
+            "estimated_s": [1.0, 1.0, 1.0],
+        }
+    )
+    priced = SimpleNamespace(table=table)
+
+    def held(*seconds):
+        return [
+            {"key": k, "status": "finished", "node_started_at": 100.0, "node_finished_at": 100.0 + s}
+            for k, s in zip("abc", seconds)
+        ]
+
+    try:
+        forget_cpu_speed()
+        hardware.cpu_calibration()
+        assert calibration_contradicted(priced, held(2.5, 2.5, 50.0)) is None  # the fit's miss is not the prior's
+        assert hardware.kept_file().is_file() and hardware.host_name() in hardware._entries()
+        said = calibration_contradicted(priced, held(4.0, 3.0))
+        assert said == (
+            "cpu calibration: this sweep's 2 CPU trial(s) priced from it held their workers 7.0 s against 2.0 s "
+            "priced (3.50x, beyond 3x): it is no longer kept, and the next dry run or sweep measures this host again"
+        )
+        assert hardware.host_name() not in hardware._entries()
+    finally:
+        forget_cpu_speed()
+
+
+def hog(seconds: float) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"]
+    )
+
+
+def test_a_calibration_beside_cpu_hogs_is_not_quiet():
+    """One CPU-bound process per core beside the measurement: the watch sees others on our cores."""
+    cores = len(os.sched_getaffinity(0))
+    hogs = [hog(5.0) for _ in range(cores)]
+    try:
+        time.sleep(0.3)  # the hogs running
+        busy = hardware.measure_watched(seconds=0.5)
+    finally:
+        for process in hogs:
+            process.kill()
+            process.wait()
+    assert not busy.quiet and busy.disturbed_by, busy
 
 
 def test_the_tests_keep_their_calibration_in_a_folder_of_the_run():

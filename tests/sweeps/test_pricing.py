@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import ray
 from mlflow import MlflowClient
-from pricing_helpers import CPU, T0, FakeCluster, fake_record
+from pricing_helpers import CPU, FIXED, T0, FakeCluster, fake_record
 from sweep_helpers import small_sweep
 
 from sweeps.driver import run_sweep
@@ -41,7 +41,7 @@ from tracking.store.search import search
 
 @pytest.fixture(autouse=True)
 def fixed_cpu(monkeypatch):
-    monkeypatch.setattr("sweeps.pricing.estimate.hardware._cached", CPU)
+    monkeypatch.setattr("sweeps.pricing.estimate.hardware._cached", FIXED)
 
 
 def grid(tmp_path: Path, *overrides: str, lengths: str = "[8,32]", seeded: bool = True) -> SweepConfig:

@@ -138,3 +138,80 @@ def test_model_path_without_weights_is_rejected(tmp_path, capsys):
     GPT2Config(n_layer=1).save_pretrained(tmp_path)
     assert main(["--model", str(tmp_path)]) == 2
     assert "has no weights" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["--quant", "int9"], "error: --quant int9: choose one of none, int8, int4"),
+        (
+            ["--batch-size", "x"],
+            "error: --batch-size: batch_size='x' is not a valid int: see python -m tokengen --help",
+        ),
+        (["--json"], "error: --json: expected one argument: see python -m tokengen --help"),
+        (["--bogus"], "error: unrecognized arguments: --bogus: see python -m tokengen --help"),
+    ],
+    ids=["choice", "type", "missing", "unknown"],
+)
+def test_a_usage_error_is_one_line_not_argparses_usage(argv, line, capsys):
+    """argparse's own errors came after its 23-line usage; each is one line now, exit 2 as any bad input."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["--model", "tiny", *argv])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [line]
+
+
+def test_a_usage_error_from_a_real_process_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "tokengen", "--quant", "int9"], capture_output=True, text=True)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        2,
+        "",
+        "error: --quant int9: choose one of none, int8, int4\n",
+    )
+
+
+def refuse_any_trial(monkeypatch):
+    """Were an output check to let a path through, the trial would start: make that a failure, not minutes."""
+
+    def ran(*args, **kwargs):
+        raise AssertionError("a trial ran before its output path was checked")
+
+    monkeypatch.setattr("tokengen.measure.trial.run_trial", ran)
+
+
+SMALL = ["--model", "tiny", "--runs", "1", "--warmup", "0", "--max-seqlen", "2", "--batch-size", "1"]
+
+
+def test_devices_and_special_files_are_refused_before_a_trial_runs(tmp_path, monkeypatch, capsys):
+    """`--json /dev/full` ran the whole trial, then failed with a traceback; /dev/null would lose the record; a
+    FIFO would block. Only a regular file (or a new one in a writable folder) is written."""
+    import os
+
+    refuse_any_trial(monkeypatch)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for flag, path, kind in (
+        ("--json", "/dev/full", "a character device"),
+        ("--tokens", "/dev/null", "a character device"),
+        ("--json", str(fifo), "a FIFO (named pipe)"),
+    ):
+        assert main([*SMALL, flag, path]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"error: cannot write {flag} {path}: {path} is {kind}, not a regular file: give another path"
+        ]
+    assert main([*SMALL, "--tokens", "-"]) == 2
+    assert capsys.readouterr().err.startswith("error: --tokens -: the tokens are a binary .npy array")
+    from tokengen.writable import unwritable  # the reports' --out and the sweep's run folder ask it too
+
+    assert unwritable("/dev/null", folder=True) == "/dev/null is a character device, not a folder"
+
+
+def test_tokens_are_written_at_the_path_given(tmp_path, capsys):
+    """numpy.save(path) adds .npy to a path without it: `--tokens P` wrote P.npy, a path nobody checked."""
+    import numpy as np
+
+    path = tmp_path / "tokens"
+    assert main([*SMALL, "--tokens", str(path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokens"]
+    assert np.load(path).shape == (1, 3)  # one row: the BOS prompt and two generated tokens
+    capsys.readouterr()  # the trial's table

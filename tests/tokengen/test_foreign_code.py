@@ -70,3 +70,24 @@ def test_the_single_trial_cli_refuses_it_without_reading_stdin(own_code, tmp_pat
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.startswith("error: " + refusal(folder)) and proc.stderr.count("\n") == 1, proc.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "where, nested",
+    [
+        (", under text_config", {"text_config": {"auto_map": CONFIG["auto_map"]}}),
+        (", under vision_config", {"vision_config": {"model_type": "own", "auto_map": CONFIG["auto_map"]}}),
+        (", under decoder.layers.0", {"decoder": {"layers": [{"auto_map": CONFIG["auto_map"]}]}}),
+    ],
+    ids=["text_config", "vision_config", "deeper"],
+)
+def test_auto_map_in_a_sub_config_is_refused_the_same_way(own_code, where, nested):
+    """`auto_map` was looked for at the top and in text_config only: one in any other sub-config went past the
+    check (to a traceback, or to transformers' own judgement). Any depth is refused now, naming where it is."""
+    folder, marker = own_code
+    config = {k: v for k, v in CONFIG.items() if k != "auto_map"}
+    (folder / "config.json").write_text(json.dumps({**config, **nested}))
+    with pytest.raises(SpecError) as refused:
+        model_facts(str(folder))
+    assert str(refused.value).startswith(refusal(folder).replace("config.json)", f"config.json{where})"))
+    assert not marker.exists()

@@ -1,5 +1,6 @@
 """PostgreSQL as the tracking store, for real (a server started by tests/postgres_helpers.py): a login
-refused or a server down said in one line within seconds; the password from PGPASSWORD; sweeps, the
+refused or a server down said in one line within seconds; the password from PGPASSWORD; a report on a database
+without MLflow's tables said in one line, none made (for a user who may not make them too); sweeps, the
 report, compare, the UI's link and the dry run's history on `tracking.uri=postgresql://...`; and
 `mlflow server --backend-store-uri postgresql://...` serving a sweep. The killed-and-resumed driver on
 PostgreSQL is tests/end_to_end/test_driver_killed.py's second case."""
@@ -69,6 +70,28 @@ def test_logins_refused_and_servers_down_are_one_line_within_seconds(postgres, m
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("p", {}, resume=False)
     assert load_history(uri, "tokengen").frame.empty
+
+
+def test_a_report_on_a_database_without_mlflow_tables_makes_none_and_prints_one_line(postgres, tmp_path, capfd):
+    """MLflow makes its tables as its client opens a database that lacks them, printing "Creating initial MLflow
+    database tables" first, and fails after that line where the user may not create tables: the report says "no
+    sweep" in one line before MLflow is asked, for that user and for the owner, and the database stays empty."""
+    import psycopg
+
+    from tracking.report.__main__ import main
+
+    owner = postgres.create_database("no_tables")
+    reader = "tokengen_reader"  # may not create tables (PostgreSQL 15 grants it no CREATE; older ones are told)
+    postgres.execute(f"CREATE ROLE {reader} LOGIN", "REVOKE CREATE ON SCHEMA public FROM PUBLIC", database="no_tables")
+    for uri in (postgres.uri("no_tables", reader), owner):
+        capfd.readouterr()
+        assert main(["--uri", uri, "--out", str(tmp_path)]) == 2
+        assert capfd.readouterr().err.splitlines() == [
+            f"error: no sweep in {uri} experiment 'tokengen' (its database has no MLflow tables): run python -m "
+            "sweeps.run +grid=smoke first"
+        ]
+    with psycopg.connect(owner) as connection:
+        assert connection.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone() == (0,)
 
 
 def test_sweeps_report_compare_ui_and_history_on_postgres(postgres, tmp_path, capsys, warm_ray):

@@ -129,23 +129,73 @@ def checkpoint_dir(model: str) -> Path:
     path = Path(model)
     if not (path / "config.json").is_file():
         raise SpecError(f"model path {model!r} has no config.json: give a directory saved with save_pretrained()")
-    if needs_own_code(path / "config.json"):
-        raise SpecError(
-            f"model path {model!r} needs its own Python code (auto_map in config.json), which is never "
-            "run here: save the model as one of transformers' own architectures (e.g. GPT2LMHeadModel)"
-        )
+    problem = config_problem(path / "config.json")
+    if problem:
+        raise SpecError(f"model path {model!r} {problem}")
     return path
 
 
-def needs_own_code(config_file: Path) -> bool:
-    """A checkpoint whose config names classes of its own (`auto_map`) runs the folder's Python when loaded
-    with trust_remote_code: refused before anything is built, so no prompt on stdin can let it run."""
+RESAVE = "save the model again with save_pretrained()"
+WHOLE = ("a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool))
+FIELD_SHAPES = {
+    "architectures": ("a list of class names", lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v)),
+    "model_type": ("a name", lambda v: isinstance(v, str)),
+    "n_positions": WHOLE,
+    "max_position_embeddings": WHOLE,
+    "vocab_size": WHOLE,
+    "bos_token_id": ("a token id or a list of them", lambda v: WHOLE[1](v) or _ids(v)),
+    "eos_token_id": ("a token id or a list of them", lambda v: WHOLE[1](v) or _ids(v)),
+    "text_config": ("a mapping of settings", lambda v: isinstance(v, dict)),
+}
+"""The fields read before any weight (here, and by transformers' config classes), each with the JSON shape it must
+have: a damaged one is one line here, not a traceback from whichever reader meets it first. null is left alone."""
+
+
+def _ids(value) -> bool:
+    return isinstance(value, list) and all(WHOLE[1](i) for i in value)
+
+
+def config_problem(config_file: Path) -> str | None:
+    """What makes a checkpoint's config.json unusable, as the end of a sentence that names the fix, or None. A JSON
+    that is not a mapping, a field of the wrong shape (in the config or its text_config), and `auto_map` at any depth
+    (classes of the folder's own, whose Python would run with trust_remote_code: refused before anything is built,
+    so no prompt on stdin can let it run) are all refused before transformers or any model code reads it."""
     try:
         config = json.loads(config_file.read_text())
-    except (OSError, ValueError):
-        return False  # unreadable: model_facts names that
-    parts = [config, config.get("text_config")] if isinstance(config, dict) else []
-    return any(isinstance(part, dict) and "auto_map" in part for part in parts)
+    except OSError as exc:
+        return f"has a config.json that cannot be read ({exc.strerror or exc}): make it readable"
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's limit, no config either
+        return f"has a config.json that is not JSON ({exc}): {RESAVE}"
+    if not isinstance(config, dict):
+        return f"has a config.json that is a JSON {type(config).__name__}, not a mapping of settings: {RESAVE}"
+    try:
+        where = _own_code_at(config)
+    except RecursionError:
+        return f"has a config.json nested too deeply to be a model's settings: {RESAVE}"
+    if where is not None:
+        return (
+            f"needs its own Python code (auto_map in config.json{where}), which is never run here: save the model "
+            "as one of transformers' own architectures (e.g. GPT2LMHeadModel)"
+        )
+    for prefix, part in (("", config), ("text_config.", config.get("text_config"))):
+        for name, (shape, fits) in FIELD_SHAPES.items() if isinstance(part, dict) else ():
+            value = part.get(name)
+            if value is not None and not fits(value):
+                return f"has {prefix}{name}={json.dumps(value)[:60]} in config.json, not {shape}: fix it, or {RESAVE}"
+    return None
+
+
+def _own_code_at(part, where: str = "") -> str | None:
+    """Where `auto_map` sits in a config (`""` at its top, `", under text_config"` below), or None: any sub-config
+    (text_config, vision_config, a decoder's) can name classes of its own."""
+    items = part.items() if isinstance(part, dict) else enumerate(part) if isinstance(part, list) else ()
+    for key, value in items:
+        if key == "auto_map":
+            return where and f", under {where}"
+        found = _own_code_at(value, f"{where}.{key}".lstrip("."))
+        if found is not None:
+            return found
+    return None
 
 
 def model_facts(model: str) -> ModelFacts:

@@ -89,7 +89,8 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
     step_latencies = timer.latencies()
     profiled = profile_run(generate, spec, Path(profile_dir)) if spec.profile != "off" else {}
     if tokens_path:
-        numpy.save(tokens_path, tokens_array(runs.last.tokens))
+        with open(tokens_path, "wb") as handle:  # numpy.save(path) would add .npy: written where it was checked
+            numpy.save(handle, tokens_array(runs.last.tokens))
     gate = float(os.environ.get(GATE_ENV) or DEFAULT_GATE)
     proven = fidelity.measure(spec, model, None if spec.requests else runs.last.tokens, gate)  # {} when exact
     return make_record(

@@ -1,5 +1,5 @@
 """Connecting to a tracking store and checking it: every way a URI can be wrong (an unknown scheme,
-a password in it, a server that is down, missing or wrong credentials, a SQLite file on a network
+a secret in it, a server that is down, missing or wrong credentials, a SQLite file on a network
 filesystem) said in one line before any trial runs, and a client that gives up on a dead server in
 about a second instead of MLflow's minutes of retries (the driver's journal keeps what it could not send).
 """
@@ -22,17 +22,16 @@ from pathlib import Path
 
 from tokengen.contract.record import first_line
 from tracking.store.artifact_root import relocate
+from tracking.store.credentials import CREDENTIALS, SERVER_SCHEMES, credentials_problem, redacted
 from tracking.store.postgres import engine_uri, is_postgres, one_opener, postgres_problem
+from tracking.store.presence import DATABASE_SCHEMES, file_store_problem, sqlite_path
 
 
 class TrackingError(RuntimeError):
     """The tracking store cannot be reached or written: said in one line, before any trial runs."""
 
 
-SERVER_SCHEMES = ("http", "https")
-DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy store; "+driver" allowed
 FILE_STORE_OPT_IN = "MLFLOW_ALLOW_FILE_STORE"
-CREDENTIALS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")  # MLflow's own names, read by its client
 FAIL_FAST_HTTP = {  # MLflow's default: 7 retries with exponential back-off, minutes per call
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
@@ -44,62 +43,32 @@ def is_server(uri: str) -> bool:
     return urllib.parse.urlparse(uri).scheme in SERVER_SCHEMES
 
 
-def redacted(uri: str) -> str:
-    """The URI without the user and password its authority may carry, for a printed line."""
-    parsed = urllib.parse.urlsplit(uri)
-    if "@" not in parsed.netloc:
-        return uri
-    return parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[1]).geturl()
-
-
-# Where each kind of store takes its password instead of the URI (its driver reads it there).
-PASSWORD_PLACES = {
-    "postgresql": "PGPASSWORD or ~/.pgpass (libpq reads both)",
-    "mysql": "MYSQL_PWD or an option file (~/.my.cnf, [client] password=...)",
-    "mssql": "a DSN of your ODBC driver or a trusted connection",
-}
-
-
 def check_credentials(uri: str, option: str = "tracking.uri=") -> None:
-    """Refuse a URI that carries a password (any scheme), or a server's URI that carries a user (`option`
-    is how the user gave it: `tracking.uri=` or `--uri `), naming it without them and where the password
-    goes instead: a password on a command line ends up in Hydra's files, artifacts, reports and printed
-    lines, and every store's client reads it from the environment or a file anyway."""
-    parsed = urllib.parse.urlsplit(uri)
-    scheme = parsed.scheme.split("+", 1)[0].lower()
-    key = option.rstrip("= ")
-    if scheme in SERVER_SCHEMES and "@" in parsed.netloc:
-        raise TrackingError(
-            f"{key} carries credentials: use {option}{redacted(uri)} and put them in "
-            f"{CREDENTIALS[0]} and {CREDENTIALS[1]}, which stay with the driver"
-        )
-    if "@" in parsed.netloc and ":" in parsed.netloc.rsplit("@", 1)[0]:
-        user = parsed.netloc.rsplit("@", 1)[0].split(":", 1)[0]
-        place = PASSWORD_PLACES.get(scheme, "the environment variable or file its database driver reads")
-        kept = parsed._replace(
-            netloc=f"{user}@{parsed.netloc.rsplit('@', 1)[1]}" if user else parsed.netloc.rsplit("@", 1)[1]
-        ).geturl()
-        raise TrackingError(
-            f"{key} carries a password: use {option}{kept} and put the password in {place}, "
-            "which stays out of every file and printed line"
-        )
+    """Refuse a URI that carries a secret in any part, or a server's URI that carries a user, in one line that
+    names the variable to use instead (tracking/store/credentials.py); `option`: `tracking.uri=` or `--uri `."""
+    problem = credentials_problem(uri, option)
+    if problem:
+        raise TrackingError(problem)
 
 
 def check_uri(uri: str) -> None:
     """Refuse a URI MLflow would misread, before anything is created: one line that names the fix
-    (and never the password a URI may carry)."""
+    (and never the secret a URI may carry)."""
     check_credentials(uri)
     parsed = urllib.parse.urlparse(uri)
     scheme = parsed.scheme.split("+", 1)[0]
     if scheme in SERVER_SCHEMES + DATABASE_SCHEMES:
         return
     if scheme in ("file", ""):
-        if os.environ.get(FILE_STORE_OPT_IN, "").lower() in ("1", "true"):
-            return
-        raise TrackingError(
-            f"tracking.uri={uri} is MLflow's file store, which MLflow 3 refuses without "
-            f"{FILE_STORE_OPT_IN}=true: use tracking.uri=sqlite:///mlflow.db"
-        )
+        if os.environ.get(FILE_STORE_OPT_IN, "").lower() not in ("1", "true"):
+            raise TrackingError(
+                f"tracking.uri={uri} is MLflow's file store, which MLflow 3 refuses without "
+                f"{FILE_STORE_OPT_IN}=true: use tracking.uri=sqlite:///mlflow.db"
+            )
+        problem = file_store_problem(uri)
+        if problem:
+            raise TrackingError(problem)
+        return
     raise TrackingError(
         f"tracking.uri={uri} has scheme {scheme!r}, which MLflow cannot store runs in: use "
         "sqlite:///PATH, http(s)://HOST:PORT (a tracking server) or postgresql:// / mysql://"
@@ -243,14 +212,6 @@ def _one_opener(uri: str):
     with open(Path(tempfile.gettempdir()) / f"tokengen-mlflow-{digest}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         yield
-
-
-def sqlite_path(uri: str) -> str | None:
-    """The file of a sqlite:/// URI (relative to the current directory, as MLflow reads it), else None."""
-    scheme = urllib.parse.urlparse(uri).scheme
-    if scheme.split("+", 1)[0] != "sqlite" or ":///" not in uri:
-        return None
-    return uri.split(":///", 1)[1].split("?", 1)[0]
 
 
 def write_ahead(uri: str) -> None:

@@ -29,6 +29,7 @@ from tokengen.contract.record import first_line
 from tokengen.measure.interference import OK
 from tracking.store.connect import TrackingError, check_reachable, check_uri, sqlite_path
 from tracking.store.postgres import engine_uri, is_postgres
+from tracking.store.presence import file_store_path, is_file_store
 from tracking.store.runs import PARENT_TAG, flat_row
 from tracking.store.search import search
 from tracking.store.tables import Tables
@@ -129,6 +130,8 @@ def load_history(uri: str, experiment: str) -> History:
         return History(frame, f"{uri}, read only")
     try:
         check_uri(uri)
+        if file_store_path(uri) is not None and not is_file_store(file_store_path(uri)):  # MLflow would make it
+            return History(pd.DataFrame(), f"{uri} (no file store yet: an empty history, the folder left unmade)", True)
         check_reachable(uri)
         frame = _read_tables(uri, experiment) if is_postgres(uri) else _read_mlflow(uri, experiment)
     except TrackingError as exc:

@@ -25,6 +25,7 @@ from tokengen.contract.names import FINISHED, PLAN_ESTIMATE_FILE, PLAN_FILE, RES
 from tokengen.contract.record import first_line
 from tracking.measurement import attempt_of, best, latest_series
 from tracking.store.connect import TrackingError, check_credentials, check_reachable, open_client
+from tracking.store.presence import missing_store
 from tracking.store.runs import PARENT_TAG, frame_of
 from tracking.store.search import search
 from tracking.store.tables import Tables, in_bulk
@@ -95,14 +96,14 @@ def _no_sweep(uri: str, experiment: str, why: str) -> ReportError:
 
 
 def open_experiment(uri: str, experiment: str) -> tuple[MlflowClient, str]:
-    """The client and experiment id; a missing SQLite file is an error here, never a new empty store; a
-    URI's credentials are refused, never printed; a store that is not one is one line (the check a sweep
-    makes before Ray, tracking.store.connect.open_client)."""
+    """The client and experiment id; a store not made yet (tracking.store.presence) is an error here, never a new
+    empty one; a URI's secrets are refused, never printed; a store that is not one is one line (the check a
+    sweep makes before Ray, tracking.store.connect.open_client)."""
     try:
         check_credentials(uri, "--uri ")
         check_reachable(uri)
-        if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
-            raise _no_sweep(uri, experiment, f"no file {uri.removeprefix('sqlite:///')}")
+        if empty := missing_store(uri):  # asked before MLflow makes it (and prints so): a reader never makes one
+            raise _no_sweep(uri, experiment, empty)
         client = open_client(uri, "read")
     except TrackingError as exc:
         raise ReportError(str(exc).replace("fix tracking.uri", "fix --uri")) from None

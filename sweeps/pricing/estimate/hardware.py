@@ -1,9 +1,10 @@
 """What a device can do. GPUs come from the contract's datasheet table (tokengen/contract/machine/gpus.py,
 re-exported here for the cost model); a CPU differs too much between hosts for a table, so this host is measured
 with numpy (a second of every core), the clock or the whole measurement injectable for tests. The measurement is
-kept for the process and, for a day, in the user's cache folder under the host's name, CPU model, usable cores and
-BLAS threads: each dry run or sweep of the day prices CPU trials from the same figures instead of a second of
-every core each time (and of whatever else the machine was doing that second)."""
+kept for the process and, where the machine was quiet while it ran (the trials' own interference watch), for a day
+in the user's cache folder under the host's name, CPU model, usable cores and BLAS threads: each dry run or sweep of
+the day prices CPU trials from the same figures instead of a second of every core each time. A measurement taken
+beside other work prices only its own run: one busy minute never misprices the day."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from sweeps.planning.user_folders import CACHE_VARIABLE, cache_folder  # noqa: F401 - tests/conftest.py's
 from tokengen.contract.machine.gpus import GPUS, Gpu, gpu_kind, gpu_spec  # noqa: F401
 
 DEFAULT_GPU = "L40S"  # an unknown or unpinned GPU with no history: the project's example cluster (AWS g6e)
@@ -46,20 +48,20 @@ def calibrate_cpu(
     return CpuSpeed(*rates)
 
 
-_cached: CpuSpeed | None = None
+_cached = None  # the process's Calibration
 KEPT_S = 24 * 3600.0  # how long a host's measurement is reused from the cache folder
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-CACHE_VARIABLE = "TOKENGEN_CACHE_DIR"  # a folder of its own (the tests give each run one)
 
 
 def kept_file() -> Path:
-    """Where this user's hosts' measurements are kept: $TOKENGEN_CACHE_DIR, else $XDG_CACHE_HOME/tokengen, else
-    ~/.cache/tokengen."""
-    folder = os.environ.get(CACHE_VARIABLE)
-    if not folder:
-        root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        folder = os.path.join(root, "tokengen")
-    return Path(folder) / "cpu_speed.json"
+    """Where this user's hosts' measurements are kept: in their own cache folder ($TOKENGEN_CACHE_DIR, else
+    $XDG_CACHE_HOME/tokengen, else ~/.cache/tokengen), made and proven theirs by the one resolver of the project's
+    folders (sweeps/planning/user_folders.py). Where it cannot be made, or another user could plant a measurement in
+    it, a file under os.devnull, which can be neither read nor written: the next process measures again."""
+    try:
+        return cache_folder() / "cpu_speed.json"
+    except OSError:
+        return Path(os.devnull) / "cpu_speed.json"
 
 
 def host_name() -> str:
@@ -84,25 +86,68 @@ def _entries() -> dict:
     return kept if isinstance(kept, dict) else {}
 
 
-def _read_kept(host: str, now: float) -> CpuSpeed | None:
+@dataclass(frozen=True)
+class Calibration:
+    """A measurement of this host and how it was taken: only a quiet one (no other process's work seen on our cores
+    by the trials' own interference watch, tokengen/measure/interference.py) is kept for the day."""
+
+    speed: CpuSpeed
+    measured_at: float  # seconds since the epoch
+    quiet: bool
+    disturbed_by: str = ""  # the watch's reasons, where it was not quiet
+    kept_in: str = ""  # the file it was read from or kept in; "" where it prices this process only
+
+    def describe(self) -> str:
+        """One line for the dry run's assumptions: which calibration priced the CPU trials."""
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.measured_at))
+        figures = f"{self.speed.gflops:.1f} GFLOP/s matmul, {self.speed.gbs:.1f} GB/s copy"
+        if not self.quiet:
+            return (
+                f"CPU calibration: {figures}, measured at {when} while the machine was busy ({self.disturbed_by}): "
+                "it prices this run only and is not kept; run again on a quiet machine for a figure kept for the day"
+            )
+        where = f", kept in {self.kept_in}" if self.kept_in else ""
+        return f"CPU calibration: {figures}, measured quietly at {when}{where}"
+
+
+def _read_kept(host: str, now: float) -> Calibration | None:
     try:
         kept = _entries()[host]
         speed = CpuSpeed(float(kept["gflops"]), float(kept["gbs"]))
         if 0 <= now - float(kept["measured_at"]) < KEPT_S and all(0 < v < math.inf for v in asdict(speed).values()):
-            return speed
+            return Calibration(speed, float(kept["measured_at"]), True, kept_in=str(kept_file()))
     except (ValueError, KeyError, TypeError):
         pass
     return None
 
 
-def _keep(host: str, speed: CpuSpeed, now: float) -> None:
+def keep(host: str, calibration: Calibration) -> Calibration:
     """Adds this host's measurement to the file, read again so that what others kept during the measurement stays;
-    written whole and moved into place. A cache folder that cannot be written only means the next process measures
-    again."""
+    written whole and moved into place. Where a measurement of the day is kept already, each figure's best stands:
+    a machine is never faster than it can be, only slowed by others. A cache folder that cannot be written only
+    means the next process measures again. Returns what stands."""
     path, kept = kept_file(), _entries()
-    kept[host] = {**asdict(speed), "measured_at": now}
+    earlier = _read_kept(host, time.time())
+    speed = calibration.speed
+    if earlier is not None:
+        speed = CpuSpeed(max(speed.gflops, earlier.speed.gflops), max(speed.gbs, earlier.speed.gbs))
+    kept[host] = {**asdict(speed), "measured_at": calibration.measured_at}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(f".{path.name}.{os.getpid()}")
+        scratch.write_text(json.dumps(kept, indent=1))
+        os.replace(scratch, path)
+    except OSError:
+        return calibration
+    return Calibration(speed, calibration.measured_at, True, kept_in=str(path))
+
+
+def forget_kept(host: str | None = None) -> None:
+    """Drop this host's kept measurement (one its own trials contradicted): the next process measures again."""
+    path, kept = kept_file(), _entries()
+    if kept.pop(host or host_name(), None) is None:
+        return
+    try:
         scratch = path.with_name(f".{path.name}.{os.getpid()}")
         scratch.write_text(json.dumps(kept, indent=1))
         os.replace(scratch, path)
@@ -110,20 +155,42 @@ def _keep(host: str, speed: CpuSpeed, now: float) -> None:
         pass
 
 
-def cpu_speed(measure: Callable[[], CpuSpeed] | None = None) -> CpuSpeed:
-    """This host's CpuSpeed, cached for the process: calibrate_cpu's, read from the cache folder where it holds
-    this host's from the last day, else measured now and kept there. An injected `measure` is called, never kept."""
+def measure_watched(seconds: float = 1.0) -> Calibration:
+    """calibrate_cpu inside the trials' interference watch, on every core this process may use: quiet where the
+    watch would call a trial measured then `ok` (no contended reason)."""
+    from tokengen.measure.interference import CONTENDED, Watch, verdict
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    watch = Watch(threads=cores, device="cpu").start()
+    speed = calibrate_cpu(seconds)
+    measurement, reasons = verdict(watch.stop(), cv=None, target_ci_reached=None)
+    return Calibration(speed, time.time(), measurement != CONTENDED, "; ".join(reasons))
+
+
+def cpu_calibration() -> Calibration:
+    """This host's calibration, cached for the process: read from the cache folder where it holds this host's quiet
+    one from the last day, else measured now, and kept there only where the machine was quiet."""
     global _cached
     if _cached is None:
-        if measure is not None:
-            _cached = measure()
-        else:
-            host, now = host_name(), time.time()
-            _cached = _read_kept(host, now)
-            if _cached is None:
-                _cached = calibrate_cpu()
-                _keep(host, _cached, now)
+        host = host_name()
+        _cached = _read_kept(host, time.time())
+        if _cached is None:
+            measured = measure_watched()
+            _cached = keep(host, measured) if measured.quiet else measured
     return _cached
+
+
+def used_calibration() -> Calibration | None:
+    """The calibration this process priced CPU trials from, if it needed one."""
+    return _cached
+
+
+def cpu_speed(measure: Callable[[], CpuSpeed] | None = None) -> CpuSpeed:
+    """This host's CpuSpeed (cpu_calibration's). An injected `measure` is called once, never kept."""
+    global _cached
+    if _cached is None and measure is not None:
+        _cached = Calibration(measure(), time.time(), True)
+    return cpu_calibration().speed
 
 
 def forget_cpu_speed() -> None:

@@ -17,8 +17,12 @@ SECRETS = (
     "MLFLOW_TRACKING_USERNAME",
     "MLFLOW_AUTH_ADMIN_PASSWORD",
     "MLFLOW_TRACKING_CLIENT_CERT_PATH",
+    "PGPASSWORD",  # libpq's, for a PostgreSQL store
+    "PGPASSFILE",
+    "MYSQL_PWD",  # MySQL's client library, for a MySQL store
 )
-"""The tracking store's credentials: the driver alone writes to MLflow, so no Ray worker or trial gets them."""
+"""The tracking store's credentials, every store's (a URI never carries them: tracking/store/credentials.py): only
+the processes that talk to the store (the driver, the report) read them, so no Ray process or trial gets them."""
 EXPANDABLE = "expandable_segments:True"
 
 
