@@ -12,7 +12,14 @@ from sweeps.planning.config import SweepConfig
 from sweeps.planning.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.planning.settings import SHARED, inductor_mode
 from sweeps.pricing.estimate import estimate, fit
-from sweeps.pricing.estimate.hardware import DEFAULT_GPU, forget_kept, used_calibration
+from sweeps.pricing.estimate.hardware import (
+    DEFAULT_GPU,
+    NOMINAL,
+    CpuSpeed,
+    forget_kept,
+    kept_or_nominal,
+    used_calibration,
+)
 from sweeps.pricing.estimate.history import device_kind
 from sweeps.pricing.estimate.model import CostModel
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, compiles, number, profile_runs
@@ -98,18 +105,24 @@ def trial_row(trial: PlannedTrial, model: CostModel, runs: bool, warm: bool, sha
 
 
 def price_sweep(
-    config: SweepConfig, plan: GridPlan | None = None, history: History | None = None, reader=None, waiting=()
+    config: SweepConfig,
+    plan: GridPlan | None = None,
+    history: History | None = None,
+    reader=None,
+    waiting=(),
+    cpu: CpuSpeed | None = None,
 ) -> Priced:
     """Plan the sweep as a real run would (grid, drops, resume against the store and the journal's `waiting`
-    results), read the store read-only, fit the cost model once and price every planned trial. SpecError for a bad
-    grid, StoreReadError for a store that cannot be read."""
+    results), read the store read-only, fit the cost model once and price every planned trial. `cpu`: the CPU
+    figures to price CPU trials from (None: this host's calibration, measured where none is kept). SpecError for
+    a bad grid, StoreReadError for a store that cannot be read."""
     started, sweep = time.perf_counter(), config.sweep
     plan = plan or plan_sweep(config)
     history = history or load_history(config.tracking.uri, config.tracking.experiment)
     finished = history.finished_keys | {r["key"] for r in waiting if r.get("status") == FINISHED}
     pools = {pool_of(t.spec.device, t.accelerator_type) for t in plan.trials}
     workers = find_workers(config, pools, **({"reader": reader} if reader else {}))
-    model, rounds = fit(history.trusted()), max(0, int(sweep.remeasure or 0))
+    model, rounds = fit(history.trusted(), cpu), max(0, int(sweep.remeasure or 0))
     shared = inductor_mode(sweep.inductor_cache) == SHARED
     shares, compiled, rows, starts, assumed, traced = {}, set(), [], {}, 0, 0
 
@@ -145,15 +158,23 @@ def price_sweep(
     if traced:
         notes.append(NSYS_UNPRICED.format(traced))
     calibration = used_calibration()
-    if calibration is not None and any(t.spec.device != "cuda" for t in plan.trials):
-        notes.append(calibration.describe())
+    if any(t.spec.device != "cuda" for t in plan.trials):
+        if cpu is NOMINAL:
+            notes.append(NOMINAL_NOTE.format(NOMINAL.gflops, NOMINAL.gbs))
+        elif calibration is not None:
+            notes.append(calibration.describe())
     table = pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
     limits = {name: getattr(sweep, name) for name in LIMITS}
     priced = Priced(plan, table, workers, history, dict(sweep.prices or {}), bool(sweep.resume), limits, notes, starts)
     priced.journaled, priced.seconds = len(waiting), time.perf_counter() - started
+    priced.nominal_cpu = cpu is NOMINAL and any(t.spec.device != "cuda" for t in plan.trials)
     return priced
 
 
+NOMINAL_NOTE = (
+    "CPU trials priced at a nominal {:g} GFLOP/s and {:g} GB/s (a real run measures no host; no calibration is kept "
+    "for this one): their order holds, their seconds are rough; sweep.dry_run=true measures this host"
+)
 PRIOR_PROMISE = 3.0  # a dry run without history is within a factor of 3 (benchmarks/dry_run_accuracy.py)
 
 
@@ -162,11 +183,14 @@ class Refused(RuntimeError):
 
 
 def price_for_run(config: SweepConfig, say, waiting: list[dict] = ()) -> Priced | None:
-    """price_sweep for a real run. Bad input (SpecError, StoreReadError) and an estimate over a limit (Refused)
-    raise; a failure of the cost model itself is said in one line and the sweep goes on in the grid's order (None),
-    unless a limit is set, which cannot then be checked (Refused)."""
+    """price_sweep for a real run, to order its trials (longest first) and record its plan: from the store's history,
+    else first principles, CPU trials at the day's kept calibration or NOMINAL, never measuring the host; with a
+    budget limit the full cost model, the host calibrated. Bad input (SpecError, StoreReadError) and an estimate
+    over a limit (Refused) raise; a failure of the cost model itself is said in one line and the sweep goes on in
+    the grid's order (None), unless a limit is set, which cannot then be checked (Refused)."""
+    budgeted = any(getattr(config.sweep, name) is not None for name in LIMITS)
     try:
-        priced = price_sweep(config, waiting=waiting)
+        priced = price_sweep(config, waiting=waiting, cpu=None if budgeted else kept_or_nominal())
     except (SpecError, StoreReadError):
         raise
     except Exception as exc:  # noqa: BLE001 - the estimate is an aid: a sweep without one still runs

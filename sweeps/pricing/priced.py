@@ -73,6 +73,7 @@ class Priced:
     starts: dict = field(default_factory=dict)  # pool -> a worker's start-up (Span), paid by its first trial
     journaled: int = 0  # results an earlier driver journaled and did not record: recorded, not run
     seconds: float = 0.0  # planning wall: plan, history, fit, every estimate
+    nominal_cpu: bool = False  # CPU trials priced at hardware.NOMINAL, not this host's calibration
 
     def __post_init__(self):
         """Trials to run longest first (numbered), then the reused ones; the first trial each worker of a pool takes
@@ -187,4 +188,5 @@ def summary_line(priced: Priced) -> str:
         f"{runs['high_s'].sum():,.0f}), {priced.device_hours:,.3f} device-hours"
         + (f", {money(cost)}" if cost is not None else "")
         + f"; wall about {wall:,.0f} s on {workers or 'no'} worker(s) (bound {bound:,.0f} s); longest first"
+        + ("; CPU seconds rough (a nominal CPU speed: no calibration kept)" if priced.nominal_cpu else "")
     )

@@ -511,3 +511,32 @@ def test_a_plan_with_cuda_trials_under_nsys_says_they_are_priced_without_nsys(tm
     assert any(note.startswith("1 CUDA trial(s) under nsys") for note in price_sweep(traced, history=empty).notes)
     plain = small_sweep(tmp_path, "trial.device=cuda", "grid.variant=[static_cudagraph]")
     assert not any("under nsys" in note for note in price_sweep(plain, history=empty).notes)
+
+
+def test_a_real_run_orders_its_trials_without_measuring_the_host(tmp_path, monkeypatch):
+    """A real sweep prices from the history, else first principles, CPU trials at the day's kept calibration or a
+    nominal speed: no second of every core and no calibration file; a budget limit prices with the host measured."""
+    from sweeps.pricing.estimate import hardware
+    from sweeps.pricing.price import price_for_run
+    from sweeps.pricing.priced import summary_line
+
+    monkeypatch.setenv(hardware.CACHE_VARIABLE, str(tmp_path / "cache"))  # empty: nothing kept today
+    measured = []
+
+    def measure(seconds=1.0):
+        measured.append(1)
+        return hardware.Calibration(CPU, 0.0, quiet=False, disturbed_by="others used 1.0 of 2 cores")
+
+    monkeypatch.setattr(hardware, "measure_watched", measure)
+    hardware.forget_cpu_speed()
+    priced = price_for_run(grid(tmp_path), say=lambda line: None)
+    assert measured == [] and not (tmp_path / "cache" / "cpu_speed.json").exists()
+    assert priced.nominal_cpu and summary_line(priced).endswith(
+        "; CPU seconds rough (a nominal CPU speed: no calibration kept)"
+    )
+    assert any(note.startswith("CPU trials priced at a nominal 50 GFLOP/s") for note in priced.notes)
+    hardware.forget_cpu_speed()
+    said = []
+    priced = price_for_run(grid(tmp_path, "sweep.max_device_hours=100"), say=said.append)
+    assert measured == [1] and not priced.nominal_cpu
+    assert said == [hardware.used_calibration().describe()]  # measured busy: said, priced this run only

@@ -180,6 +180,20 @@ def cpu_calibration() -> Calibration:
     return _cached
 
 
+NOMINAL = CpuSpeed(gflops=50.0, gbs=15.0)
+"""A real sweep's CPU figures where no calibration is kept: it orders trials and never measures the host (a dry
+run, or a sweep with a budget limit, does); about what a 2-core cloud VM's numpy gives (50 GFLOP/s, 15 GB/s)."""
+
+
+def kept_or_nominal() -> CpuSpeed:
+    """This host's kept quiet calibration where the day holds one (used, as cpu_calibration would), else NOMINAL:
+    never a measurement."""
+    global _cached
+    if _cached is None:
+        _cached = _read_kept(host_name(), time.time())
+    return NOMINAL if _cached is None else _cached.speed
+
+
 def used_calibration() -> Calibration | None:
     """The calibration this process priced CPU trials from, if it needed one."""
     return _cached
