@@ -18,7 +18,8 @@ from tokengen.measure.interference import CONTENDED, NOISY, OK  # the watch name
 
 JUDGED = (OK, NOISY, CONTENDED)
 MARK = "!"
-"""Beside a speedup whose trial or baseline is judged noisy or contended (tracking/report/tables.py)."""
+"""Beside a figure from a trial judged noisy or contended, or derived from one, in every table and plot of a
+report (tracking/report/marks.py)."""
 MOST_COMMON = 3  # reasons named in the line
 
 # a reason's kind: its words without the numbers, so "others used 1.6 of 2 cores" and "others used 1.9 of 2
@@ -89,8 +90,8 @@ def summary_line(measurements: Iterable, reasons: Iterable, remeasured: str = ""
         line += f"; {remeasured}"
     if verdicts[NOISY] or verdicts[CONTENDED]:
         line += (
-            f". Speedups marked {MARK} come from a trial or baseline that is not ok and are left out of the "
-            "overview's geometric means"
+            f". Speedups marked {MARK} come from a trial or baseline that is not ok, as does every figure marked "
+            "so in any table, and the overview leaves them out of its geometric means where a variant has another"
         )
     return line + "."
 

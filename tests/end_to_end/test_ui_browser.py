@@ -2,21 +2,26 @@
 the project's own lines only, the light server's command and the URL of its comparison; `python -m
 tracking.ui` serves that store with a real `mlflow server`, and headless chromium, given the URL,
 renders the sweep's runs in the Model-training runs table, not the GenAI overview: grouped by variant,
-the best speedup's group first, the figures at four significant digits. One sweep for the whole module."""
+the best speedup's group first, the figures at four significant digits, and in a 1600x1000 window the speedup,
+its interval and the tokens and measurement verdicts first, all visible without scrolling. One sweep for the
+whole module."""
 
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import quote
 
 import pytest
 from mlflow import MlflowClient
@@ -109,12 +114,68 @@ def first_line(stream, timeout_s: float) -> str:
     return got[0].strip() if got else ""
 
 
-def answers(url: str) -> bool:
+HEADERS = r"""JSON.stringify({
+  view: (v => v && [v.left, v.right])(document.querySelector('.ag-header-viewport')?.getBoundingClientRect()),
+  cells: [...document.querySelectorAll('.ag-header-cell[col-id]')].map(c =>
+    [c.getAttribute('col-id'), c.getBoundingClientRect().left, c.getBoundingClientRect().right]),
+})"""
+"""Where the runs table's scrolling part shows on the screen, and each header cell's left and right edges."""
+
+
+def header_cells(url: str, profile: Path, timeout_s: float = 120) -> dict:
+    """The runs table's header cells as a first visit in a 1600x1000 window lays them out (headless chromium, read
+    through its DevTools protocol): {"view": [left, right], "cells": [[col-id, left, right], ...]}."""
+    import asyncio
+
+    import aiohttp  # Ray's own dependency: a WebSocket client without another package
+
+    port = free_port()
+    browser = subprocess.Popen(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={profile}",
+         "--window-size=1600,1000", f"--remote-debugging-port={port}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    async def read() -> dict:
+        deadline = time.monotonic() + timeout_s
+        while not responds(f"http://127.0.0.1:{port}/json/version"):
+            assert time.monotonic() < deadline, "chromium's DevTools never answered"
+            await asyncio.sleep(0.2)
+        opened = urllib.request.Request(f"http://127.0.0.1:{port}/json/new?{quote(url, safe='')}", method="PUT")
+        target = json.load(urllib.request.urlopen(opened, timeout=10))
+        async with aiohttp.ClientSession() as session, session.ws_connect(target["webSocketDebuggerUrl"]) as ws:
+            settled, found = 0, {}
+            for call in range(int(timeout_s * 2)):
+                await ws.send_json({"id": call, "method": "Runtime.evaluate", "params": {"expression": HEADERS}})
+                while (reply := await ws.receive_json()).get("id") != call:
+                    pass
+                found = json.loads(reply["result"]["result"]["value"])
+                laid_out = any(cell[0] == "tags.`measurement`" for cell in found["cells"])
+                settled = settled + 1 if laid_out else 0
+                if settled == 4:  # two seconds unchanged after the table drew its columns
+                    return found
+                await asyncio.sleep(0.5)
+            return found
+
     try:
-        urllib.request.urlopen(f"{url}/health", timeout=2)
+        return asyncio.run(read())
+    finally:
+        browser.terminate()
+        browser.wait(timeout=30)
+
+
+def responds(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2)
         return True
     except (urllib.error.URLError, OSError):
         return False
+
+
+def answers(url: str) -> bool:
+    return responds(f"{url}/health")
 
 
 @pytest.mark.skipif(
@@ -170,6 +231,21 @@ def test_the_printed_url_opens_the_sweeps_runs_in_a_browser(swept):
         assert ">Model registry<" in dom  # the Model-training sidebar
         assert ">Overview<" not in dom and ">Training runs<" not in dom  # not the GenAI pages
         assert "viewing a shared view" in dom
+        # the verdicts first: after the run's name and age, the speedup, its interval, the tokens verdict and the
+        # measurement, every one inside the table's visible part at 1600x1000 on a first visit (the assistant
+        # panel MLflow opens then takes the window's right side)
+        laid_out = header_cells(url, swept.tmp / "chromium-1600")
+        left, right = laid_out["view"]
+        scrolled = sorted((c for c in laid_out["cells"] if c[1] >= left - 1), key=lambda c: c[1])
+        first = [name for name, *_ in scrolled[:5]]
+        assert first == [
+            "metrics.`ui/speedup`",
+            "metrics.`ui/speedup_low`",
+            "metrics.`ui/speedup_high`",
+            "tags.`tokens_verdict`",
+            "tags.`measurement`",
+        ], laid_out
+        assert all(left - 1 <= a and b <= right + 1 for _, a, b in scrolled[:5]), laid_out  # no scrolling needed
     finally:
         if ui.poll() is None:
             ui.send_signal(signal.SIGINT)  # Ctrl-C: tracking.ui stops its server and exits

@@ -139,10 +139,15 @@ def test_the_readme_grid_table_counts_what_each_grid_expands_to():
     assert table == {grid: expanded_count(grid) for grid in grids}
 
 
-def test_the_readme_test_command_is_the_one_ci_runs():
-    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if "pytest" in line]
-    assert len(ci) == 1
-    assert f"```bash\n{ci[0].strip()}\n```" in README.read_text()
+def test_the_readme_install_and_test_commands_are_the_ones_ci_runs():
+    """Two lines, each its own block: a newcomer who copies the install line installs, and waits for no test."""
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    install = [line for line in lines if "pip install" in line and not line.lstrip().startswith("#")]
+    test = [line for line in lines if "pytest" in line and not line.lstrip().startswith("#")]
+    assert len(install) == 1 and len(test) == 1 and install != test
+    assert "pytest" not in install[0] and "ruff" not in install[0]
+    for command in (install[0], test[0]):
+        assert f"```bash\n{command.strip()}\n```" in README.read_text()
 
 
 def test_the_readme_exit_codes_are_the_drivers():

@@ -117,14 +117,14 @@ def test_a_speedup_from_a_trial_or_baseline_not_ok_is_marked(disturbed):
 def test_the_overview_leaves_marked_speedups_out_of_its_means(disturbed):
     _, text = disturbed
     kv = rows_of(section(text, "## Overview per variant"))[("kv_cache", None, None)]
-    assert (kv["speedup_geomean"], kv["speedup_min"], kv["speedup_max"], kv["left_out"]) == (
+    assert (kv["speedup_geomean"], kv["speedup_min"], kv["speedup_max"], kv["marked"]) == (
         "1.80x",
         "1.80x",
         "1.80x",
         "2",
     )
     static = rows_of(section(text, "## Overview per variant"))[("static_cache", None, None)]
-    assert static["speedup_geomean"] == f"{math.sqrt(2.0 * 4.0):.2f}x" and static["left_out"] == "0"
+    assert static["speedup_geomean"] == f"{math.sqrt(2.0 * 4.0):.2f}x" and static["marked"] == "0"
 
 
 def test_results_csv_has_one_column_per_fact_and_every_run(disturbed):
@@ -196,7 +196,7 @@ def test_on_a_quiet_machine_nothing_is_marked(tmp_path):
     )
     assert (
         " !" not in text
-        and "left_out" not in text
+        and "| marked |" not in text
         and "| measurement |" not in text
         and "attempt" not in section(text, "## (a)")
     )

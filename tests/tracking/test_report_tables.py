@@ -25,7 +25,7 @@ from tokengen.contract.names import TOKENS_FILE
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
 from tokengen.contract.variants import VARIANTS, label_for
-from tracking.report import comparison, tables
+from tracking.report import comparison, gpu_tables, tables
 from tracking.report.__main__ import main
 from tracking.report.build import build_report
 from tracking.store.reading import add_outside_baselines, fill_error_messages, load_sweep
@@ -270,7 +270,7 @@ def test_overhead_against_no_check_is_per_step(prepared):
 
 
 def test_gpu_pivot_and_idle_gap_and_failures(prepared, store):
-    pivots = dict(tables.gpu_tables(prepared[1]))
+    pivots = dict(gpu_tables.gpu_tables(prepared[1]))
     runtime = pivots["runtime_mean_s"].set_index(["dtype", "variant", "batch_size", "prompt_len", "max_seqlen"])
     assert list(runtime.columns) == ["H100", "L40S"]
     assert runtime.loc[("float32", "static_compiled", 2, 1, 8)].tolist() == pytest.approx([0.04, 0.12])
@@ -376,7 +376,7 @@ def test_speedups_carry_an_interval_and_compare_like_with_like(prepared, store):
 def test_cost_per_million_useful_tokens_from_the_sweeps_prices(prepared, store):
     compiled = row(prepared, store, "compiled8")  # L40S at $2/h, 2 x 6 useful tokens in 0.12 s
     assert compiled["cost_per_mtok"] == pytest.approx(2.0 / 3600 / 100 * 1e6)
-    side_by_side = tables.gpu_cost_table(prepared[1]).set_index(
+    side_by_side = gpu_tables.gpu_cost_table(prepared[1]).set_index(
         ["dtype", "variant", "batch_size", "prompt_len", "max_seqlen"]
     )
     compiled_row = side_by_side.loc[("float32", "static_compiled", 2, 1, 8)]

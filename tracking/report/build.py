@@ -26,12 +26,16 @@ from tokengen.contract.record import first_line
 from tracking.report import comparison, tables
 from tracking.report.compile_table import compile_table
 from tracking.report.figures.derived import figures
+from tracking.report.figures.references import summary as reference_summary
 from tracking.report.figures.token_verdicts import HOW
 from tracking.report.frames import measurement_summary, results_frame, runs_frame, system_facts
+from tracking.report.gpu_tables import cost_table, gpu_cost_table, gpu_tables
 from tracking.report.headline import headline, points_table
 from tracking.report.knob_tables import knob_tables
 from tracking.report.markdown import to_markdown
+from tracking.report.marks import is_marked
 from tracking.report.notes import NOTES
+from tracking.report.overview import overview_table
 from tracking.report.plan_report import plan_against_actual
 from tracking.report.serving_table import serving_table
 from tracking.store.connect import redacted
@@ -75,9 +79,18 @@ class Report:
 
 
 def _section(title: str, note: str, table: pd.DataFrame | None) -> list[str]:
+    """A table under its title and note, the mark's legend added where a cell carries it."""
     if table is None or table.empty:
         return []
+    note = " ".join(part for part in (note, NOTES["marked"] if is_marked(table) else "") if part)
     return [f"## {title}", ""] + ([note, ""] if note else []) + [to_markdown(table), ""]
+
+
+def lead(mine: pd.DataFrame) -> list[str]:
+    """The report's first lines: how sure its numbers are, then what its tokens were checked against."""
+    done = mine[mine["status"] == FINISHED]
+    tokens = reference_summary(done["tokens_reference"], done["tokens"])
+    return [measurement_summary(mine)] + (["", tokens] if tokens else [])
 
 
 def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]:
@@ -96,23 +109,21 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
             + ", ".join(sorted(set(noisy["variant"])))
             + "; their speedups deserve more runs."
         )
-    first = measurement_summary(mine)
-    note_overview = NOTES["overview"]
-    if mine["speedup_marked"].astype(bool).any():
-        note_a += " " + NOTES["marked_a"]
-        note_overview += " " + NOTES["marked_overview"]
+    first = lead(mine)
+    overview = overview_table(frame)
+    note_overview = NOTES["overview"] + (" " + NOTES["marked_overview"] if is_marked(overview) else "")
     if (pd.to_numeric(mine["attempts"], errors="coerce") > 1).any():
         note_a += " " + NOTES["attempts"]
     main = (
-        [first, ""]
-        + _section("Overview per variant", note_overview, tables.overview_table(frame))
+        [*first, ""]
+        + _section("Overview per variant", note_overview, overview)
         + _section("(a) Runtime and speedup per trial", note_a, tables.runtime_table(frame))
     )
     built = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     header = [
         f"# Sweep `{runs.sweep}`",
         "",
-        first,
+        *first,
         "",
         f"Store `{redacted(runs.uri)}`, experiment `{runs.experiment}`, parent run `{runs.parent_id}`: {done} finished, "
         f"{len(mine) - done} failed trial(s)"
@@ -138,9 +149,9 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
             (f"`{knob}` against its plain value ({plain(knob).name})", NOTES["knob"], table)
             for knob, table in knob_tables(frame)
         ],
-        *[(f"(f) {value} by GPU type", NOTES["f"], table) for value, table in tables.gpu_tables(frame)],
-        ("(f) Tokens/s, cost and energy by GPU type", NOTES["f"] + " " + NOTES["cost"], tables.gpu_cost_table(frame)),
-        ("Cost and energy per useful token", NOTES["cost"], tables.cost_table(frame)),
+        *[(f"(f) {value} by GPU type", NOTES["f"], table) for value, table in gpu_tables(frame)],
+        ("(f) Tokens/s, cost and energy by GPU type", NOTES["f"] + " " + NOTES["cost"], gpu_cost_table(frame)),
+        ("Cost and energy per useful token", NOTES["cost"], cost_table(frame)),
         ("Idle gap per variant beside its speedup", NOTES["idle"], tables.idle_table(frame)),
         (
             "Serving requests: static against continuous batching against generate_batch",
@@ -151,14 +162,14 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     ]
     body = [line for section in sections for line in _section(*section)]
     pictures = ["## Plots", ""] + [f"![{title}]({path.name})" for title, path in plots.items()] + [""] if plots else []
-    return "\n".join(header + main[2:] + body + pictures), "\n".join(main)
+    return "\n".join(header + main[len(first) + 1 :] + body + pictures), "\n".join(main)
 
 
 def description(runs, frame: pd.DataFrame) -> str:
     """The sweep run's description in the MLflow UI (its `mlflow.note.content`): the overview table."""
     mine = frame[frame["in_sweep"].astype(bool)]
     done = int((mine["status"] == FINISHED).sum())
-    table = tables.overview_table(frame)
+    table = overview_table(frame)
     point = headline(frame)
     text = "\n".join(
         [
@@ -167,6 +178,8 @@ def description(runs, frame: pd.DataFrame) -> str:
             "one row each, the speedup of each variant in its columns. Each trial's run carries the report's "
             f"figures (metrics {', '.join(DERIVED_METRICS)}, and ui/... at four significant digits; tags "
             "tokens_verdict, compared, baseline_run_id).",
+            "",
+            *lead(mine),
             "",
             *(
                 [
@@ -177,12 +190,11 @@ def description(runs, frame: pd.DataFrame) -> str:
                 if point
                 else []
             ),
-            "## Overview per variant",
-            "",
-            NOTES["overview"],
-            "",
-            to_markdown(table) if table is not None else "",
-            "",
+            *_section(
+                "Overview per variant",
+                NOTES["overview"] + (" " + NOTES["marked_overview"] if is_marked(table) else ""),
+                table,
+            ),
         ]
     )
     return text

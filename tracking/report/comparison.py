@@ -18,6 +18,7 @@ from tokengen.contract.variants import VARIANTS
 from tokengen.measure.interference import NOISY_CV
 from tracking.measurement import OK, judged
 from tracking.report.figures.baselines import MATCH, as_float, baseline_of, distinct_keys, match_keys, with_speedup
+from tracking.report.figures.references import references, unproven, verdicts_against
 from tracking.report.figures.token_verdicts import check_tokens
 
 REPORT_MATCH = [c if c != "accelerator_type" else "gpu_type" for c in MATCH]
@@ -74,7 +75,11 @@ def prepare(
     frame["baseline_in_sweep"] = [b is None or bool(in_sweep[b]) for b in base]
     frame["env_vs_baseline"] = env_vs_baseline(frame, base)
     held = gated_rows(frame)
-    frame["tokens"], frame["agreed_steps"], downloads = check_tokens(frame, base.where(~held, None), client)
+    reference, kind, unchecked = references(frame, base, row_knobs(frame), REPORT_MATCH)
+    frame["tokens"], frame["agreed_steps"], downloads = check_tokens(frame, reference.where(~held, None), client)
+    frame["tokens"], frame["tokens_reference"] = verdicts_against(
+        frame["tokens"], reference, kind, unchecked.where(~held, ""), frame["variant"]
+    )
     frame.loc[held, "tokens"] = fidelity_verdicts(frame[held])
     runtime, steps = (pd.to_numeric(frame[c], errors="coerce") for c in ("runtime_mean_s", "steps"))
     frame["step_ms"] = runtime / steps * 1e3
@@ -84,13 +89,18 @@ def prepare(
     ]
     measurement = frame["measurement"].to_dict()
     frame["baseline_measurement"] = [None if b is None else judged(measurement[b]) for b in base]
+    frame["own_marked"] = [judged(m) not in (None, OK) for m in frame["measurement"]]
     frame["speedup_marked"] = [
-        (speedup_unsure(m, b) or below_gate(t)) and not math.isnan(as_float(s))
+        (speedup_unsure(m, b) or below_gate(t) or unproven(t)) and not math.isnan(as_float(s))
         for m, b, s, t in zip(frame["measurement"], frame["baseline_measurement"], frame["speedup"], frame["tokens"])
     ]
     unjudged = frame["measurement"].map(judged).isna()  # recorded before trials were judged: the old cv warning
     frame["noisy"] = unjudged & (pd.to_numeric(frame.get("runtime_cv"), errors="coerce") > NOISY_CV)
-    frame["vs_generate"] = vs_generate(frame)
+    frame["vs_generate"], peer_marked = vs_generate(frame)
+    frame["vs_generate_marked"] = [
+        (own or peer or unproven(t)) and not math.isnan(v)
+        for own, peer, t, v in zip(frame["own_marked"], peer_marked, frame["tokens"], frame["vs_generate"])
+    ]
     frame["price_per_hour"] = [price_of(prices or {}, g, d) for g, d in zip(frame["gpu_type"], frame["device"])]
     useful = pd.to_numeric(frame.get("useful_tokens_per_s"), errors="coerce")
     frame["cost_per_mtok"] = frame["price_per_hour"] / 3600 / useful * 1e6
@@ -149,20 +159,22 @@ def interval_text(low: float, high: float, significant) -> str:
     return f"{low:.2f}-{high:.2f}x" + (" ~" if significant is False else "")
 
 
-def vs_generate(frame: pd.DataFrame) -> pd.Series:
+def vs_generate(frame: pd.DataFrame) -> tuple[pd.Series, list[bool]]:
     """Each trial's runtime over the fastest transformers generate() peer's at the same point (same
-    workload and GPU type): below 1.0, ours is faster than the library people would use instead."""
+    workload and GPU type): below 1.0, ours is faster than the library people would use instead; and
+    whether that peer's own measurement was not ok (the ratio then carries the mark)."""
     engine = frame["engine"] if "engine" in frame else pd.Series("loop", index=frame.index)
     done = frame["status"] == FINISHED
     peers = frame[done & engine.astype(str).isin(in_family("engine", PEER))]
-    best = peers.assign(_key=match_keys(peers, REPORT_MATCH)).groupby("_key")["runtime_mean_s"].min()
+    peers = peers.assign(
+        _key=match_keys(peers, REPORT_MATCH), _runtime=pd.to_numeric(peers["runtime_mean_s"], errors="coerce")
+    )
+    fastest = peers.sort_values("_runtime", kind="stable").drop_duplicates("_key").set_index("_key")
+    best, unsure = fastest["_runtime"].to_dict(), fastest["own_marked"].astype(bool).to_dict()
     keys = match_keys(frame, REPORT_MATCH)
     runtime = pd.to_numeric(frame["runtime_mean_s"], errors="coerce")
-    return pd.Series(
-        [r / best[k] if ok and k in best.index else math.nan for k, r, ok in zip(keys, runtime, done)],
-        index=frame.index,
-        dtype=float,
-    )
+    ratios = [r / best[k] if ok and k in best else math.nan for k, r, ok in zip(keys, runtime, done)]
+    return pd.Series(ratios, index=frame.index, dtype=float), [bool(ok and unsure.get(k)) for k, ok in zip(keys, done)]
 
 
 def lacks_baselines(trials: pd.DataFrame) -> bool:

@@ -26,7 +26,7 @@ SYSTEM = [
     "env_torch_threads",
     "env_fingerprint",
 ]
-INTERNAL = ["in_sweep", "baseline_in_sweep", "variant_rank", "noisy"]
+INTERNAL = ["in_sweep", "baseline_in_sweep", "variant_rank", "noisy", "own_marked"]  # own_marked: `measurement`
 REPEATS = ["key", "run_status", "interval"]
 """Columns that say again what another says: key (trial_key), run_status (MLflow's word for status), interval
 (speedup_low and speedup_high as text)."""
@@ -70,7 +70,9 @@ def results_frame(frame: pd.DataFrame) -> pd.DataFrame:
         "significant",
         "compared",
         "vs_generate",
+        "vs_generate_marked",
         "tokens",
+        "tokens_reference",
         "agreed_steps",
     ]
     first = [c for c in first if c in rows]

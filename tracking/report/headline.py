@@ -74,7 +74,8 @@ def headline(frame: pd.DataFrame) -> Headline | None:
 
 def points_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     """One row per point the sweep ran (its context where the sweep varies it, batch, prompt, length), one
-    column per variant with its speedup there, then the fastest variant and its speedup."""
+    column per variant with its speedup there, then the fastest variant and its speedup; where any speedup is
+    marked (tracking/report/marks.py), `marked` names the variants whose speedup at the point is."""
     rows = _finished(frame)
     if rows.empty:
         return None
@@ -82,19 +83,27 @@ def points_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     index = [c for c in CONTEXT if c in rows and len(set(match_keys(mine, [c]))) > 1] + POINT
     variants = list(rows.sort_values(["variant_rank", "variant"])["variant"].drop_duplicates())
     keyed = rows.assign(
-        _speedup=[as_float(s) for s in rows["speedup"]], **{c: [key_part(v) for v in rows[c]] for c in index}
+        _speedup=[as_float(s) for s in rows["speedup"]],
+        _marked=rows["speedup_marked"].astype(float),
+        **{c: [key_part(v) for v in rows[c]] for c in index},
     )
     table = keyed.pivot_table(index=index, columns="variant", values="_speedup", aggfunc="first", sort=False)
     table = table.reindex(columns=[v for v in variants if v in table.columns])
+    marked = keyed.pivot_table(index=index, columns="variant", values="_marked", aggfunc="first", sort=False)
+    marked = marked.reindex(index=table.index, columns=table.columns)
+    if (marked == 1).any(axis=None):  # which speedups at the point carry the report's mark
+        table["marked"] = [", ".join(v for v in table.columns if row[v] == 1) for _, row in marked.iterrows()]
     table = table.reset_index()
     for c in POINT:  # numbers sort as numbers
         table[c] = [_number(v) for v in table[c]]
     table = table.sort_values(index, kind="stable").reset_index(drop=True)
-    speedups = table[[v for v in variants if v in table.columns]]
+    speedups = table[[v for v in variants if v in table.columns and v != "marked"]]
     table["fastest"] = [row.idxmax() if row.notna().any() else None for _, row in speedups.iterrows()]
     table["fastest_speedup"] = speedups.max(axis=1, skipna=True)
     for column in [*speedups.columns, "fastest_speedup"]:
         table[column] = [rounded(v, DIGITS) if not math.isnan(v) else v for v in table[column]]
+    if "marked" in table:
+        table["marked"] = table.pop("marked")  # last, beside the fastest
     table.columns.name = None
     return table
 

@@ -1,8 +1,9 @@
 """One table per knob a report compares with its own plain value (declared `beside=PLAIN`: the allocator, the
 quantization, the attention kernel, and any knob declared so later): each trial at another value beside its twin
 at the plain one, the workload and every other knob equal, with the ratio of their runtimes and its 95%
-interval, the weight bytes each streamed, and the trial's token verdict (a gated one's fidelity). Request
-workloads are compared in the serving table instead.
+interval, the weight bytes each streamed, and the trial's token verdict (a gated one's fidelity; an exact one's
+against its reference: tracking/report/figures/references.py). A runtime from a disturbed trial, and a ratio
+from one, carry the mark. Request workloads are compared in the serving table instead.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from tokengen.contract.declarations import PLAIN, knobs_except, knobs_where, pla
 from tracking.report.comparison import POINT, REPORT_MATCH, finished, interval_text, varying
 from tracking.report.figures.baselines import partners, stats_of
 from tracking.report.figures.intervals import ratio_interval, significant
+from tracking.report.marks import either, mark
 
 
 def values_of(rows: pd.DataFrame, knob: str) -> pd.Series:
@@ -50,9 +52,11 @@ def knob_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
             "plain_weight_bytes": twin.get("weight_bytes"),
             "tokens": mine["tokens"],
         }
-    )
+    ).reset_index(drop=True)
     table.attrs["unit"] = {"vs_plain": "x"}
-    return table.reset_index(drop=True)
+    mark(table, "runtime_mean_s", mine["own_marked"])
+    mark(table, "plain_runtime_mean_s", twin["own_marked"])
+    return mark(table, "vs_plain", either(mine["own_marked"], twin["own_marked"]))
 
 
 def knob_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:

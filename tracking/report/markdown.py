@@ -2,7 +2,8 @@
 
 A column's unit is read from its name, the name it carries in MLflow (`runtime_mean_s`,
 `mem_reserved_peak_bytes`, `gpu_busy_pct`), so a table needs no per-column format list; a pivot's
-generated columns say their unit in `frame.attrs["unit"]`.
+generated columns say their unit in `frame.attrs["unit"]`, and its cells that may be wrong in
+`frame.attrs["marks"]`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+
+from tracking.report.marks import MARK, marked_cells
 
 NA = "n/a"
 NAMED = {"speedup": "x", "tokens_per_s": "rate", "exponent": "exp"}
@@ -53,11 +56,19 @@ def cell(value, unit: str = "") -> str:
     return str(value)
 
 
+def _marked(text: str, flag: bool) -> str:
+    return f"{text} {MARK}" if flag and text != NA else text
+
+
 def to_markdown(frame: pd.DataFrame) -> str:
+    """The table; a cell named in `attrs["marks"]` (tracking/report/marks.py) gets the mark after it."""
     units = {c: frame.attrs.get("unit", {}).get(c) or _unit(str(c)) for c in frame.columns}
     header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---:" if units[c] else "---" for c in frame.columns) + "|"
-    cells = [[cell(v, units[c]) for v in frame.iloc[:, i].tolist()] for i, c in enumerate(frame.columns)]
+    cells = [
+        [_marked(cell(v, units[c]), f) for v, f in zip(frame.iloc[:, i].tolist(), marked_cells(frame, c))]
+        for i, c in enumerate(frame.columns)
+    ]
     rows = zip(*cells) if cells else [()] * len(frame)  # column by column: a table of 5,520 rows
     body = ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join([header, rule, *body])

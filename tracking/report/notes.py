@@ -17,14 +17,18 @@ NOTES = {
     "std and timed runs); `~` marks one that holds 1.0, not significant. runtime_cv: run-to-run std / mean. "
     "ttft_s: time to first token (prefill and first sample), tpot_s: time per output token after it. "
     "vs_generate: runtime over the fastest generate() peer at the same point. tokens: `ok` = the "
-    "baseline's tokens; float32 must match exactly (else MISMATCH); in lower precision, {how}. "
+    "reference's tokens: the baseline's (measured with the same code), else `vs twin V` (the trial with every "
+    "knob but its cache and compile at its plain value), else `vs peer V` (a generate() peer); `unchecked` where "
+    "none ran at the point. float32 must match exactly (else MISMATCH); in lower precision, {how}. "
     "env_vs_baseline (shown where any differ): what differs between where the trial and its baseline were "
     "measured (device, versions, threads, model files): such a speedup is not the variant's alone.",
-    "marked_overview": "Speedups marked " + MARK + " in (a) are left out of the geometric mean, min and max "
-    "(left_out: how many).",
-    "marked_a": MARK + " marks a speedup whose trial or baseline was judged noisy (its spread stayed above target "
-    "after max_runs) or contended (the machine interfered): column `measurement`, the reasons in "
-    "results.csv (`measurement_reasons`).",
+    "marked_overview": "Marked speedups stay out of a variant's geometric mean, min and max while it has an "
+    "unmarked one; where every one is marked, the figures are theirs, marked (marked: how many of the variant's "
+    "trials carry a mark).",
+    "marked": MARK + " marks a figure that may be wrong: measured by a trial judged noisy (its spread stayed above "
+    "target after max_runs) or contended (the machine interfered): column `measurement` of (a), the reasons in "
+    "results.csv; or derived from one (a speedup, ratio, gain, overhead, exponent or cost whose baseline, twin or "
+    "peer was); a speedup also where its tokens are below the fidelity gate or unchecked.",
     "attempts": "attempt: which of the key's measurements speaks for it (remeasured: ok first, then the lowest "
     "runtime_cv).",
     "b": "CUDA caching allocator peaks; fragmentation = reserved - allocated, as the article defines it (n/a on "
@@ -50,6 +54,6 @@ NOTES = {
     "knob": "Each trial beside its twin at the knob's plain value (the workload and every other knob equal): "
     "vs_plain = the twin's runtime_mean_s / the trial's, with its 95% interval; weight_bytes: what a step "
     "streams; tokens: the trial's verdict (a lossy or equivalent value's top-1 agreement with the reference "
-    "model, judged at the sweep's gate).",
+    "model, judged at the sweep's gate; an exact value's tokens against its reference, as in (a)).",
     "idle": "From the profiled run: GPU idle time and host sync time per decode step, GPU busy share.",
 }

@@ -5,8 +5,9 @@ against reserved memory.
 Each function writes one PNG (matplotlib's Agg backend: no display needed) at least WIDTH_PX wide
 and returns its path, or None when the sweep lacks the data for it. Every point carries its 95%
 interval as an error bar (tracking/report/figures/intervals.py: the mean runtime's Student t interval, the
-speedup's delta-method interval); a point whose trial or baseline was judged noisy or contended is
-drawn hollow, as the tables mark it. Colours are Okabe and Ito's colour-blind-safe palette, one per
+speedup's delta-method interval); a point the tables mark (tracking/report/marks.py: a runtime from a
+noisy or contended trial, a speedup whose trial or baseline was, or whose tokens are unchecked or below the
+gate) is drawn hollow, and a memory bar of such a trial carries the mark in its label. Colours are Okabe and Ito's colour-blind-safe palette, one per
 variant of the sweep (in preset order), with a marker of its own, the same in every plot of a
 report. A sweep over several models, dtypes or GPU types is drawn for one of them, the one with
 the most trials (named in the title): the tables hold the rest.
@@ -28,6 +29,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from tracking.report.comparison import finished, varying  # noqa: E402
 from tracking.report.figures.baselines import match_keys, timed_runs  # noqa: E402
 from tracking.report.figures.intervals import mean_interval  # noqa: E402
+from tracking.report.marks import MARK  # noqa: E402
 
 MAX_PANELS = 6
 MAX_LINES = 12  # variants per panel: beyond a dozen the lines cannot be told apart, and drawing them takes seconds
@@ -79,6 +81,7 @@ LINE_COLUMNS = (
     "speedup_low",
     "speedup_high",
     "speedup_marked",
+    "own_marked",
 )
 """What a line plot reads: a frame of only these copies in milliseconds where the report's hundred columns take seconds."""
 
@@ -123,11 +126,9 @@ def speedup_bars(points: pd.DataFrame) -> tuple[list[float], list[float]]:
     return below, above
 
 
-def _line(ax, points: pd.DataFrame, x: str, y: str, style: dict, bars) -> object:
-    """A variant's line with its error bars; points marked unsure (speedup_marked) hollow."""
-    marked = (
-        points["speedup_marked"].astype(bool) if "speedup_marked" in points else pd.Series(False, index=points.index)
-    )
+def _line(ax, points: pd.DataFrame, x: str, y: str, style: dict, bars, flag: str = "speedup_marked") -> object:
+    """A variant's line with its error bars; points whose `flag` marks them (tracking/report/marks.py) hollow."""
+    marked = points[flag].astype(bool) if flag in points else pd.Series(False, index=points.index)
     line = dict(color=style["color"], linestyle=style["linestyle"], marker=style["marker"], markersize=7)
     ax.errorbar(points[x], points[y], yerr=bars(points), capsize=3, linewidth=1.5, **line)
     unsure = points[marked.to_numpy()]
@@ -164,7 +165,10 @@ def _finish(fig, handles: dict, styles: dict, title: str, path: Path, note: str 
     return path
 
 
-HOLLOW_NOTE = "error bars: 95% intervals; hollow: the trial or its baseline was noisy or contended"
+HOLLOW_NOTE = (
+    "error bars: 95% intervals; hollow (marked !): a runtime from a noisy or contended trial, a speedup whose "
+    "trial or baseline was, or whose tokens are unchecked or below the gate"
+)
 
 
 def runtime_vs_seqlen(frame: pd.DataFrame, out: Path) -> Path | None:
@@ -191,7 +195,9 @@ def runtime_vs_seqlen(frame: pd.DataFrame, out: Path) -> Path | None:
     handles = {}
     for (batch, runtime, speedup), (left, right) in zip(panels, axes):
         for variant, points in runtime.items():
-            handles[variant] = _line(left, points, "steps", "runtime_mean_s", styles[variant], runtime_bars)
+            handles[variant] = _line(
+                left, points, "steps", "runtime_mean_s", styles[variant], runtime_bars, flag="own_marked"
+            )
         _axis(left, runtime, "steps", f"runtime, batch_size = {batch}", "runtime_mean_s (s, log)", logy=True)
         for variant, points in speedup.items():
             handles[variant] = _line(right, points, "steps", "speedup", styles[variant], speedup_bars)
@@ -239,8 +245,13 @@ def memory(frame: pd.DataFrame, out: Path) -> Path | None:
     size = rows["batch_size"] * rows["max_seqlen"]
     rows = rows[size == size.max()]
     rows = (
-        rows.groupby(["variant_rank", "variant"], sort=True)
-        .agg(allocated=("mem_allocated_peak_bytes", "max"), reserved=("mem_reserved_peak_bytes", "max"))
+        rows.assign(_marked=rows["own_marked"].astype(bool))
+        .groupby(["variant_rank", "variant"], sort=True)
+        .agg(
+            allocated=("mem_allocated_peak_bytes", "max"),
+            reserved=("mem_reserved_peak_bytes", "max"),
+            marked=("_marked", "any"),
+        )
         .reset_index()
     )
     unit, scale = ("GiB", 2**30) if rows["reserved"].max() >= 2**30 else ("MiB", 2**20)
@@ -248,9 +259,12 @@ def memory(frame: pd.DataFrame, out: Path) -> Path | None:
     x = range(len(rows))
     ax.bar([i - 0.2 for i in x], rows["allocated"] / scale, width=0.4, label="allocated peak", color=OKABE_ITO[5])
     ax.bar([i + 0.2 for i in x], rows["reserved"] / scale, width=0.4, label="reserved peak", color=OKABE_ITO[1])
-    ax.set_xticks(list(x), rows["variant"], rotation=45, ha="right")
+    labels = [f"{v} {MARK}" if m else v for v, m in zip(rows["variant"], rows["marked"])]
+    ax.set_xticks(list(x), labels, rotation=45, ha="right")
     ax.set_ylabel(unit)
-    ax.set_title(f"CUDA memory at batch x max_seqlen = {int(size.max())}" + (f"\n{context}" if context else ""))
+    note = f"{MARK}: measured by a noisy or contended trial" if rows["marked"].any() else ""
+    title = f"CUDA memory at batch x max_seqlen = {int(size.max())}"
+    ax.set_title("\n".join(part for part in (title, context, note) if part))
     ax.legend(loc="upper left", fontsize=9)
     path = out / "memory.png"
     fig.savefig(path, dpi=DPI)

@@ -5,7 +5,8 @@ cannot keep a position per slot), so the report's speedup column is empty for it
 each workload's trials among themselves instead: every trial beside the workload's static-batching
 trial with the same other knobs (else the first static one) and beside the workload's
 hf_generate_batch peer, with the ratio of useful tokens/s and its 95% interval (tracking/report/figures/intervals.py,
-from the runs' mean and standard deviation), and whether its tokens are the static trial's.
+from the runs' mean and standard deviation), and whether its tokens are the static trial's. A figure from a
+disturbed trial, and a ratio with one on either side, carry the mark.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tokengen.contract.declarations import knobs_except
 from tracking.report.comparison import POINT, REPORT_MATCH, finished, interval_text, varying
 from tracking.report.figures.baselines import as_float, match_keys, timed_runs
 from tracking.report.figures.intervals import ratio_interval, significant
+from tracking.report.marks import mark
 
 PEER_ENGINE = "generate_batch"
 SAME_KNOBS = knobs_except("batching")
@@ -62,7 +64,7 @@ def serving_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         _engine=rows.get("engine", pd.Series("loop", index=rows.index)).astype(str),
         _batching=rows.get("batching", pd.Series("static", index=rows.index)).astype(str),
     )
-    out = []
+    out, marks = [], []
     for _, group in rows.groupby("_workload", sort=False):
         if len(group) < 2:
             continue
@@ -70,11 +72,13 @@ def serving_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         peers = group[group["_engine"] == PEER_ENGINE]
         for _, row in group.iterrows():
             entry = {c: row.get(c) for c in varying(frame) + ["requests"] + POINT + ["variant"] + FIGURES}
+            marks.append({c: bool(row["own_marked"]) for c in FIGURES if c != "steps"})  # a count, not a timing
             for name, base in (("vs_static", _partner(row, statics)), ("vs_peer", _partner(row, peers))):
                 ratio, low, high = useful_ratio(base, row) if base is not None else (math.nan,) * 3
                 same = base is not None and base.name == row.name
                 entry[name] = ratio
                 entry[f"{name}_interval"] = "" if same else interval_text(low, high, significant(low, high))
+                marks[-1][name] = bool(row["own_marked"]) or (base is not None and bool(base["own_marked"]))
             static = _partner(row, statics)
             same = static is not None and row.get("tokens_sha256") == static.get("tokens_sha256")
             entry["same_tokens"] = "" if static is None or static.name == row.name else "ok" if same else "MISMATCH"
@@ -83,4 +87,6 @@ def serving_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         return None
     table = pd.DataFrame(out)
     table.attrs["unit"] = {"vs_static": "x", "vs_peer": "x", "slot_occupancy": "pct100", "useful_tokens_per_s": "rate"}
+    for column in marks[0]:
+        mark(table, column, [m[column] for m in marks])
     return table

@@ -1,12 +1,14 @@
 """The sweep's fallback summary: one row per trial key (its best attempt), when the MLflow report cannot
-be built, led by the same measurement line as the report."""
+be built, led by the same measurement line as the report, its speedups marked as the report marks them."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
-from tracking.measurement import best, summary_line
-from tracking.report.figures.baselines import with_speedup
+from tracking.measurement import MARK, OK, best, judged, summary_line
+from tracking.report.figures.baselines import as_float, baseline_of, with_speedup
 
 SUMMARY_COLUMNS = [
     "variant",
@@ -36,10 +38,17 @@ def best_records(records: list[dict]) -> list[dict]:
 
 
 def summary_table(records: list[dict]) -> pd.DataFrame:
+    """One row per key; a speedup whose trial or baseline is not ok carries the report's mark."""
     frame = with_speedup(pd.DataFrame(best_records(records)))
     for column in SUMMARY_COLUMNS:
         if column not in frame:
             frame[column] = None
+    measurement = frame["measurement"].to_dict()
+    base = [None if b is None else measurement[b] for b in baseline_of(frame)]
+    frame["speedup"] = [
+        f"{s:.4g} {MARK}" if {judged(m), judged(b)} - {None, OK} and not math.isnan(as_float(s)) else s
+        for s, m, b in zip(frame["speedup"], frame["measurement"], base)
+    ]
     table = frame[SUMMARY_COLUMNS].sort_values(
         ["model", "device", "batch_size", "max_seqlen", "variant"], kind="stable"
     )

@@ -1,22 +1,30 @@
 """The article's questions, one table each, over a sweep's trials as tracking/report/comparison.py
-prepares them (each trial's baseline, speedup and token verdict). Each table function returns None when the sweep
+prepares them (each trial's baseline, speedup and token verdict); the overview is in tracking/report/overview.py,
+the cost and per-GPU tables in tracking/report/gpu_tables.py. Each table function returns None when the sweep
 lacks the rows it needs, so a report shows only the questions its sweep can answer. Tables keep
-MLflow's column names, so a figure in a report is the metric of the same name in the MLflow UI.
+MLflow's column names, so a figure in a report is the metric of the same name in the MLflow UI; a figure
+from a disturbed trial, or derived from one, carries the mark (tracking/report/marks.py).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
-from tokengen.contract.declarations import BOUND, EQUIVALENT, LAGGED, LOSSY, REFERENCE, in_family
-from tokengen.contract.fidelity import BELOW_GATE
+from tokengen.contract.declarations import BOUND, LAGGED, REFERENCE, in_family
 from tokengen.contract.names import FINISHED
-from tracking.measurement import MARK
-from tracking.report.comparison import KNOB_MATCH, POINT, PROFILE, finished, measurement_text, pick, varying
+from tracking.report.comparison import (
+    KNOB_MATCH,
+    POINT,
+    PROFILE,
+    finished,
+    measurement_text,
+    pick,
+    speedup_unsure,
+    varying,
+)
 from tracking.report.figures.baselines import match_keys, partners
+from tracking.report.marks import either, mark
 
 
 def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -51,9 +59,8 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         table = table.drop(columns=["first_run_s"])
     if not table["env_vs_baseline"].astype(bool).any():
         table = table.drop(columns=["env_vs_baseline"])
-    marked = rows["speedup_marked"].astype(bool).to_numpy()
-    if marked.any():  # on a quiet machine the table is as it always was
-        table["speedup"] = [f"{s:.2f}x {MARK}" if m else s for s, m in zip(table["speedup"], marked)]
+    disturbed = [speedup_unsure(m, b) for m, b in zip(rows["measurement"], rows["baseline_measurement"])]
+    if any(disturbed):  # on a quiet machine the table is as it always was
         table.insert(
             list(table.columns).index("tokens"),
             "measurement",
@@ -64,56 +71,9 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         chosen = pd.to_numeric(rows["attempt"], errors="coerce").fillna(1).astype(int).to_numpy()
         table.insert(len(table.columns) - 1, "attempt", [f"{c} of {n}" for c, n in zip(chosen, attempts)])
     table.attrs["unit"] = {"runtime_cv": "pct100", "vs_generate": "x"}
-    return table
-
-
-def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
-    """Per variant: how many trials, the speedup's geometric mean and range, token verdicts in one word."""
-    rows = frame[frame["in_sweep"].astype(bool)]
-    if rows.empty:
-        return None
-    out = []
-    for variant, group in rows.sort_values(["variant_rank", "variant"]).groupby("variant", sort=False):
-        done = group[group["status"] == FINISHED]
-        measured = [s for s in done["speedup"] if isinstance(s, float) and s > 0 and not math.isnan(s)]
-        sure = done[~done["speedup_marked"].astype(bool)]
-        speedups = [s for s in sure["speedup"] if isinstance(s, float) and s > 0 and not math.isnan(s)]
-        unsure = int((done["significant"] == False).sum())  # noqa: E712 - None (no interval) is not False
-        verdicts = [v for v in done["tokens"] if v]
-        bad = sum(v.startswith("MISMATCH") for v in verdicts)
-        drift = sum(v.startswith(("agree", "differs")) for v in verdicts)
-        words = [f"{bad} MISMATCH"] * bool(bad) + [f"{drift} drift"] * bool(drift)
-        words += [
-            f"{n} {kind}"
-            for kind in (BELOW_GATE, EQUIVALENT, LOSSY)
-            if (n := sum(v.startswith(kind) for v in verdicts))
-        ]
-        out.append(
-            {
-                "variant": variant,
-                "finished": len(done),
-                "failed": len(group) - len(done),
-                "speedup_geomean": math.exp(np.mean(np.log(speedups))) if speedups else float("nan"),
-                "speedup_min": min(speedups, default=float("nan")),
-                "speedup_max": max(speedups, default=float("nan")),
-                "not_significant": unsure,
-                "left_out": len(measured) - len(speedups),
-                "vs_generate_geomean": _geomean(sure["vs_generate"]),
-                "tokens": ", ".join(words) or ("ok" if verdicts else ""),
-            }
-        )
-    table = pd.DataFrame(out)
-    if not table["left_out"].any():  # nothing marked: the overview is as it always was
-        table = table.drop(columns="left_out")
-    if table["vs_generate_geomean"].isna().all():
-        table = table.drop(columns="vs_generate_geomean")
-    table.attrs["unit"] = {"speedup_geomean": "x", "speedup_min": "x", "speedup_max": "x", "vs_generate_geomean": "x"}
-    return table
-
-
-def _geomean(values) -> float:
-    kept = [v for v in pd.to_numeric(values, errors="coerce") if v > 0]
-    return math.exp(np.mean(np.log(kept))) if kept else float("nan")
+    for column, flagged in (("runtime_mean_s", "own_marked"), ("speedup", "speedup_marked")):
+        mark(table, column, rows[flagged])
+    return mark(table, "vs_generate", rows["vs_generate_marked"])
 
 
 def memory_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -128,8 +88,10 @@ def memory_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         "mem_fragmentation_pct",
         "peak_rss_bytes",
     ]
-    columns = varying(frame) + ["variant"] + POINT + memory
-    return pick(rows, columns)
+    table = pick(rows, varying(frame) + ["variant"] + POINT + memory)
+    for column in memory:  # the peaks of a disturbed trial: measured beside whatever disturbed it
+        mark(table, column, rows["own_marked"])
+    return table
 
 
 def seqlen_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -141,14 +103,17 @@ def seqlen_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     lengths = sorted({int(n) for n in rows["max_seqlen"]})
     if len(lengths) < 2:
         return None
-    rows = rows.assign(_group=match_keys(rows, group_by), _n=rows["max_seqlen"].astype(int))
+    rows = rows.assign(
+        _group=match_keys(rows, group_by), _n=rows["max_seqlen"].astype(int), _marked=rows["own_marked"].astype(float)
+    )
     grids = {
         value: rows.pivot_table(index="_group", columns="_n", values=value, aggfunc="first", sort=False).reindex(
             columns=lengths
         )
-        for value in ("runtime_mean_s", "steps")
+        for value in ("runtime_mean_s", "steps", "_marked")
     }
     runtime, steps = grids["runtime_mean_s"], grids["steps"].reindex(grids["runtime_mean_s"].index)
+    marked = grids["_marked"].reindex(runtime.index)
     out = runtime.rename(columns={n: f"n={n}" for n in lengths})
     out = out[runtime.notna().sum(axis=1) >= 2]
     if out.empty:
@@ -164,7 +129,10 @@ def seqlen_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     names = rows.drop_duplicates("_group").set_index("_group")[group_by]
     table = names.loc[out.index].join(out).reset_index(drop=True)
     table.attrs["unit"] = {f"n={n}": "s" for n in lengths}
-    return table
+    shown = marked.loc[out.index]
+    for n in lengths:
+        mark(table, f"n={n}", shown[n])
+    return mark(table, "exponent", [bool((row == 1).any()) for _, row in shown.iterrows()])  # from every length
 
 
 def _peer_table(frame: pd.DataFrame, checks: tuple[str, ...], peer_check: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -192,10 +160,16 @@ def pipelining_table(frame: pd.DataFrame) -> pd.DataFrame | None:
             "variant": mine["variant"],
             "runtime_mean_s": mine["runtime_mean_s"],
             "gain_pct": 100 * (sync["runtime_mean_s"] - mine["runtime_mean_s"]) / sync["runtime_mean_s"],
+            "_mine": mine["own_marked"],
+            "_sync": sync["own_marked"],
         }
     )
     order = varying(frame) + ["max_seqlen", "batch_size", "sync_variant"]
-    return table.sort_values(order, kind="stable").reset_index(drop=True)
+    table = table.sort_values(order, kind="stable").reset_index(drop=True)
+    mine_marked, sync_marked = table.pop("_mine"), table.pop("_sync")
+    mark(table, "sync_runtime_mean_s", sync_marked)
+    mark(table, "runtime_mean_s", mine_marked)
+    return mark(table, "gain_pct", either(mine_marked, sync_marked))
 
 
 def nocheck_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -215,68 +189,10 @@ def nocheck_table(frame: pd.DataFrame) -> pd.DataFrame | None:
             "nocheck_step_ms": bound["step_ms"],
             "overhead_pct": 100 * (mine["step_ms"] - bound["step_ms"]) / bound["step_ms"],
         }
-    )
-    return table.reset_index(drop=True)
-
-
-COST = {"useful_tokens_per_s": "tokens/s", "cost_per_mtok": "$/Mtok", "energy_j_per_token": "J/token"}
-
-
-def cost_table(frame: pd.DataFrame) -> pd.DataFrame | None:
-    """Useful tokens/s, cost per million useful tokens (the sweep's sweep.prices) and NVML joules per
-    useful token, per trial, where a price or an energy figure is known."""
-    rows = finished(frame)
-    known = rows[rows["cost_per_mtok"].notna() | pd.to_numeric(rows.get("energy_j_per_token"), errors="coerce").notna()]
-    if known.empty:
-        return None
-    table = pick(known, varying(frame) + ["variant"] + POINT + ["gpu_type", "price_per_hour", *COST])
-    table.attrs["unit"] = {"price_per_hour": "usd", "cost_per_mtok": "usd", "energy_j_per_token": "g4"}
-    return table
-
-
-def gpu_cost_table(frame: pd.DataFrame) -> pd.DataFrame | None:
-    """Per GPU type side by side: tokens/s, cost per million tokens and joules per token of each trial
-    that ran on two types or more (the scaling study's question: which GPU serves tokens cheapest)."""
-    rows = finished(frame)
-    gpus = sorted({g for g in rows["gpu_type"] if isinstance(g, str)})
-    if len(gpus) < 2:
-        return None
-    index = [c for c in varying(frame) if c != "gpu_type"] + ["variant"] + POINT
-    parts = []
-    for value, short in COST.items():
-        pivot = rows.pivot_table(
-            index=index, columns="gpu_type", values=value, aggfunc="first", sort=False, dropna=False
-        )
-        parts.append(pivot.reindex(columns=gpus).rename(columns=lambda g, short=short: f"{g} {short}"))
-    table = pd.concat(parts, axis=1)
-    table = table[table[[f"{g} tokens/s" for g in gpus]].notna().sum(axis=1) >= 2]
-    if table.empty:
-        return None
-    table = table[[f"{g} {short}" for g in gpus for short in COST.values()]].dropna(axis=1, how="all").reset_index()
-    table.attrs["unit"] = {
-        c: {"tokens/s": "rate", "$/Mtok": "usd", "J/token": "g4"}[c.split(" ", 1)[1]] for c in table.columns if " " in c
-    }
-    return table
-
-
-def gpu_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(f) The same trials side by side per GPU type, when the sweep ran some on more than one."""
-    rows = finished(frame)
-    gpus = sorted({g for g in rows["gpu_type"] if isinstance(g, str)})
-    if len(gpus) < 2:
-        return []
-    index = [c for c in varying(frame) if c != "gpu_type"] + ["variant"] + POINT
-    out = []
-    for value in ("runtime_mean_s", "speedup", "tokens_per_s"):
-        pivot = rows.pivot_table(index=index, columns="gpu_type", values=value, aggfunc="first", sort=False)
-        pivot = pivot.reindex(columns=gpus)
-        pivot = pivot[pivot.notna().sum(axis=1) >= 2].reset_index()  # only trials run on two types or more
-        if pivot.empty:
-            return []
-        pivot.columns = [str(c) for c in pivot.columns]
-        pivot.attrs["unit"] = {g: {"runtime_mean_s": "s", "speedup": "x", "tokens_per_s": "rate"}[value] for g in gpus}
-        out.append((value, pivot))
-    return out
+    ).reset_index(drop=True)
+    mark(table, "step_ms", mine["own_marked"])
+    mark(table, "nocheck_step_ms", bound["own_marked"])
+    return mark(table, "overhead_pct", either(mine["own_marked"], bound["own_marked"]))
 
 
 def failed_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -297,4 +213,9 @@ def idle_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         return None
     rows = finished(frame)
     rows = rows[rows[present].notna().any(axis=1)]
-    return pick(rows, varying(frame) + ["variant"] + POINT + ["speedup"] + PROFILE)
+    table = mark(
+        pick(rows, varying(frame) + ["variant"] + POINT + ["speedup"] + PROFILE), "speedup", rows["speedup_marked"]
+    )
+    for column in PROFILE:
+        mark(table, column, rows["own_marked"])
+    return table

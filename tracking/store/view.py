@@ -13,13 +13,21 @@ import time
 import zlib
 from pathlib import Path
 
-from tracking.store.derived import SHOWN_METRICS, view_filter
+from tracking.store.derived import SHOWN_METRICS, SHOWN_PREFIX, view_filter
 
 VIEW_PREFIX = "mlflow.sharedViewState."  # the UI's tag prefix for saved views
 MAX_VIEW_CHARS = 20000  # MLflow's limit on an experiment tag's value, which the UI checks too
 PARAMS = ("variant", "batch_size", "max_seqlen", "prompt_len", "model")
-TAGS = ("tokens_verdict", "measurement", "compared")
+VERDICTS = ("tokens_verdict", "measurement")  # is the speedup proven, and was its trial disturbed
+TAGS = (*VERDICTS, "compared")
 NAME = "attributes.`Run Name`"  # the UI's id of the run-name column
+CREATED = "runDateAndNestInfo"  # the UI's id of its pinned Created column (a run's age and a group's expander)
+FIRST_PX = 856
+"""What a 1600 px window leaves the run name, Created and the first figures: less the UI's side bar, the
+table's margins and checkbox column, and the assistant panel MLflow opens on a local server's first visit
+(measured in MLflow 3.17 by tests/end_to_end/test_ui_browser.py, with 10 px to spare)."""
+CREATED_PX, SPEEDUP_PX, MEASUREMENT_PX = 110, 88, 92  # `5 minutes ago`, `11.65 (max)` (headers cut), `contended`
+TOKENS_PX = (110, 240)  # the tokens verdict's width, least and most: `ok vs twin static_cache_every_k` at most
 GROUP_BY = {"aggregateFunction": "max", "groupByKeys": [{"mode": "param", "groupByData": "variant"}]}
 """The runs table's "Group by" (MLflow 3.17: a list of param/tag keys and the group row's aggregate): one
 group per variant, in the order of its first run, so the best variant's group comes first. At one point a
@@ -36,13 +44,18 @@ def column(kind: str, name: str) -> str:
     return f"{kind}.`{name}`"
 
 
+SPEEDUP = tuple(SHOWN_PREFIX + name for name in ("speedup", "speedup_low", "speedup_high"))  # and its interval
 COLUMNS = (
-    [column("metrics", m) for m in SHOWN_METRICS]
-    + [column("tags", t) for t in TAGS]
+    [column("metrics", m) for m in SPEEDUP]
+    + [column("tags", t) for t in VERDICTS]
+    + [column("metrics", m) for m in SHOWN_METRICS if m not in SPEEDUP]
+    + [column("tags", t) for t in TAGS if t not in VERDICTS]
     + [column("params", p) for p in PARAMS]
 )
-"""Shown in this order after the run's name (which already reads `variant bB pP LN`): the comparison
-first, so a narrow window still shows the speedup."""
+"""Shown in this order after the run's name (which already reads `variant bB pP LN`) and its age: the speedup,
+its interval and the two verdicts that say whether to believe it first, narrow enough that a window 1600 px
+wide shows them all without scrolling (FIRST_PX; tests/end_to_end/test_ui_browser.py); then the other figures,
+then the params."""
 
 
 def compress(text: str) -> str:
@@ -69,6 +82,10 @@ def view_state(search_filter: str, names: list[str] | None = None) -> dict:
     """The runs page's state as the UI saves it: search facets (filter, sort) and table settings (columns,
     their widths, the grouping); `names`: the run names the view shows, for the name column's width."""
     widths = {column("metrics", m): int(max(len(m), METRIC_CHARS) * 7 + 32) for m in SHOWN_METRICS}  # headers whole
+    name = name_width(names or [])
+    widths |= {column("metrics", m): SPEEDUP_PX for m in SPEEDUP} | {column("tags", "measurement"): MEASUREMENT_PX}
+    room = FIRST_PX - name - CREATED_PX - SPEEDUP_PX * len(SPEEDUP) - MEASUREMENT_PX  # what the tokens verdict gets
+    widths[column("tags", "tokens_verdict")] = min(max(room, TOKENS_PX[0]), TOKENS_PX[1])
     return {
         "searchFilter": search_filter,
         "orderByKey": column("metrics", SHOWN_METRICS[0]),
@@ -78,8 +95,8 @@ def view_state(search_filter: str, names: list[str] | None = None) -> dict:
         "datasetsFilter": [],
         "modelVersionFilter": "All Runs",
         "selectedColumns": COLUMNS,
-        "columnOrder": [NAME, *COLUMNS],
-        "columnWidths": {NAME: name_width(names or []), **widths},
+        "columnOrder": [NAME, CREATED, *COLUMNS],  # Created named to set its width: it is always shown
+        "columnWidths": {NAME: name, CREATED: CREATED_PX, **widths},
         "runsHiddenMode": "SHOW_ALL",
         "groupBy": GROUP_BY,
         "groupsExpanded": {},  # every group open: its runs show under it

@@ -1,4 +1,5 @@
-"""Does each variant return its baseline's tokens? Checksums first, token files only where they differ.
+"""Does each variant return its reference's tokens (its baseline's, else its plain twin's or generate() peer's:
+tracking/report/figures/references.py)? Checksums first, token files only where they differ.
 
 In float32 (at matmul_precision=highest) every variant must return exactly the baseline's tokens,
 so a differing `tokens_sha256` is a MISMATCH. With TF32 (matmul_precision=high) and in bfloat16/float16 a cached step legitimately rounds differently from the full
@@ -19,8 +20,8 @@ from tokengen.contract.names import FINISHED, TOKENS_FILE
 from tracking.store.reading import fetch_artifacts, is_missing
 
 HOW = (
-    "agree k/N: every batch row matches its baseline for its first k of the baseline's N decode steps "
-    "(k is the minimum over the rows; BOS excluded; a no-check variant is compared over the baseline's length only)"
+    "agree k/N: every batch row matches its reference for its first k of the reference's N decode steps "
+    "(k is the minimum over the rows; BOS excluded; a no-check variant is compared over the reference's length only)"
 )
 
 
@@ -62,8 +63,8 @@ def verdict(dtype: str, agreed: int | None, steps: int, matmul_precision: str = 
 
 def check_tokens(frame: pd.DataFrame, base: pd.Series, client=None) -> tuple[pd.Series, pd.Series, int]:
     """Per row: a verdict ('ok', 'MISMATCH (k/N)', 'agree k/N', 'n/a' without checksums, '' for a
-    baseline or a trial without one), the agreeing steps, and how many token files were downloaded.
-    `base` holds each row's baseline label; `client` reads the token files (None: checksums only). The
+    baseline or a trial without a reference), the agreeing steps, and how many token files were downloaded.
+    `base` holds each row's reference's label; `client` reads the token files (None: checksums only). The
     columns are read as plain dicts: a pandas look-up per row costs seconds at thousands of trials."""
     named = ("tokens_sha256", "steps", "status", "run_id", "prompt_len", "stop_check", "matmul_precision", "dtype")
     column = {c: frame[c].to_dict() if c in frame else dict.fromkeys(frame.index) for c in named}
