@@ -10,6 +10,7 @@ import re
 
 # a trial's status, in its record and as the MLflow tag `status`
 FINISHED, FAILED = "finished", "failed"
+TRIAL_KEY = "trial_key"  # the MLflow tag of a trial's run that holds its key (the record's `key`)
 OUT_OF_SPACE = "OutOfSpace"  # a trial's error type when its folder's disk is full: the sweep stops (exit 3)
 
 # a compile's cache state, in the record's `compile_cache` (tokengen/measure/compile_counters.py): inductor's

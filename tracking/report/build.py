@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from tokengen.contract.declarations import plain
-from tokengen.contract.names import FINISHED, PLAN_FILE, path_component
+from tokengen.contract.names import FINISHED, PLAN_FILE, TRIAL_KEY, path_component
 from tokengen.contract.record import first_line
 from tracking.report import comparison, tables
 from tracking.report.compile_table import compile_table
@@ -218,7 +218,7 @@ def still_running(runs) -> str | None:
     if parent.info.status != "RUNNING":
         return None
     planned = set((parent_artifact(runs.client, parent, PLAN_FILE) or {}).get("planned", []))
-    done = set(runs.trials["trial_key"]) if "trial_key" in runs.trials else set()
+    done = set(runs.trials[TRIAL_KEY]) if TRIAL_KEY in runs.trials else set()
     return (
         f"sweep '{runs.sweep}' is still running: {len(planned - done)} of its {len(planned)} planned trial(s) "
         "have no result yet; rebuild the report when it ends"

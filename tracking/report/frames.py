@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from tokengen.contract.names import FINISHED
+from tokengen.contract.names import FINISHED, TRIAL_KEY
 from tokengen.contract.spec import TrialSpec
 from tracking.measurement import OK, judged, summary_line
 from tracking.report import comparison
@@ -54,7 +54,7 @@ def results_frame(frame: pd.DataFrame) -> pd.DataFrame:
         "run_id",
         "run_name",
         "status",
-        "trial_key",
+        TRIAL_KEY,
         "attempt",
         "attempts",
         "measurement",
@@ -83,7 +83,7 @@ def runs_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per timed run of every finished trial (its best attempt): trial_key, attempt, the point, run
     (0-based), runtime_s."""
     rows = frame[frame["in_sweep"].astype(bool) & (frame["status"] == FINISHED)]
-    ids = ["trial_key", "attempt", "variant", *comparison.POINT, "measurement"]
+    ids = [TRIAL_KEY, "attempt", "variant", *comparison.POINT, "measurement"]
     present = [c for c in ids + ["runtime_s"] if c in rows]
     out = [
         {**{c: row.get(c) for c in ids}, "run": i, "runtime_s": seconds}

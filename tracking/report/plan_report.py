@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tokengen.contract.names import FINISHED
+from tokengen.contract.names import FINISHED, TRIAL_KEY
 from tracking.report.markdown import to_markdown
 from tracking.store.reading import load_plan
 
@@ -94,12 +94,12 @@ def _basis_rows(per_trial: pd.DataFrame) -> pd.DataFrame:
 def compare(plan: pd.DataFrame, trials: pd.DataFrame, metrics: dict | None = None) -> PlanComparison | None:
     """The plan's trials that ran, joined by key with the sweep's runs; None when none can be compared."""
     metrics = metrics or {}
-    if plan is None or plan.empty or trials is None or trials.empty or "trial_key" not in trials:
+    if plan is None or plan.empty or trials is None or trials.empty or TRIAL_KEY not in trials:
         return None
     ran = plan[plan["action"].astype(str) == RUN]
     own = trials if "reused_from" not in trials else trials[trials["reused_from"].isna()]
     own = own.drop(columns=[c for c in ("variant",) if c in ran and c in own])
-    joined = ran.merge(own, left_on="key", right_on="trial_key", how="inner", suffixes=("", "_run"))
+    joined = ran.merge(own, left_on="key", right_on=TRIAL_KEY, how="inner", suffixes=("", "_run"))
     if joined.empty:
         return None
     joined["held_s"] = held_seconds(joined)
@@ -217,6 +217,6 @@ def plan_against_actual(runs, directory: Path) -> tuple[str, list[Path]]:
         return "", []
     comparison.per_trial.to_csv(target, index=False)
     ran = set(plan.loc[plan["action"].astype(str) == RUN, "key"])
-    mine = runs.trials[runs.trials["trial_key"].isin(ran)]
+    mine = runs.trials[runs.trials[TRIAL_KEY].isin(ran)]
     failed = int((mine["status"] != FINISHED).sum())
     return render(comparison, failed), [target]

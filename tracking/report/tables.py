@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tokengen.contract.declarations import BOUND, LAGGED, REFERENCE, in_family
-from tokengen.contract.names import FINISHED
+from tokengen.contract.names import FINISHED, TRIAL_KEY
 from tracking.report.comparison import (
     KNOB_MATCH,
     POINT,
@@ -202,7 +202,7 @@ def failed_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         return None
     if "error_message" in rows:
         rows = rows.assign(error_message=[m[:300] if isinstance(m, str) else m for m in rows["error_message"]])
-    columns = ["variant", "model", "dtype", "device", "gpu_type"] + POINT + ["trial_key", "error_type", "error_message"]
+    columns = ["variant", "model", "dtype", "device", "gpu_type"] + POINT + [TRIAL_KEY, "error_type", "error_message"]
     return pick(rows, columns)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokengen.contract.names import FINISHED
+from tokengen.contract.names import FINISHED, TRIAL_KEY
 from tokengen.contract.record import first_line
 from tokengen.measure.interference import OK
 from tracking.store.connect import TrackingError, check_reachable, check_uri, sqlite_path
@@ -50,9 +50,9 @@ class History:
 
     @property
     def finished_keys(self) -> set[str]:
-        if self.frame.empty or "trial_key" not in self.frame:
+        if self.frame.empty or TRIAL_KEY not in self.frame:
             return set()
-        return {k for k in self.frame["trial_key"] if isinstance(k, str)}
+        return {k for k in self.frame[TRIAL_KEY] if isinstance(k, str)}
 
     def trusted(self) -> pd.DataFrame:
         """The runs a fit may learn from: measured ok where a run carries a `measurement` tag."""

@@ -21,7 +21,7 @@ from mlflow import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
 from mlflow.utils.uri import is_local_uri
 
-from tokengen.contract.names import FINISHED, PLAN_ESTIMATE_FILE, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE
+from tokengen.contract.names import FINISHED, PLAN_ESTIMATE_FILE, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRIAL_KEY
 from tokengen.contract.record import first_line
 from tracking.measurement import attempt_of, best, latest_series
 from tracking.store.connect import TrackingError, check_credentials, check_reachable, open_client
@@ -73,7 +73,7 @@ def best_per_trial(frame: pd.DataFrame) -> pd.DataFrame:
     latest run), with `attempts`: how many that series holds."""
     if frame.empty:
         return frame
-    named = frame["trial_key"] if "trial_key" in frame else frame["run_id"]
+    named = frame[TRIAL_KEY] if TRIAL_KEY in frame else frame["run_id"]
     keys = [key if isinstance(key, str) else run for key, run in zip(named, frame["run_id"])]
     judged_by = [c for c in ("start_time", "attempt", "status", "measurement", "runtime_cv") if c in frame]
     rows = frame[judged_by].to_dict("records")  # what best() reads, not a run's hundred fields
@@ -152,16 +152,16 @@ def sweep_frame(uri: str, client: MlflowClient, experiment_id: str, parent, name
     bulk (tracking/store/tables.py: Tables), a server's runs searched page by page."""
     if not in_bulk(uri):
         runs = [r for r in search(client, experiment_id, f"tags.sweep = '{name}'") if PARENT_TAG in r.data.tags]
-        measured = {r.data.tags.get("trial_key") for r in runs if attempt_of(r.data.tags.get("attempt")) == 1}
+        measured = {r.data.tags.get(TRIAL_KEY) for r in runs if attempt_of(r.data.tags.get("attempt")) == 1}
         return frame_of(runs + reused_runs(client, experiment_id, parent, measured))
     with Tables(uri) as tables:
         frame = tables.runs(int(experiment_id), {"sweep": name, PARENT_TAG: None})
         first = frame[frame["attempt"] == 1] if not frame.empty else frame
-        wanted = reused_keys(client, parent, set(first.get("trial_key", [])))
+        wanted = reused_keys(client, parent, set(first.get(TRIAL_KEY, [])))
         if not wanted:
             return frame
         done = tables.runs(int(experiment_id), {"status": FINISHED, PARENT_TAG: None})
-    return pd.concat([frame, done[done["trial_key"].isin(wanted)]], ignore_index=True)
+    return pd.concat([frame, done[done[TRIAL_KEY].isin(wanted)]], ignore_index=True)
 
 
 def parent_artifact(client: MlflowClient, parent, name: str):
@@ -194,7 +194,7 @@ def reused_runs(client: MlflowClient, experiment_id: str, parent, measured: set[
     return [
         r
         for r in search(client, experiment_id, f"tags.status = '{FINISHED}'")
-        if r.data.tags.get("trial_key") in wanted and "mlflow.parentRunId" in r.data.tags
+        if r.data.tags.get(TRIAL_KEY) in wanted and "mlflow.parentRunId" in r.data.tags
     ]
 
 

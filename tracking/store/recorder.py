@@ -20,7 +20,7 @@ from pathlib import Path
 from mlflow.entities import Metric, RunTag
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_LOG
+from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_KEY, TRIAL_LOG
 from tokengen.contract.record import first_line
 from tracking.run_names import run_name
 from tracking.store.artifact_root import artifact_location
@@ -129,15 +129,15 @@ class Recorder:
         """What the experiment already holds: each finished key's fingerprints, every attempt recorded whole,
         and the runs of attempts whose recording was cut short (a full disk, a store gone mid-write)."""
         index = StoreIndex()
-        for run_id, tags in self._tags({"trial_key": None}).items():
+        for run_id, tags in self._tags({TRIAL_KEY: None}).items():
             attempt = tags.get("attempt_id")
             if attempt and not tags.get("status"):  # the status tag comes last: a write cut short lacks it
                 index.half_written.setdefault(attempt, []).append(run_id)
                 continue
             if attempt:
                 index.attempts[attempt] = run_id
-            if tags.get("status") == FINISHED and tags.get("trial_key"):
-                index.finished.setdefault(tags["trial_key"], {})[tags.get("env_fingerprint")] = tags.get("env_facts")
+            if tags.get("status") == FINISHED and tags.get(TRIAL_KEY):
+                index.finished.setdefault(tags[TRIAL_KEY], {})[tags.get("env_fingerprint")] = tags.get("env_facts")
         return index
 
     @failing_fast
@@ -145,10 +145,10 @@ class Recorder:
         """Every recorded run of these keys anywhere in the experiment (a reused key's first attempt may be
         another sweep's): trial key -> [{attempt, status, measurement, runtime_cv, start_time}]."""
         found: dict[str, list[dict]] = {}
-        for run in search(self.client, self.experiment_id, "tags.trial_key LIKE '%'"):
+        for run in search(self.client, self.experiment_id, f"tags.{TRIAL_KEY} LIKE '%'"):
             tags = run.data.tags
-            if tags.get("trial_key") in keys and PARENT_TAG in tags:
-                found.setdefault(tags["trial_key"], []).append(
+            if tags.get(TRIAL_KEY) in keys and PARENT_TAG in tags:
+                found.setdefault(tags[TRIAL_KEY], []).append(
                     {
                         "attempt": tags.get("attempt"),
                         "status": tags.get("status"),

@@ -16,7 +16,7 @@ import math
 import pandas as pd
 
 from tokengen.contract.declarations import KNOBS, plain
-from tokengen.contract.names import FAILED
+from tokengen.contract.names import FAILED, TRIAL_KEY
 from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, base_type, typed, with_role
 from tokengen.contract.spec import LABELS, SPEC_FIELDS, TrialSpec
 from tracking.measurement import attempt_of
@@ -179,7 +179,7 @@ def params_of(record: dict) -> list:
 def tags_of(record: dict, sweep: str) -> dict[str, str]:
     """The record's tags, and each series whole as a JSON list (a search returns tags, not metric history:
     the report reads every timed run from there)."""
-    tags = {"sweep": sweep, "trial_key": record["key"]}
+    tags = {"sweep": sweep, TRIAL_KEY: record["key"]}
     for name in TAGS:
         if record.get(name) is not None:
             tags[name] = str(record[name])[:MAX_PARAM_CHARS]

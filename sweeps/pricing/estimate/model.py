@@ -19,6 +19,7 @@ from sweeps.pricing.estimate.laws import fit_families
 from sweeps.pricing.estimate.span import Span
 from sweeps.pricing.estimate.trials import AUTO, batches, expected_steps, family, get, is_auto, law, number, text
 from tokengen.contract.declarations import KNOBS, knobs_where
+from tokengen.contract.names import TRIAL_KEY
 
 SINGLE_SAMPLE_FACTOR = 1.3  # one past measurement of a part: x/1.3 .. x1.3
 FEW_RATIOS_FACTOR, RATIO_SAMPLES = 2.0, 3  # a prior rescaled by fewer than 3 runs' ratios: x/2 .. x2
@@ -105,9 +106,7 @@ class CostModel:
 
     def measured(self, trial: Mapping) -> pd.DataFrame:
         """The history's runs of this very trial (its key)."""
-        keys = self._kept(
-            ("keys",), lambda: self.frame.groupby("trial_key").indices if "trial_key" in self.frame else {}
-        )
+        keys = self._kept(("keys",), lambda: self.frame.groupby(TRIAL_KEY).indices if TRIAL_KEY in self.frame else {})
         found = keys.get(trial.get("key"))
         if found is None or not len(found):  # most trials of a grid: kept, as an empty frame is not cheap to make
             return self._kept(("no rows",), lambda: self.frame.iloc[[]])
