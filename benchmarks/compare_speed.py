@@ -6,11 +6,12 @@ drawn anew (seed 1), so ratios scatter within a few percent and some points' tok
 as on two real machines. A store that holds them already (`--keep DIR` used before, or a `--uri` database) is
 used as it is. Then it times, in this process as the report benchmark times its report (imports and the store's
 first opening done before), the whole comparison with recording (reading both sweeps, matching, token verdicts,
-the plot, the files, the comparison's run with a child run per matched point) and without (`--no-record`); and
-the command itself in a fresh interpreter, imports included. Target: `compare_s` under 10 s on 2 cores. The
-comparison each timing records is deleted after it (its runs and their rows; no trial is touched), so every timing
-meets the store as built. Timings read a warm page cache: on this VM the first read of a store just written can
-take tens of seconds. The last line is JSON.
+the plot, the files, the comparison's one run through MLflow's API with its figures and files) and without
+(`--no-record`); and the command itself in a fresh interpreter, imports included. Target: `compare_s` under 10 s on
+2 cores. The comparison each timing records is deleted after it (its run and its rows, and the child runs of a
+comparison recorded before it became one run; no trial is touched), so every timing meets the store as built, and
+`runs_added` says how many runs one recorded comparison left in the store. Timings read a warm page cache: on this
+VM the first read of a store just written can take tens of seconds. The last line is JSON.
 
     python benchmarks/compare_speed.py [--runs 5520] [--keep DIR] [--uri postgresql://USER@HOST/DB] [--repeat 1]
 """
@@ -55,8 +56,18 @@ def forget_comparisons(uri: str) -> None:
             tables.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+def run_count(uri: str) -> int:
+    with Tables(uri) as tables:
+        return tables.rows("SELECT count(*) FROM runs")[0][0]
+
+
+ADDED: list[int] = []  # runs each recorded comparison left in the store, counted before it is forgotten
+
+
 def timed(argv: list[str], fresh: bool) -> float:
     """Seconds the comparison takes: in this process, or as `python -m tracking.compare` in a new one."""
+    uri = argv[argv.index("--uri") + 1]
+    before = run_count(uri)
     started = time.perf_counter()
     if fresh:
         command = [sys.executable, "-m", "tracking.compare", *argv]
@@ -73,7 +84,8 @@ def timed(argv: list[str], fresh: bool) -> float:
             raise SystemExit(f"tracking.compare {' '.join(argv)} exited {status}")
     seconds = time.perf_counter() - started
     if "--no-record" not in argv:
-        forget_comparisons(argv[argv.index("--uri") + 1])
+        ADDED.append(run_count(uri) - before)
+        forget_comparisons(uri)
     return seconds
 
 
@@ -110,9 +122,11 @@ def main() -> None:
     medians = {name: round(statistics.median(values), 2) for name, values in seconds.items()}
     print(
         f"compare of two {args.runs}-run sweeps: {medians['compare_s']} s recorded, {medians['compare_no_record_s']} s "
-        f"files only, {medians['command_s']} s as a command (imports included; target: compare_s under 10 s on 2 cores)"
+        f"files only, {medians['command_s']} s as a command (imports included; target: compare_s under 10 s on 2 "
+        f"cores); {max(ADDED)} run(s) added to the store by each"
     )
-    print(json.dumps({"runs": args.runs, "store": uri.split(":", 1)[0], **medians, "all": seconds}))
+    summary = {"runs": args.runs, "store": uri.split(":", 1)[0], **medians, "runs_added": max(ADDED)}
+    print(json.dumps({**summary, "all": seconds}))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ own Recorder (params, metrics, tags, result.json and the `tokens.npy` artifact).
 grows as N^2, cached variants as N, a lagged stop check hides the host sync); the no-check variants
 run every step and bfloat16 runs drift from their baseline, so the report has token prefixes to
 download and compare, as it would for real. Then it times building the whole report (loading the
-runs, tables, token checks, plots, writing; not attaching it) from that store, store creation
+runs, tables, token checks, plots, writing, the figures written back on every run: by SQL where the store's
+schema is one the tests wrote into, tracking/store/tables.py; not attaching it) from that store, store creation
 excluded. Target: under 10 s on 2 cores. The last line is JSON, with `report_s`. A store that already
 holds the sweep (`--keep DIR` used before, or a `--uri` database written once) is timed again as it is.
 

@@ -5,7 +5,10 @@ files travel to it with the command, 64 MiB in all. So: resolve scripts/gpu_imag
 versions of constraints.txt for the target Python and platform, build what is published as source only
 (antlr4-python3-runtime), leave out every package the image has, strip from Ray what a sweep never loads
 (the Java workers, the dashboard's web app), store each wheel uncompressed so that xz compresses the whole
-archive at once, and write DIR/gpu_bundle.tar.xz and DIR/manifest.txt. Refuses an archive over 56 MiB.
+archive at once, and write DIR/gpu_bundle.tar.xz and DIR/manifest.txt. Refuses an archive over 56 MiB. Beside it,
+DIR/trained.tar.xz: the trained presets' checkpoints with the held-out text their prompts come from (built here
+once by `python -m tokengen.train`), so the GPU measures the same weights on the same prompts as this machine,
+whatever its own standard library (scripts/gpu_sweep.sh names them by $TOKENGEN_TRAINED_DIR).
 
     python scripts/gpu_bundle.py 3.12 .gpu_bundle
 """
@@ -24,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "scripts" / "gpu_image" / "packages.txt"
 NEEDS = ROOT / "scripts" / "gpu_image" / "sweep_needs.txt"
-ARCHIVE, MANIFEST = "gpu_bundle.tar.xz", "manifest.txt"
+ARCHIVE, MANIFEST, TRAINED = "gpu_bundle.tar.xz", "manifest.txt", "trained.tar.xz"
 LIMIT_MIB = 56
 SOURCE_ONLY = ("antlr4-python3-runtime",)  # no wheel on the registry: built here (pure Python)
 NEVER_LOADED = {"ray": ("ray/jars/", "ray/dashboard/client/build/")}
@@ -151,6 +154,18 @@ def build(python: str, out_dir: Path) -> Path:
     return archive
 
 
+def carry_trained(out_dir: Path) -> Path:
+    """DIR/trained.tar.xz: every trained preset's checkpoint folder under trained/<name>/, built here where missing."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp, "trained")
+        subprocess.run([sys.executable, "-m", "tokengen.train", "--out", str(folder)], check=True, cwd=ROOT)
+        archive, partial = out_dir / TRAINED, out_dir / f"{TRAINED}.partial"
+        with tarfile.open(partial, "w:xz", preset=9) as tar:
+            tar.add(folder, arcname="trained")
+        partial.replace(archive)
+    return archive
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("python", help="the target's Python, e.g. 3.12 (the GPU image's)")
@@ -160,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_bundle: {args.python!r} is not a Python version: give e.g. 3.12", file=sys.stderr)
         return 2
     archive = build(args.python, args.dir)
-    mib = archive.stat().st_size / 2**20
+    trained = carry_trained(args.dir)
+    mib = (archive.stat().st_size + trained.stat().st_size) / 2**20
     if mib > LIMIT_MIB:
         archive.unlink()
         print(
@@ -170,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     carried = sum(1 for line in (args.dir / MANIFEST).read_text().splitlines() if "bytes stored" in line)
-    print(f"gpu_bundle: {archive} {mib:.1f} MiB, {carried} wheels (manifest: {args.dir / MANIFEST})")
+    print(
+        f"gpu_bundle: {archive} and {trained.name}, {mib:.1f} MiB, {carried} wheels (manifest: {args.dir / MANIFEST})"
+    )
     return 0
 
 

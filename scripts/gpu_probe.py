@@ -60,15 +60,37 @@ def probe(cpu: bool) -> list[str]:
         raise SystemExit(lines + ["torch sees no CUDA device: run on the GPU machine, or rehearse with --rehearse"])
     else:
         lines.append("gpu none (rehearsal on the CPU: Ray is given one logical GPU)")
-    import shutil
-
-    lines.append(f"nsys {shutil.which('nsys') or 'not found: the nsys trial is profiled by torch.profiler'}")
+    lines += nsys_lines()
     from sweeps.execution.fork_check import fork_check
 
     forked, line = fork_check(expect_cuda=not cpu)
     if not forked:
         raise SystemExit(lines + [line])
     return lines + [line, "ok"]
+
+
+def nsys_lines() -> list[str]:
+    """Which nsys the trials run and which importer converts their streams here (versions, paths): a stream is
+    converted on this machine only by an importer of the same install, found as the trial finds it."""
+    import os
+    import shutil
+
+    from tokengen.measure.profiler.nsys_report import HOST_FOLDER, IMPORTER, find_importer, version
+
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        return ["nsys not found: the nsys trial is profiled by torch.profiler"]
+    real = os.path.realpath(nsys)
+    importer = find_importer(nsys)
+    found = (
+        f"{IMPORTER} {version(importer)} ({importer})"
+        if importer
+        else (
+            f"{IMPORTER} not found (no {HOST_FOLDER} folder beside {real}, none on the PATH): the nsys trial keeps its "
+            ".qdstrm and its profile_note says how to convert it"
+        )
+    )
+    return [f"nsys {version(nsys)} ({nsys}" + (f" -> {real})" if real != nsys else ")"), found]
 
 
 def failures(failed, shown: int = 3) -> list[str]:

@@ -59,12 +59,14 @@ trap 'rm -rf "$(dirname "$SITE")" ${REHEARSE_STATE:+"$(dirname "$REHEARSE_STATE"
 
 # 1. the bundle into a site folder of its own, exactly as on the GPU machine
 [[ -f $BUNDLE/gpu_bundle.tar.xz ]] || { say "no $BUNDLE/gpu_bundle.tar.xz: run scripts/gpu_bundle.sh 3.12 .gpu_bundle here first, and carry .gpu_bundle"; exit 2; }
-unpack() {
+unpack() {  # the trained presets' checkpoints too (trained.tar.xz): the same weights and prompts as where it was built
   tar -xJf "$BUNDLE/gpu_bundle.tar.xz" -C "$(dirname "$SITE")" &&
+    { [[ ! -f $BUNDLE/trained.tar.xz ]] || tar -xJf "$BUNDLE/trained.tar.xz" -C "$(dirname "$SITE")"; } &&
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$(dirname "$SITE")"/wheels/*.whl
 }
 step unpack 30 unpack || { say "the bundle did not install (steps.log): rebuild it with scripts/gpu_bundle.sh for this Python"; exit 2; }
 export PYTHONPATH=$SITE:$REPO PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+[[ -d $(dirname "$SITE")/trained ]] && export TOKENGEN_TRAINED_DIR=$(dirname "$SITE")/trained  # tokengen/contract/trained.py
 if ! command -v nsys >/dev/null; then  # the image's nsys lives inside Nsight Compute
   for dir in /opt/nvidia/nsight-compute/*/host/target-linux-x64; do [[ -x $dir/nsys ]] && export PATH=$PATH:$dir; done
 fi

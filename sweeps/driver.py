@@ -38,6 +38,8 @@ from sweeps.pricing.priced import Priced, summary_line
 from sweeps.say import say
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import SpecError
+from tokengen.contract.trained import trained
+from tokengen.train import ensure
 from tracking.store.connect import TrackingError, check_credentials, check_uri, redacted, sqlite_sharing_problem
 from tracking.store.history import StoreReadError
 from tracking.store.lock.sweep_lock import SweepLock
@@ -116,7 +118,8 @@ def prepare(config: SweepConfig, plan: GridPlan | None = None) -> tuple[GridPlan
     """Everything that can be wrong before Ray starts, in the order a user fixes it: the settings and the
     grid (unless the pricing planned it already), this machine's GPUs and memory for a local Ray, the
     tracking URI, a local Ray's workdir, the journal's directory, then the store itself (reachable,
-    credentials, writable)."""
+    credentials, writable); last, a trained model the plan needs and this machine lacks is built, once (under a
+    lock: two drivers build it once), never inside a trial's time limit."""
     plan = plan or plan_sweep(config)
     check_local_devices(plan, config)
     check_local_memory(plan.trials, config)
@@ -125,7 +128,9 @@ def prepare(config: SweepConfig, plan: GridPlan | None = None) -> tuple[GridPlan
     if not config.ray.address:
         prepare_workdir(config.sweep.workdir)
     journal = Journal.open(tracking.experiment, config.sweep.name)
-    return plan, Outbox(journal, Recorder(tracking.uri, tracking.experiment))
+    outbox = Outbox(journal, Recorder(tracking.uri, tracking.experiment))
+    ensure(sorted({t.spec.model for t in plan.trials if trained(t.spec.model)}), say)
+    return plan, outbox
 
 
 def choose_trials(

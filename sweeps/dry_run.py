@@ -17,10 +17,11 @@ import time
 
 from sweeps.delivery.journal import journaled_results
 from sweeps.planning.config import SweepConfig
-from sweeps.pricing.memory import free_memory, memory_refusal
+from sweeps.pricing.memory import sweep_refusal
 from sweeps.pricing.price import price_sweep
 from sweeps.pricing.tables import write_plan
 from sweeps.say import say
+from tokengen.contract.memory_estimate import free_memory
 from tokengen.contract.spec import SpecError
 from tracking.store.connect import redacted
 from tracking.store.history import StoreReadError
@@ -55,7 +56,7 @@ def dry_run(config: SweepConfig) -> int:
         f"{redacted(config.tracking.uri)}"
     )
     if refused:
-        say(f"error: {memory_refusal(refused, free_memory(), config.sweep.memory_guard)}")
+        say(f"error: {sweep_refusal(refused, free_memory(), config.sweep.memory_guard)}")
     over = priced.refusal(md)  # the budget guard a real run meets first: the plan is written, the refusal said last
     if over:
         say(f"error: {over}")
@@ -67,4 +68,4 @@ def refused_here(trials, guard: float | None) -> list:
     only where this machine has a GPU, so pricing a GPU grid on a laptop is still a plan, not an error."""
     free = free_memory()
     own = [t for t in trials if t.spec.device != "cuda" or free.gpus]
-    return [t for t in own if memory_refusal([t], free, guard)]
+    return [t for t in own if sweep_refusal([t], free, guard)]

@@ -128,14 +128,48 @@ class Store:
         return self.recorder.record_trial(record)
 
 
-def recorded_children(uri: str, comparison: str) -> list:
-    """The child runs of the comparison tagged `comparison` (e.g. 'a vs b'), as MlflowClient reads them back (a
-    database's rows written in bulk or a server's), each checked to be a whole run: finished, named as its point,
-    its params and metrics with one history entry each, its artifact folder its own."""
+def recorded_comparison(uri: str, comparison: str):
+    """The comparison tagged `comparison` (e.g. 'a vs b'), as MlflowClient reads it back, checked to be one whole
+    run: finished, its figures as metrics of one history entry each, its three files, and no child run."""
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("tokengen").experiment_id
-    (parent,) = client.search_runs([experiment], f"tags.comparison = '{comparison}'")
-    children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    (run,) = client.search_runs([experiment], f"tags.comparison = '{comparison}'")
+    assert run.info.status == "FINISHED" and run.info.run_name == f"compare {comparison}", run.info
+    assert run.data.metrics["points"] == int(run.data.tags["points"])
+    for name, value in run.data.metrics.items():
+        assert [m.value for m in client.get_metric_history(run.info.run_id, name)] == [value]
+    files = {a.path for a in client.list_artifacts(run.info.run_id, "comparison")}
+    assert {"comparison/comparison.md", "comparison/comparison.csv", "comparison/ratio_by_point.png"} <= files
+    assert client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'") == []
+    return run
+
+
+def old_comparison(uri: str, comparison: str, points: list[dict]) -> str:
+    """A comparison as tracking.compare recorded one before it became one run: a run tagged `comparison` and a child
+    run per matched point (`points`: each its name, params, metrics and tags), written through MlflowClient."""
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("tokengen").experiment_id
+    parent = client.create_run(experiment, run_name=f"compare {comparison}", tags={"comparison": comparison})
+    parent_id = parent.info.run_id
+    for point in points:
+        tags = {"mlflow.parentRunId": parent_id, "comparison_id": parent_id[:12], **point["tags"]}
+        child = client.create_run(experiment, run_name=point["name"], tags=tags).info.run_id
+        for name, value in point["params"].items():
+            client.log_param(child, name, value)
+        for name, value in point["metrics"].items():
+            client.log_metric(child, name, value)
+        client.set_terminated(child, "FINISHED")
+    client.set_terminated(parent_id, "FINISHED")
+    return parent_id
+
+
+def recorded_children(uri: str, parent_id: str) -> list:
+    """An older comparison's child runs (old_comparison), as MlflowClient reads them back, each checked to be a whole
+    run: finished, named as its point, its params and metrics with one history entry each, its artifact folder its
+    own."""
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("tokengen").experiment_id
+    children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent_id}'")
     for child in children:
         run = client.get_run(child.info.run_id)
         assert run.info.status == "FINISHED" and run.info.lifecycle_stage == "active", run.info

@@ -81,12 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def memory_refusal(spec: TrialSpec, guard: float) -> str | None:
-    """The sweep's own estimate and guard (sweeps/pricing/memory.py, torch-free), asked by this entry point
+    """The contract's estimate and guard (tokengen/contract/memory_estimate.py, torch-free), the ones a sweep asks,
     before a model is built: a trial that would not fit is one line, not minutes of work and a traceback."""
     from types import SimpleNamespace
 
-    from sweeps.pricing.memory import free_memory
-    from sweeps.pricing.memory import memory_refusal as refusal
+    from tokengen.contract.memory_estimate import free_memory
+    from tokengen.contract.memory_estimate import memory_refusal as refusal
 
     return refusal(
         [SimpleNamespace(spec=spec, key=spec.key())],
@@ -131,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     spec = dataclasses.replace(spec, profile=resolve_mode(spec.profile, spec.device))  # auto, on this machine
 
-    from tokengen.measure.profiler.run import UNDER_NSYS, run_under_nsys
+    from tokengen.measure.profiler.nsys import UNDER_NSYS, run_under_nsys
 
     if spec.profile == "nsys" and os.environ.get(UNDER_NSYS) != "1":
-        return run_under_nsys(list(sys.argv[1:] if argv is None else argv), Path(profile_dir), json_path)
+        return run_under_nsys(list(sys.argv[1:] if argv is None else argv), Path(profile_dir), json_path, spec.device)
 
     from tokengen.measure.trial import run_trial
     from tokengen.terminal_table import render

@@ -1,14 +1,19 @@
-"""Building a trial's model: seeded random weights for a preset, or a local checkpoint, on its device.
+"""Building a trial's model: seeded random weights for a preset, a trained preset's checkpoint, or a local
+checkpoint, on its device.
 
 Nothing here reaches a hub: presets are built from a config, and a local directory is loaded with
-`local_files_only=True` and `trust_remote_code=False` (a checkpoint's own code never runs). What the planner needs of a model without torch is in
-tokengen.contract.models.
+`local_files_only=True` and `trust_remote_code=False` (a checkpoint's own code never runs). A trained preset
+(tokengen/contract/trained.py) is built once on this machine where it is missing (tokengen.train.ensure, said in
+one line), then loaded as any local checkpoint is, with the same checks. What the planner needs of a model without
+torch is in tokengen.contract.models.
 """
 
 from __future__ import annotations
 
 import functools
 import pickle
+import sys
+import time
 import warnings
 from typing import Callable
 
@@ -17,6 +22,7 @@ from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 
 from tokengen.contract.models import PRESETS, Preset, checkpoint_dir, model_facts
 from tokengen.contract.spec import DTYPE_BYTES, SpecError
+from tokengen.contract.trained import checkpoint_facts, find, trained
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_BYTES}  # each declared dtype as torch names it
 
@@ -33,6 +39,7 @@ def preset_config(preset: Preset) -> PretrainedConfig:
             n_inner=preset.intermediate,
             vocab_size=preset.vocab,
             n_positions=preset.positions,
+            **({"activation_function": preset.activation} if preset.activation else {}),
             **ids,
         )
     rope = {} if preset.rope_theta is None else {"rope_theta": preset.rope_theta}
@@ -117,26 +124,63 @@ def bos_id(config: PretrainedConfig) -> int:
 
 
 def build_model(model: str, dtype: str, device: str, seed: int) -> torch.nn.Module:
-    """Seed, build in float32, cast, eval: the same weights for the same seed on any machine."""
+    """Seed, build in float32, cast, eval: the same weights for the same seed on any machine (a trained preset's
+    and a local checkpoint's whatever the seed)."""
     from transformers import AutoModelForCausalLM
 
-    config = load_config(model)
-    if model in MODELS:
+    if trained(model):
+        net = load_trained(model)
+    elif model in MODELS:
         torch.manual_seed(seed)
-        net = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        net = AutoModelForCausalLM.from_config(load_config(model), dtype=torch.float32)
     else:
-        try:
-            with warnings.catch_warnings():  # torch's note on a pickle's protocol, before it refuses the file
-                warnings.filterwarnings("ignore", message="Detected pickle protocol")
-                net = AutoModelForCausalLM.from_pretrained(
-                    model, local_files_only=True, trust_remote_code=False, dtype=torch.float32
-                )
-        except pickle.UnpicklingError as exc:  # torch's weights-only loader refused a pickled .bin
-            raise SpecError(
-                f"model path {model!r}: torch refused its pickled .bin weights ({str(exc).split('.')[0]}): "
-                "a .bin may carry code; save the model as model.safetensors with save_pretrained()"
-            ) from None
+        net = load_checkpoint(model)
     return net.to(device=device, dtype=DTYPES[dtype]).eval()
+
+
+def load_checkpoint(model: str) -> torch.nn.Module:
+    """A local checkpoint in float32, after the contract's checks and transformers' reading of its config."""
+    from transformers import AutoModelForCausalLM
+
+    load_config(model)
+    try:
+        with warnings.catch_warnings():  # torch's note on a pickle's protocol, before it refuses the file
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            return AutoModelForCausalLM.from_pretrained(
+                model, local_files_only=True, trust_remote_code=False, dtype=torch.float32
+            )
+    except pickle.UnpicklingError as exc:  # torch's weights-only loader refused a pickled .bin
+        raise SpecError(
+            f"model path {model!r}: torch refused its pickled .bin weights ({str(exc).split('.')[0]}): "
+            "a .bin may carry code; save the model as model.safetensors with save_pretrained()"
+        ) from None
+
+
+_said: set[str] = set()  # trained checkpoints this process has named: once each (the fidelity reference loads again)
+
+
+def load_trained(model: str) -> torch.nn.Module:
+    """A trained preset's checkpoint, built first where this machine has none (tokengen.train.ensure), then loaded
+    as a local checkpoint; its folder, held-out loss and the look-up's and load's time said once per process."""
+    from tokengen.train import ensure
+
+    started = time.perf_counter()
+    ensure([model], say=lambda line: print(line, file=sys.stderr, flush=True))
+    path = find(model)
+    if path is None:
+        raise SpecError(f"model {model}: no whole checkpoint after its build: run python -m tokengen.train {model}")
+    net = load_checkpoint(str(path))
+    if str(path) not in _said:
+        _said.add(str(path))
+        loss = checkpoint_facts(path).get("model_heldout_loss")
+        said = "no held-out loss recorded" if loss is None else f"held-out loss {loss:.3f} nats/byte"
+        print(
+            f"model {model}: trained checkpoint {path} ({said}), looked up and loaded in "
+            f"{time.perf_counter() - started:.2f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return net
 
 
 def weight_bytes(net: torch.nn.Module) -> int:

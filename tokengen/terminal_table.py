@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tokengen.contract.declarations import KNOBS, plain
+from tokengen.contract.trained import model_label
 from tokengen.measure.interference import OK
 
 
@@ -27,7 +28,8 @@ def render(record: dict) -> str:
         bandwidth += f" ({r['weight_bandwidth_pct_of_peak']:.1f}% of peak)"
     lines = [
         rule,
-        f"{r['variant']}: {r['model']} {r['dtype']} on {r['env_gpu_name'] or r['device']}, "
+        f"{r['variant']}: {model_label(r['model'], r.get('model_heldout_loss'))} {r['dtype']} on "
+        f"{r['env_gpu_name'] or r['device']}, "
         f"batch {r['batch_size']}, prompt {r['prompt_len']}, max_seqlen {r['max_seqlen']}, stop={r['stop']}",
         "  knobs: " + " ".join(f"{knob}={r.get(knob, plain(knob).name)}" for knob in KNOBS),
         "Runtime Results:",
@@ -39,6 +41,7 @@ def render(record: dict) -> str:
         measurement_line(r),
         "Throughput:",
         f"  Steps: {r['steps']}   Tokens/s: {r['tokens_per_s']:.1f}   Useful tokens/s: {r['useful_tokens_per_s']:.1f}",
+        *ended_lines(r),
         f"  Time to first token: {_ms(r['ttft_s'])}   Time per output token: {_ms(r['tpot_s'])}",
         f"  Step latency: median {r['step_latency_median_s'] * 1e3:.3f} ms, p90 {r['step_latency_p90_s'] * 1e3:.3f} ms",
         f"  Weight streaming: {bandwidth}",
@@ -53,6 +56,14 @@ def render(record: dict) -> str:
         rule,
     ]
     return "\n".join(lines)
+
+
+def ended_lines(r: dict) -> list[str]:
+    """Where rows may end before max_seqlen, how many did: under stop=model, at the model's own EOS."""
+    if r.get("stop") == "never" or r.get("rows_ended") is None or r.get("requests"):
+        return []
+    how = "at their own EOS" if r.get("stop") == "model" else "at their drawn length"
+    return [f"  Rows ended before max_seqlen {how}: {r['rows_ended']} of {r['batch_size']}"]
 
 
 def runs_text(r: dict) -> str:

@@ -10,7 +10,8 @@ lands on the experiment's runs table in Model-training mode (without `workflowTy
 its GenAI overview), showing the report's runs at the sweep's headline point grouped by variant, best
 speedup first, at four significant digits (tracking/store/view.py). The URL must carry no search
 parameter (searchFilter, orderByKey, ...): the UI would drop the view for it, grouping included, which
-only a saved view (or the user's own browser state) holds.
+only a saved view (or the user's own browser state) holds. A comparison of two sweeps (tracking/compare/) is one
+run, and its link is that run's page, `<server>/#/experiments/<id>/runs/<run id>` (`run_url`).
 
 This command starts a light `mlflow server` on a database store (one worker, no job runner: about
 480 MiB and 2 processes instead of 1.8 GiB and 15), waits until it answers, prints the URL and
@@ -57,6 +58,11 @@ def view_url(base: str, experiment_id: str, key: str) -> str:
         {"viewStateShareKey": key, "compareRunsMode": "TABLE", "workflowType": "machine_learning"}
     )
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
+
+
+def run_url(base: str, experiment_id: str, run_id: str) -> str:
+    """One run's page in the UI (a comparison's): its description, metrics and tags, its files a tab away."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def server_argv(uri: str, port: int = DEFAULT_PORT) -> list[str]:

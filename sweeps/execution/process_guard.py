@@ -7,14 +7,20 @@ import os
 import signal
 import time
 
+from tokengen.contract.machine.descendants import descendants, end
+
 WATCHDOG_PERIOD_S = 0.5
 
 
 def kill_session(process) -> None:
+    """The trial, its session, and its descendants that left the session (nsys's agent calls setsid; the trial
+    under nsys is its subreaper, so it stays a descendant: tokengen/measure/profiler/nsys.py), by their PIDs."""
+    left = descendants(process.pid)  # before the kill: once the trial is gone its orphans are init's
     try:
         os.killpg(process.pid, signal.SIGKILL)  # the trial and anything it started (nsys, compile workers)
     except ProcessLookupError:  # killed before it made its own session
         process.kill()
+    end(left)
     process.join()
 
 
@@ -44,4 +50,5 @@ def watchdog(launcher: int, deadline: float) -> None:
         except PermissionError:  # alive, under another user
             gone = False
         if gone or time.monotonic() > deadline:
+            end(descendants(os.getpid()))  # those that left the session too (nsys's agent)
             os.killpg(0, signal.SIGKILL)

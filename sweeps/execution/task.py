@@ -18,15 +18,15 @@ import ray
 
 from sweeps.execution.trial_process import TrialRequest, complete_record, run_trial_process
 from sweeps.planning.settings import SHARED
-from sweeps.planning.user_folders import own_subfolder, workdir
 from tokengen.contract.fidelity import DEFAULT_GATE
+from tokengen.contract.machine.user_folders import own_subfolder, workdir
 
 
 @dataclass
 class ScheduleSettings:
     """What every trial task of a sweep is handed: where its folder is, its timeout, its share of the node."""
 
-    workdir: str | None  # None: the node's own cache folder's sweeps/ (sweeps/planning/user_folders.py)
+    workdir: str | None  # None: the node's own cache folder's sweeps/ (tokengen/contract/machine/user_folders.py)
     trial_timeout_s: float
     retries: int
     cpus_per_trial: int | None

@@ -1,6 +1,6 @@
 """A trial's files in its folder, written and read without following a symbolic link.
 
-The folder lies in the user's own workdir (sweeps/planning/user_folders.py), so no one else can plant a file
+The folder lies in the user's own workdir (tokengen/contract/machine/user_folders.py), so no one else can plant a file
 there; still, a link left in it (by an earlier version's shared /tmp workdir, or by hand) must not turn a trial's
 log into an overwrite of the file it points at, nor a file it points at into this trial's result. So the launcher
 clears what an earlier attempt left before the trial starts (a link is removed, never followed), every file is
@@ -14,7 +14,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from sweeps.planning.user_folders import own_subfolder
+from tokengen.contract.machine.user_folders import own_subfolder
 
 WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -224,7 +224,8 @@ def _run(request: TrialRequest) -> dict:
     import torch
 
     from tokengen.contract.rules import resolve
-    from tokengen.measure.profiler.run import UNDER_NSYS, nsys_shortfall, resolve_mode, run_under_nsys
+    from tokengen.measure.profiler.nsys import UNDER_NSYS, nsys_shortfall, run_under_nsys
+    from tokengen.measure.profiler.run import resolve_mode
     from tokengen.measure.trial import run_trial
 
     if request.threads:
@@ -235,7 +236,7 @@ def _run(request: TrialRequest) -> dict:
     note = None
     if spec.profile == "nsys" and os.environ.get(UNDER_NSYS) != "1":
         status = (
-            run_under_nsys(cli_arguments(spec.to_dict(), folder), folder, str(folder / RESULT_FILE))
+            run_under_nsys(cli_arguments(spec.to_dict(), folder), folder, str(folder / RESULT_FILE), spec.device)
             if shutil.which("nsys")
             else None
         )

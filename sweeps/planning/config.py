@@ -47,7 +47,7 @@ class SweepSettings:
     inductor_cache: str = "shared"
     # on each node: <workdir>/<sweep name>-<store>/<key>: JSON, logs, compile caches; None: sweeps/ in the node's own
     # cache folder ($TOKENGEN_CACHE_DIR, $XDG_CACHE_HOME/tokengen or ~/.cache/tokengen); $VARs and ~ expanded on the
-    # node; refused where it is not the node's user's alone (sweeps/planning/user_folders.py)
+    # node; refused where it is not the node's user's alone (tokengen/contract/machine/user_folders.py)
     workdir: Optional[str] = None
     remeasure: int = 1  # rounds: a finished trial judged noisy or contended runs again, up to this many more times
     max_trials: int = 100_000  # a grid with more points is refused before it is expanded: raise this to run it
@@ -66,8 +66,8 @@ class SweepSettings:
     max_device_hours: Optional[float] = None  # refuse, before Ray starts, a sweep estimated above this; None: no limit
     # USD at sweep.prices; refuse above it (or when a device has no price); None: no limit
     max_cost: Optional[float] = None
-    # a local Ray's trial estimated (sweeps/pricing/memory.py) above this fraction of its device's free memory (host
-    # RAM, the freest GPU) is refused before Ray starts; null: no guard
+    # a local Ray's trial estimated (tokengen/contract/memory_estimate.py) above this fraction of its device's free
+    # memory (host RAM, the freest GPU) is refused before Ray starts; null: no guard
     memory_guard: Optional[float] = 0.9
 
 

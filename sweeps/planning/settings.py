@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 
-from sweeps.planning.user_folders import FolderRefused, cache_root, workdir
+from tokengen.contract.machine.user_folders import FolderRefused, cache_root, workdir
 from tokengen.contract.spec import SpecError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -85,7 +85,7 @@ def check_settings(sweep: dict) -> None:
 
 def prepare_workdir(setting: str | None) -> None:
     """A local Ray's trials write their files under `sweep.workdir` on this machine: made, proven this user's
-    own (sweeps/planning/user_folders.py) and writable here, before Ray starts, so a path that cannot be one is a
+    own (tokengen/contract/machine/user_folders.py) and writable here, before Ray starts, so a path that cannot be one is a
     line naming it and why, not a failed trial each. A cluster's nodes resolve and check their own (a node's
     refusal is its trials' failure, in the same line)."""
     try:

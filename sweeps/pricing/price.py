@@ -40,8 +40,8 @@ H200_TABLE = (
 REMEASURE_PRIOR = {"cpu": (0.25, "a shared CPU machine's share, assumed"), "gpu": (4 / 12, H200_TABLE)}
 """The share of first attempts sent back to measure, where the history has no verdict on that kind of device."""
 NSYS_UNPRICED = (  # of the trials that will run
-    "{} CUDA trial(s) under nsys priced without nsys's own cost: on the H200's image one compiled and ran under nsys "
-    "for over 160 s without ending (docs/sweeps.md, the sweep on a borrowed GPU)"
+    "{} CUDA trial(s) under nsys priced without nsys's own cost: the trial run again in a process of its own, its "
+    "stream written, converted and summarized (22 s more for a compiled CPU trial on a loaded 2-core machine)"
 )
 COMPILED_GRAPH = GRAPH_FIELDS  # what decides a compile's graphs (tokengen/contract/graphs.py): twins share them
 
@@ -205,7 +205,7 @@ def price_for_run(config: SweepConfig, say, waiting: list[dict] = ()) -> Priced 
     if priced.refusal():
         raise Refused(priced.refusal())
     calibration = used_calibration()
-    if calibration is not None and not calibration.quiet:
+    if budgeted and calibration is not None and not calibration.quiet:  # measured for this run's budget: say so
         say(calibration.describe())
     return priced
 

@@ -14,10 +14,10 @@ from tokengen.contract.names import PLAN_TEXT_FILE as PLAN_MD
 from tracking.report.markdown import to_markdown
 
 MEMORY_NOTE = (
-    "Each trial's estimated peak (sweeps/pricing/memory.py; plan.csv: memory_rss_gb, memory_cuda_gb), the largest per "
-    "variant: rss_gb the trial process's resident memory (torch and transformers included), cuda_gb what CUDA's "
-    "allocator reserves (n/a on the CPU). A local Ray's sweep refuses a trial above sweep.memory_guard of the free "
-    "memory."
+    "Each trial's estimated peak (tokengen/contract/memory_estimate.py; plan.csv: memory_rss_gb, memory_cuda_gb), the "
+    "largest per variant: rss_gb the trial process's resident memory (torch and transformers included), cuda_gb "
+    "what CUDA's allocator reserves (n/a on the CPU). A local Ray's sweep refuses a trial above sweep.memory_guard "
+    "of the free memory."
 )
 ESTIMATE_NOTE = (
     "estimated_s: seconds the trials hold a worker, the sum of their parts: warmup, timed, instrumented (the per-step "

@@ -1,7 +1,8 @@
 """Two real CPU sweeps of the same small grid, one with 1 thread per trial and one with 2, compared by
 `python -m tracking.compare`: the thread count is named first, the matched point gets its ratio,
-interval and verdict, and the two returned the same tokens. One trial per sweep: the synthetic pairs
-(tests/tracking/test_compare.py) cover many points; this proves the command on what a real sweep records."""
+interval and verdict, and the two returned the same tokens, recorded as one run whose page the UI's link opens.
+One trial per sweep: the synthetic pairs (tests/tracking/test_compare.py) cover many points; this proves the command
+on what a real sweep records."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 
 import pandas as pd
 import pytest
+from compare_helpers import recorded_comparison
 from sweep_helpers import run_captured, small_sweep
 
 from tracking.compare.__main__ import main
@@ -33,4 +35,8 @@ def test_two_sweeps_that_differ_in_threads(tmp_path, capsys):
     for _, row in rows.iterrows():
         assert row["ratio_low"] <= row["ratio"] <= row["ratio_high"] and math.isfinite(row["ratio"])
         assert row["verdict"] in VERDICTS[:3] and row["tokens"] == "same"
-    assert "ui: this comparison: http://127.0.0.1:5000/#/experiments/" in err
+    run = recorded_comparison(uri, "t1 vs t2")
+    assert (
+        f"ui: this comparison: http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+        in err
+    )

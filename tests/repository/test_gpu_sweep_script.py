@@ -6,6 +6,7 @@ did not finish."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -115,3 +116,5 @@ def test_the_probe_forks_the_trials_warm_parent_before_it_says_ok(tmp_path):
     assert lines[-1] == "ok" and lines[-2].startswith("fork: a fork of the trials' warm parent answered: no CUDA"), (
         lines
     )
+    nsys = [line for line in lines if line.startswith(("nsys ", "QdstrmImporter "))]  # which nsys, which importer
+    assert len(nsys) == (2 if shutil.which("nsys") else 1), lines

@@ -6,6 +6,8 @@ count, since they run too), each with a case built on purpose that the rule must
 - one door to the store: only tracking/store/ imports mlflow, names MlflowClient or imports sqlite3
   (benchmarks/ included; the nsys export's own SQLite file, read by the profiler, is the one exception);
 - the sweep's stages in order: planning, pricing, execution, delivery, each importing no later one;
+- tokengen stands alone: no module of tokengen/ reaches sweeps or tracking (or Hydra, OmegaConf, Ray, MLflow)
+  through any chain of imports, so one trial needs torch and transformers only;
 - small pieces: no source file over 300 lines (a folder holds what its role says, however many).
 """
 
@@ -20,6 +22,7 @@ DOOR = "tracking.store"
 STORE_MODULES = ("mlflow", "sqlite3")
 NOT_MLFLOWS_SQLITE = {"tokengen.measure.profiler.traces"}  # nsys's SQLite export, not a tracking store
 STAGES = ("sweeps.planning", "sweeps.pricing", "sweeps.execution", "sweeps.delivery")
+ABOVE_TOKENGEN = ("sweeps", "tracking", "hydra", "omegaconf", "ray", "mlflow")  # what one trial must not need
 MAX_LINES = 300
 
 
@@ -145,6 +148,38 @@ def later_stage_imports(known: dict[str, Path]) -> list[tuple[str, str]]:
     return sorted(found)
 
 
+def top_level_imports(path: Path) -> set[str]:
+    """The first part of every absolute import in the file (`hydra` for `from hydra.core import x`)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def reaches_up(known: dict[str, Path]) -> dict[str, list[str]]:
+    """tokengen modules that reach a package above them (ABOVE_TOKENGEN) through any chain of imports: module -> the
+    chain, itself first and what it reached last (a tokengen module importing one that imports sweeps counts)."""
+    graph = {name: imports(name, path, known) for name, path in known.items()}
+    third_party = set(ABOVE_TOKENGEN) - set(known)  # the project's own packages are followed module by module
+    outside = {name: sorted(top_level_imports(path) & third_party) for name, path in known.items()}
+    found = {}
+    for start in sorted(n for n in known if n.split(".")[0] == "tokengen"):
+        chains, seen = [[start]], {start}
+        while chains:
+            chain = chains.pop(0)  # breadth first: the shortest chain is the one shown
+            here = chain[-1]
+            if here.split(".")[0] in ABOVE_TOKENGEN or outside[here]:
+                found[start] = chain if here.split(".")[0] in ABOVE_TOKENGEN else [*chain, outside[here][0]]
+                break
+            for target in sorted(graph[here] - seen):
+                seen.add(target)
+                chains.append([*chain, target])
+    return found
+
+
 def oversized(root: Path, packages=PACKAGES) -> dict[str, int]:
     """Files over MAX_LINES lines, with their sizes."""
     files = {}
@@ -162,6 +197,31 @@ def test_only_the_door_reaches_the_store():
 
 def test_no_stage_imports_a_later_one():
     assert later_stage_imports(modules(ROOT)) == []
+
+
+def test_tokengen_reaches_nothing_above_it():
+    assert reaches_up(modules(ROOT)) == {}
+
+
+def test_the_rule_finds_tokengen_reaching_up_through_a_chain(tmp_path):
+    for folder in ("tokengen", "tokengen/contract", "sweeps", "sweeps/pricing"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "tokengen" / "cli.py").write_text("def main():\n    from tokengen.contract import guard\n")
+    (tmp_path / "tokengen" / "contract" / "guard.py").write_text("from tokengen.contract.sizes import shape\n")
+    (tmp_path / "tokengen" / "contract" / "sizes.py").write_text("import sweeps.pricing.memory\n")
+    (tmp_path / "tokengen" / "settings.py").write_text("from omegaconf import OmegaConf\n")
+    (tmp_path / "tokengen" / "alone.py").write_text("import json\n")
+    (tmp_path / "sweeps" / "pricing" / "memory.py").write_text("")
+    found = reaches_up(modules(tmp_path, ("tokengen", "sweeps")))
+    assert found["tokengen.cli"] == [
+        "tokengen.cli",
+        "tokengen.contract.guard",
+        "tokengen.contract.sizes",
+        "sweeps.pricing.memory",
+    ]
+    assert found["tokengen.settings"] == ["tokengen.settings", "omegaconf"]
+    assert set(found) == {"tokengen.cli", "tokengen.contract.guard", "tokengen.contract.sizes", "tokengen.settings"}
 
 
 def test_no_file_over_300_lines():

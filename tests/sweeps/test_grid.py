@@ -46,8 +46,8 @@ COUNTS = {
     "scaling": 192,
     "harness": 12,
     "serving": 12,
-    "gpu": 14,
-    "gpu_more": 14,
+    "gpu": 15,
+    "gpu_more": 18,
     "quant": 2 * 2 * (1 + 4 * 2),
 }
 
@@ -90,7 +90,7 @@ def test_the_gpu_grids_hold_the_articles_point_with_generates_peers_and_rehearse
         "hf_generate_compiled",
         "hf_generate_cudagraph",
     } <= {t.spec.variant for t in trials}
-    assert not [t for t in trials if t.spec.profile == "nsys"]  # held a whole call on the H200's image
+    assert [t.spec.variant for t in trials if t.spec.profile == "nsys"] == ["static_compiled"]  # one nsys report
     more = plan_sweep(composed("+grid=gpu_more")).trials
     assert {t.spec.variant for t in more if t.spec.model == "gpt2-xl"} == {
         "static_cudagraph_pipelined",
@@ -109,6 +109,12 @@ def test_the_gpu_grids_hold_the_articles_point_with_generates_peers_and_rehearse
         "static_cache_continuous",
         "hf_generate_batch",
     }
+    assert {t.spec.variant for t in more if t.spec.model == "tiny-trained" and t.spec.stop == "model"} == {
+        "kv_cache",
+        "kv_cache_int8",
+        "static_cudagraph",
+        "static_cudagraph_int8",
+    }  # rows that end at the model's own EOS, and int8 judged on logits that predict
     assert {t.spec.key() for t in trials}.isdisjoint({t.spec.key() for t in more})
     # scripts/gpu_sweep.sh --rehearse: the same grids on the CPU, models shrunk, CUDA-only rows dropped with reasons
     for grid in ("gpu", "gpu_more"):

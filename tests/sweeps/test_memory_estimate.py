@@ -1,4 +1,4 @@
-"""A trial's peak memory, estimated before it runs (sweeps/pricing/memory.py): against what trials measured
+"""A trial's peak memory, estimated before it runs (tokengen/contract/memory_estimate.py): against what trials measured
 (the H200 baseline's reserved bytes in docs/results.md; real trial processes' peak RSS here), shown by the dry
 run, and a trial that would not fit refused before Ray starts in one line, unless the guard is off."""
 
@@ -11,7 +11,8 @@ from sweep_helpers import small_sweep
 from sweeps.driver import run_sweep
 from sweeps.execution.trial_process import TrialRequest, run_trial_process
 from sweeps.planning.grid import PlannedTrial
-from sweeps.pricing.memory import FreeMemory, estimate_memory, memory_refusal
+from sweeps.pricing.memory import sweep_refusal as memory_refusal
+from tokengen.contract.memory_estimate import FreeMemory, estimate_memory
 from tokengen.contract.rules import resolve
 
 H200_BASELINE_RESERVED = 33.684e9  # docs/results.md: gpt2 float32, batch 32, 100 steps, prompt 1, on an H200

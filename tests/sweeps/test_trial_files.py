@@ -13,7 +13,7 @@ import pytest
 
 from sweeps.execution import trial_process
 from sweeps.execution.trial_files import open_new, write_file
-from sweeps.planning.user_folders import FolderRefused
+from tokengen.contract.machine.user_folders import FolderRefused
 from tokengen.contract.names import RESULT_FILE, TRIAL_LOG
 
 FORGED = {"status": "finished", "runtime_mean_s": 0.001}

@@ -17,8 +17,8 @@ from sweeps.execution.schedule import crossed_failure
 from sweeps.execution.task import ScheduleSettings, sweep_folder
 from sweeps.planning.config import SweepConfig, TrackingSettings
 from sweeps.planning.settings import prepare_workdir
-from sweeps.planning.user_folders import CACHE_VARIABLE, FolderRefused, cache_folder, workdir
 from sweeps.pricing.estimate import hardware
+from tokengen.contract.machine.user_folders import CACHE_VARIABLE, FolderRefused, cache_folder, workdir
 from tokengen.contract.spec import SpecError
 
 OTHER = 65534  # nobody

@@ -129,7 +129,10 @@ def test_the_report_shows_the_gate_never_ok_and_flags_a_speedup_below_it(tiny_tr
     [(knob, table)] = knob_tables(prepared)
     assert knob == "quant" and list(table["plain_variant"]) == ["kv_cache"] and table["interval"][0]
     trained = frame.assign(model="/models/trained", top1_agreement=[None, None, 0.931])  # as if a checkpoint's
-    prepared, _ = prepare(trained)
+    prepared, _ = prepare(trained.assign(top1_margin_median=[None, None, 2.5]))  # its logits decisive
     row = prepared[prepared["variant"] == f"kv_cache_{CPU_QUANT}"].iloc[0]
     assert row["tokens"] == "below gate 93.1%" and bool(row["speedup_marked"])
+    prepared, _ = prepare(trained.assign(top1_margin_median=[None, None, 0.45]))  # too close to judge
+    row = prepared[prepared["variant"] == f"kv_cache_{CPU_QUANT}"].iloc[0]
+    assert row["tokens"] == "lossy 93.1%, fidelity only (reference margin 0.45 < 1.0)"
     assert set(KNOBS) <= set(prepared.columns)

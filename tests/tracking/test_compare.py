@@ -18,13 +18,12 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from compare_helpers import Store, recorded_children, tokens_for
+from compare_helpers import Store, old_comparison, recorded_children, recorded_comparison, tokens_for
 from mlflow import MlflowClient
 
 from tracking.compare.__main__ import main
-from tracking.compare.record import FILTER_TAG, ID_TAG, VIEW_PREFIX, view_key
+from tracking.store.history import load_history
 from tracking.store.reading import load_sweep
-from tracking.store.view import read_view
 
 TRUE = {("baseline", 2): 1.0, ("kv_cache", 2): 0.6, ("static_cache", 2): 1.5, ("kv_cache", 4): 0.5}
 VERDICT = {
@@ -133,33 +132,50 @@ def test_the_overview_leaves_out_the_contended_point_and_names_the_rank_swap(com
     assert (compared.directory / "ratio_by_point.png").stat().st_size > 10_000
 
 
-def test_the_ui_gets_one_child_run_per_point_sorted_by_ratio(compared, stores):
-    client = MlflowClient(tracking_uri=stores.one)
-    experiment = client.get_experiment_by_name("tokengen")
-    parent = client.search_runs([experiment.experiment_id], "tags.comparison = 'a vs b'")[0]
-    children = recorded_children(stores.one, "a vs b")
-    rows = compared.csv.set_index("run_id_b")
-    assert len(children) == len(TRUE) + 1  # the failed point too, with its verdict and no ratio
-    for child in [c for c in children if c.data.tags["verdict"] != "failed on B"]:
-        row = rows.loc[child.data.tags["run_id_b"]]
-        assert child.data.metrics["ratio"] == pytest.approx(row["ratio"])
-        assert child.data.metrics["ratio_low"] == pytest.approx(row["ratio_low"])
-        assert child.data.metrics["ratio_high"] == pytest.approx(row["ratio_high"])
-        assert child.data.tags["verdict"] == row["verdict"] and "status" not in child.data.tags
-    key = view_key("a", "b")
-    state = read_view(experiment.tags[VIEW_PREFIX + key])
-    assert state["orderByKey"] == "metrics.`ratio`" and state["orderByAsc"] is True
-    shown = client.search_runs([experiment.experiment_id], state["searchFilter"])
-    assert {r.info.run_id for r in shown} == {c.info.run_id for c in children}
-    assert parent.data.tags[FILTER_TAG] == state["searchFilter"] and ID_TAG not in parent.data.tags
+def not_trials(uri: str) -> list:
+    """The runs of the experiment that are neither a sweep's nor a trial's."""
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("tokengen").experiment_id
+    runs = client.search_runs([experiment], max_results=10000)
+    return [r for r in runs if "trial_key" not in r.data.tags and "sweep_parent" not in r.data.tags]
+
+
+def test_the_comparison_is_one_run_with_its_figures_and_files(compared, stores):
+    """One run in A's store, none per point: the verdicts' counts and each variant's overview as metrics, the
+    tables, per-point CSV and plot as artifacts, the printed text as its description; the UI's link opens it."""
+    run = recorded_comparison(stores.one, "a vs b")
+    assert [r.info.run_id for r in not_trials(stores.one)] == [run.info.run_id]
+    metrics = run.data.metrics
+    assert metrics["points"] == len(TRUE) + 1  # the failed point too, with its verdict and no ratio
+    assert (metrics["faster"], metrics["slower"], metrics["not_significant"], metrics["failed_on_B"]) == (2, 1, 1, 1)
+    assert metrics["ratio_geomean/kv_cache"] == pytest.approx(0.6, rel=0.03)  # the contended point left out
+    assert metrics["left_out/kv_cache"] == 1 and metrics["faster/kv_cache"] == 2
+    assert metrics["ratio_geomean/static_cache"] == pytest.approx(1.5, rel=0.03)
+    assert metrics["ratio_geomean"] == pytest.approx((1.0 * 0.6 * 1.5) ** (1 / 3), rel=0.03)
+    assert run.data.tags["mlflow.note.content"].startswith("What differs: threads 1 vs 2;")
+    experiment = run.info.experiment_id
     url = compared.err.strip().splitlines()[-1]
-    assert (
-        url.startswith("ui: this comparison: http://127.0.0.1:5000/#/experiments/")
-        and f"viewStateShareKey={key}" in url
-    )
-    attached = {a.path for a in client.list_artifacts(parent.info.run_id, "comparison")}
-    assert {"comparison/comparison.md", "comparison/comparison.csv", "comparison/ratio_by_point.png"} <= attached
-    assert len(load_sweep(stores.one, "tokengen", "a").trials) == 6  # the comparison's runs are no sweep's trials
+    assert url == f"ui: this comparison: http://127.0.0.1:5000/#/experiments/{experiment}/runs/{run.info.run_id}"
+    assert len(load_sweep(stores.one, "tokengen", "a").trials) == 6  # the comparison's run is no sweep's trial
+
+
+def test_an_older_comparisons_child_runs_still_read(tmp_path):
+    """A store holding a comparison recorded with a child run per point keeps it whole beside a new one, and no
+    reader takes those children for trials."""
+    store = Store(tmp_path / "store")
+    for sweep, warmup in (("p", 1), ("q", 2)):
+        store.sweep(sweep)
+        store.trial("baseline", 1.0, seed=50 + warmup, warmup=warmup)
+        store.trial("kv_cache", 0.5, seed=60 + warmup, warmup=warmup)
+    point = dict(params={"variant": "baseline"}, metrics={"ratio": 1.0, "ratio_low": 0.9}, tags={"verdict": "same"})
+    old = old_comparison(store.uri, "p vs q", [{**point, "name": "baseline b2 p1 L6"}] * 2)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["p", "q", "--uri", store.uri, "--out", str(tmp_path / "reports")]) == 0
+    children = recorded_children(store.uri, old)
+    assert [c.data.metrics for c in children] == [point["metrics"]] * 2
+    assert len(not_trials(store.uri)) == 1 + 2 + 1  # the old comparison and its children, and the new one
+    assert len(load_sweep(store.uri, "tokengen", "q").trials) == 2
+    assert len(load_history(store.uri, "tokengen").finished_keys) == 4
 
 
 def test_tokens_that_differ_across_two_stores(stores, capsys, tmp_path):

@@ -11,7 +11,7 @@ import time
 
 import pandas as pd
 import pytest
-from compare_helpers import recorded_children
+from compare_helpers import recorded_comparison
 from postgres_helpers import PASSWORD_ROLE, ROLE_PASSWORD, free_port
 from servers import MlflowServer
 from sweep_helpers import child_runs, run_captured, small_sweep
@@ -115,8 +115,8 @@ def test_sweeps_report_compare_ui_and_history_on_postgres(postgres, tmp_path, ca
     assert capsys.readouterr().out.splitlines()[0].startswith("What differs: threads 1 vs 2")
     rows = pd.read_csv(tmp_path / "compared" / "t1-vs-t2" / "comparison.csv")
     assert sorted(rows["variant"]) == ["baseline", "kv_cache"] and set(rows["tokens"]) == {"same"}
-    children = recorded_children(uri, "t1 vs t2")  # written into PostgreSQL's tables in one transaction
-    assert sorted(c.data.params["variant"] for c in children) == ["baseline", "kv_cache"]
+    compared = recorded_comparison(uri, "t1 vs t2")  # one run through MLflow's API, none per point
+    assert compared.data.metrics["points"] == 2 and compared.data.metrics["points/kv_cache"] == 1
 
     from tracking.ui import main as ui
 
@@ -129,6 +129,27 @@ def test_sweeps_report_compare_ui_and_history_on_postgres(postgres, tmp_path, ca
 
     history = load_history(uri, "tokengen")  # what the dry run prices from and resume skips
     assert len(history.frame) == 4 and len(history.finished_keys) == 2 and "searched" in history.source
+
+
+def test_rows_are_written_by_sql_only_into_a_tested_schema(postgres):
+    """tracking/store/tables.py's gate on PostgreSQL's `alembic_version` (tests/tracking/test_schema_gate.py has
+    SQLite's, and both write paths)."""
+    import psycopg
+
+    from tracking.store.postgres import libpq_uri
+    from tracking.store.recorder import Recorder
+    from tracking.store.tables import Tables, UntestedSchema, writes_in_bulk
+
+    uri = postgres.create_database("gate")
+    Recorder(uri, "tokengen")  # MLflow makes its tables
+    assert writes_in_bulk(uri)
+    with Tables(uri, write=True) as tables:
+        tables.commit()
+    with psycopg.connect(libpq_uri(uri)) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = 'feedfacecafe'")
+    assert not writes_in_bulk(uri)
+    with pytest.raises(UntestedSchema, match="feedfacecafe"):
+        Tables(uri, write=True)
 
 
 def test_a_tracking_server_on_postgres_takes_a_sweep(postgres, tmp_path, warm_ray):

@@ -138,14 +138,15 @@ def test_a_stopped_server_is_named_in_one_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_comparison_is_recorded_through_the_server(server, swept, tmp_path, capsys):
-    """Through a server, the comparison's children go by MLflow's API, several at once: each whole, and as many
-    as the matched points."""
-    from compare_helpers import recorded_children
+    """Through a server, the comparison is one run by MLflow's API: its figures as metrics, its files as artifacts,
+    no run per point."""
+    from compare_helpers import recorded_comparison
 
     from tracking.compare.__main__ import main as compare
 
     assert compare(["t", "t", "--uri", server.url, "--out", str(tmp_path)]) == 0
     assert "ui: the tracking server serves the MLflow UI" in capsys.readouterr().err
-    children = recorded_children(server.url, "t vs t")
-    assert sorted(c.data.params["variant"] for c in children) == ["baseline", "kv_cache"]
-    assert all(c.data.metrics["ratio"] == 1.0 and c.data.tags["verdict"] for c in children)
+    compared = recorded_comparison(server.url, "t vs t")
+    metrics = compared.data.metrics  # a ratio a contended trial left out is no metric: only those present
+    assert metrics["points"] == 2 and metrics["points/baseline"] == metrics["points/kv_cache"] == 1
+    assert all(value == 1.0 for name, value in metrics.items() if name.startswith("ratio_geomean"))

@@ -25,11 +25,18 @@ TRIAL_LOG = "trial.log"
 TORCH_TRACE = "profile_trace.json"
 NSYS_REPORT = "profile"  # nsys adds .nsys-rep
 NSYS_REP_FILE = f"{NSYS_REPORT}.nsys-rep"
+NSYS_STREAM_FILE = f"{NSYS_REPORT}.qdstrm"  # nsys's raw stream, kept where no importer could convert it
+NSYS_SUMMARIES = {  # `nsys stats` reports as CSV, by what they summarize (the report names differ by version)
+    "osrt": f"{NSYS_REPORT}_osrt.csv",  # OS runtime calls
+    "kernels": f"{NSYS_REPORT}_gpu_kernels.csv",  # CUDA GPU kernels
+    "cuda_api": f"{NSYS_REPORT}_cuda_api.csv",  # CUDA API calls
+    "nvtx": f"{NSYS_REPORT}_nvtx.csv",  # NVTX ranges
+}
 PLAN_FILE = "plan.json"  # on a sweep's parent run: every planned key, and those reused from earlier runs
 SWEEP_CONFIG_FILE = "sweep_config.json"
 PLAN_ESTIMATE_FILE = "plan.csv"  # on a sweep's parent run (and reports/<sweep>/): each planned trial's estimate
 PLAN_TEXT_FILE = "plan.md"  # the same plan as the dry run prints it
-ARTIFACT_FILES = (TOKENS_FILE, TORCH_TRACE, NSYS_REP_FILE)
+ARTIFACT_FILES = (TOKENS_FILE, TORCH_TRACE, NSYS_REP_FILE, *NSYS_SUMMARIES.values())
 """The trial's files that travel back to the driver (the record and log travel as text)."""
 TRANSPORT = ("files", "log")
 DEADLINE_ENV = "TOKENGEN_DEADLINE"

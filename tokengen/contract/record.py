@@ -45,6 +45,7 @@ class TrialResult:
     steps: int | None = _f(METRIC)  # decode steps of the last timed run (requests: forwards, prefills included)
     tokens_generated: int | None = _f(METRIC)  # batch x steps, padding included (requests: slots x forwards)
     useful_tokens: int | None = _f(METRIC)  # tokens before each row's end: padding excluded
+    rows_ended: int | None = _f(METRIC)  # rows that ended before max_seqlen (under stop=model: at their own EOS)
     # time (seconds; the runs' median unless said)
     runtime_s: list | None = _f(SERIES)  # every timed run, in order
     runtime_mean_s: float | None = _f(METRIC)
@@ -111,6 +112,10 @@ class TrialResult:
     interference_gpu_procs: int | None = _f(METRIC)  # other compute processes on our GPU (NVML)
     interference_sm_clock_mhz: int | None = _f(METRIC)  # SM clock, the lower of start and end (NVML)
     interference_throttle: str | None = _f(TAG)  # NVML clock event reasons seen, comma-joined ("" none)
+    # the model: a trained checkpoint's own metadata (tokengen/contract/trained.py); None on random weights
+    model_heldout_loss: float | None = _f(METRIC)  # nats per byte on its held-out text
+    model_corpus: str | None = _f(TAG)  # the content hash of the corpus it learned
+    model_train_steps: int | None = _f(METRIC)
     # tokens
     tokens_sha256: str | None = _f(TAG)  # the last timed run's, docs/design.md's checksum
     deterministic: bool | None = _f(METRIC)  # every timed run returned the same tokens
@@ -129,11 +134,15 @@ class TrialResult:
     profile_trace: str | None = _f(TAG)
     profile_report: str | None = _f(TAG)
     profile_skipped: str | None = _f(TAG)  # why a trial that asked for a profile has none (its engine cannot be traced)
-    profile_note: str | None = _f(TAG)  # why the profiler is not the one asked for (nsys wrote no report: torch's)
+    profile_note: str | None = _f(TAG)  # why the profile is not what was asked (no nsys report: torch's, or a .qdstrm)
+    profile_summaries: str | None = _f(TAG)  # the nsys report's CSV summaries (tokengen.contract.names), comma-joined
     gpu_idle_us_per_step: float | None = _f(METRIC)
     gpu_busy_pct: float | None = _f(METRIC)
     host_sync_us_per_step: float | None = _f(METRIC)
     profiled_steps: int | None = _f(METRIC)
+    gpu_kernel_us_per_step: float | None = _f(METRIC)  # nsys: every GPU kernel's time in the capture / profiled steps
+    top_kernel: str | None = _f(TAG)  # nsys: the GPU kernel with the most time in the capture
+    top_kernel_pct: float | None = _f(METRIC)  # its share of all kernel time
     # failure
     error_type: str | None = _f(TAG)
     error_message: str | None = _f(TAG)

@@ -21,10 +21,10 @@ from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for, label_for
 
 PEER = "generate_batch"  # transformers' continuous batching, the request workloads' peer
 CUDA_ONLY: dict[str, tuple[str, ...]] = {
-    **{knob: cuda for knob in DECLARED_KNOBS if (cuda := tuple(d.name for d in knob_values(knob) if d.cuda_only))},
-    "profile": ("nsys",),
+    knob: cuda for knob in DECLARED_KNOBS if (cuda := tuple(d.name for d in knob_values(knob) if d.cuda_only))
 }
-"""Values that need a CUDA device: the knobs' from their declarations, and the profiler's."""
+"""Values that need a CUDA device, from the knobs' declarations (profile=nsys runs anywhere: on the CPU it
+captures the whole trial process)."""
 PLAIN = TrialSpec()
 """The knobs' plain settings (each knob's first declared value), for the rules that ask for one."""
 
@@ -172,8 +172,6 @@ def problem(spec: TrialSpec) -> str | None:
         return f"target_ci must be a fraction > 0, e.g. 0.02 for a 95% interval within 2% of the mean (got {spec.target_ci!r})"
     if not isinstance(spec.warmup, int) or spec.warmup < 0:
         return f"warmup must be an integer >= 0 (got {spec.warmup!r})"
-    if spec.profile == "nsys" and spec.device != "cuda":
-        return f"profile=nsys needs a CUDA trial (got device={spec.device}): use profile=torch"
     reason = serving_problem(spec) or incompatibility(spec)
     if reason:
         return reason

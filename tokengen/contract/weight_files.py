@@ -48,6 +48,20 @@ def _judged(path: str, size: int, mtime_ns: int) -> str | None:
     return None
 
 
+def safetensors_metadata(path: Path) -> dict[str, str]:
+    """The text a safetensors file carries in its header's `__metadata__` ({} where none, or no header):
+    a trained checkpoint's held-out loss, corpus and steps, read without loading a tensor."""
+    try:
+        with open(path, "rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if not 2 <= length <= MAX_HEADER_BYTES:
+                return {}
+            meta = json.loads(handle.read(length)).get("__metadata__")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+
+
 def weights_problem(directory: Path) -> str | None:
     """The first safetensors file of a checkpoint directory that is truncated or not one, or None."""
     for path in sorted(directory.glob("*.safetensors")):

@@ -60,7 +60,9 @@ class Generator:
         self.policy = StopPolicy.build(
             spec.stop, eos_ids(self.config), spec.batch_size, spec.max_seqlen, spec.seed, self.device
         )
-        self.prompts = prompt_ids(self.config, spec.batch_size, spec.prompt_len, spec.seed, self.device)  # (B, P)
+        self.prompts = prompt_ids(
+            self.config, spec.batch_size, spec.prompt_len, spec.seed, self.device, spec.max_seqlen
+        )  # (B, P)
 
     def step_logits(self, tokens: torch.Tensor, i: int) -> torch.Tensor:
         """Decode step i's logits (B, V): the prefill at step 0, one decode forward after."""

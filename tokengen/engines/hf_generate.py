@@ -95,7 +95,7 @@ def hf_generate(
         raise SpecError(f"sampling={spec.sampling} has no generate() peer: use sampling=greedy")
     config = model.config
     device = next(model.parameters()).device
-    prompts = prompt_ids(config, spec.batch_size, spec.prompt_len, spec.seed, device)  # (B, P)
+    prompts = prompt_ids(config, spec.batch_size, spec.prompt_len, spec.seed, device, spec.max_seqlen)  # (B, P)
     eos = eos_ids(config)
     rules = _stop_rules(spec, eos, device)
     recompute = declared("cache", spec.cache).family == RECOMPUTE

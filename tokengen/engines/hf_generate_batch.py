@@ -49,7 +49,9 @@ class GenerateBatchEngine:
     def __init__(self, model: torch.nn.Module, spec: TrialSpec):
         self.model, self.spec = model, spec
         count, prompt_len, slots = spec.requests, spec.prompt_len, spec.batch_size
-        self.prompts = prompt_ids(model.config, count, prompt_len, spec.seed).tolist()  # N lists of P ids
+        self.prompts = prompt_ids(
+            model.config, count, prompt_len, spec.seed, max_seqlen=spec.max_seqlen
+        ).tolist()  # N lists of P ids
         targets = target_lengths(spec.stop, count, spec.max_seqlen, spec.seed)
         self.lengths = targets.tolist() if targets is not None else None  # None: ended by EOS or max_seqlen
         eos = eos_ids(model.config)

@@ -114,7 +114,9 @@ class RequestServer:
         # positions 0 .. P + max_seqlen - 2: the last token is never fed back
         self.cache = SlotKV(model, self.slots, spec.prompt_len, spec.prompt_len + spec.max_seqlen - 1)
         self.stop_check = load("stop_check", spec.stop_check)
-        prompts = prompt_ids(model.config, self.count, spec.prompt_len, spec.seed, self.device)  # (N, P)
+        prompts = prompt_ids(
+            model.config, self.count, spec.prompt_len, spec.seed, self.device, spec.max_seqlen
+        )  # (N, P)
         self.prompts = torch.cat([prompts, prompts[:1]])  # (N + 1, P): row N stands in for "no request"
         self.kind, _ = parse_stop(spec.stop)
         self.eos = torch.tensor(eos_ids(model.config) or [-1], device=self.device)

@@ -51,7 +51,9 @@ def measure(spec: TrialSpec, model: torch.nn.Module, tokens: torch.Tensor | None
         "fidelity": kind,
         "fidelity_gate": gate,
         **figures,
-        "fidelity_verdict": fidelity.verdict(kind, figures["top1_agreement"], gate, spec.model),
+        "fidelity_verdict": fidelity.verdict(
+            kind, figures["top1_agreement"], gate, spec.model, figures["top1_margin_median"]
+        ),
     }
 
 

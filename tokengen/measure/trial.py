@@ -32,6 +32,7 @@ from tokengen.contract.names import DEADLINE_ENV
 from tokengen.contract.record import make_record
 from tokengen.contract.rules import check_runnable
 from tokengen.contract.spec import AUTO_RUNS, TrialSpec
+from tokengen.contract.trained import record_facts
 from tokengen.decode.stopping import row_lengths
 from tokengen.engines import make_generator
 from tokengen.engines.request_server import request_lengths, serving_figures
@@ -109,6 +110,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         deterministic=len(runs.checksums) == 1,
         **profiled,
         **proven,
+        **record_facts(spec.model),  # a trained checkpoint's held-out loss, corpus and steps
         trial_wall_s=time.perf_counter() - started,  # model build, compile, every run
         **environment(spec.device, spec.model),
     )
@@ -199,14 +201,13 @@ def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]
     median = stats["runtime_median_s"]
     ttft = step_latencies[0]  # step 0: the prompt's forward and the first sampled token
     eos = models.eos_ids(model.config)
+    ended = None
     if spec.requests:
         useful = int(request_lengths(spec, result.tokens, eos).sum())
         requests = serving_figures(runs.served, useful)
     else:
-        useful = int(
-            row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, result.tokens, eos, steps).sum()
-        )
-        requests = {}
+        lengths = row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, result.tokens, eos, steps)
+        useful, ended, requests = int(lengths.sum()), int((lengths < spec.max_seqlen).sum()), {}
     generated = spec.batch_size * steps  # slot-steps for requests: padding and idle slots included
     weight_bytes = models.weight_bytes(model)
     bandwidth = weight_bytes * steps / median / 1e9
@@ -216,6 +217,7 @@ def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]
         steps=steps,
         tokens_generated=generated,
         useful_tokens=useful,
+        rows_ended=ended,
         runtime_s=runs.runtimes,
         **stats,
         tokens_per_s=generated / median,

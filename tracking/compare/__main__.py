@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         table = pairs[CSV_FIRST + [c for c in pairs.columns if c not in [*CSV_FIRST, "_a", "_b"]]]
         table.to_csv(directory / "comparison.csv", index=False)
 
-        def files():  # the plot last: the store takes the children first
+        def files():  # the plot last: the store takes the run and the other files while it is drawn
             yield from (directory / "comparison.md", directory / "comparison.csv")
             yield from [plot for plot in [plotting.result()] if plot]
 

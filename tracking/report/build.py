@@ -37,6 +37,7 @@ from tracking.report.marks import is_marked
 from tracking.report.notes import NOTES
 from tracking.report.overview import overview_table
 from tracking.report.plan_report import plan_against_actual
+from tracking.report.profile_table import NSYS_NOTE, nsys_table
 from tracking.report.serving_table import serving_table
 from tracking.store.connect import redacted
 from tracking.store.derived import DERIVED_METRICS, write_back
@@ -153,6 +154,7 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
         ("(f) Tokens/s, cost and energy by GPU type", NOTES["f"] + " " + NOTES["cost"], gpu_cost_table(frame)),
         ("Cost and energy per useful token", NOTES["cost"], cost_table(frame)),
         ("Idle gap per variant beside its speedup", NOTES["idle"], tables.idle_table(frame)),
+        ("Nsight Systems reports", NSYS_NOTE, nsys_table(frame)),
         (
             "Serving requests: static against continuous batching against generate_batch",
             NOTES["serving"],

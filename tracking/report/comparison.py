@@ -122,9 +122,10 @@ def gated_rows(frame: pd.DataFrame) -> pd.Series:
 def fidelity_verdicts(rows: pd.DataFrame) -> list[str]:
     """Each gated trial's verdict, judged at the gate its sweep measured it with (tokengen.contract.fidelity)."""
     gates = pd.to_numeric(rows["fidelity_gate"], errors="coerce").fillna(DEFAULT_GATE)
+    margins = rows["top1_margin_median"] if "top1_margin_median" in rows else [None] * len(rows)
     return [
-        verdict(fidelity_of(k), as_float(a), g, m)
-        for k, a, g, m in zip(row_knobs(rows), rows["top1_agreement"], gates, rows["model"])
+        verdict(fidelity_of(k), as_float(a), g, m, as_float(mg))
+        for k, a, g, m, mg in zip(row_knobs(rows), rows["top1_agreement"], gates, rows["model"], margins)
     ]
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 from tokengen.contract.names import FINISHED, TRIAL_KEY
 from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trained import model_label
 from tracking.measurement import OK, judged, summary_line
 from tracking.report import comparison
 from tracking.report.figures.baselines import key_part
@@ -38,6 +39,9 @@ def system_facts(rows: pd.DataFrame) -> pd.DataFrame:
     for name in SYSTEM:
         values = sorted({key_part(v) for v in rows[name]} - {""}) if name in rows else []
         facts.append({"fact": name.removeprefix("env_"), "value": ", ".join(values) or None})
+    losses = rows["model_heldout_loss"] if "model_heldout_loss" in rows else [None] * len(rows)
+    models = sorted({model_label(m, loss) for m, loss in zip(rows.get("model", []), losses) if isinstance(m, str)})
+    facts.append({"fact": "models", "value": ", ".join(models) or None})  # trained ones with their held-out loss
     return pd.DataFrame(facts)
 
 

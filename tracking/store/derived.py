@@ -4,7 +4,8 @@ A report (tracking/report/) derives figures no trial can measure alone: its spee
 matching baseline and the interval around it, its runtime against transformers' generate(), its
 token verdict; and the view's columns at four significant digits (`ui/speedup`, ...: the UI shows a metric
 to its last digit). `write_back` puts them on the run of every trial the report used (into a database's
-tables in one transaction; through a server, one `log_batch` per run, several at once), and marks
+tables in one transaction where its schema is one the tests wrote into, tracking/store/tables.py; else, and
+through a server, one `log_batch` per run, several at once), and marks
 those runs with the tag `in_report.<parent run id>`, which the sweep's view in the UI filters on:
 the trials the report used, reused ones from other sweeps included, and not the runs a retry
 replaced. A rebuilt report writes the figures that changed (a metric's latest value is what the UI
@@ -34,7 +35,7 @@ from tracking.store.runs import (  # noqa: F401 - the report's
     mark_of,
 )
 from tracking.store.search import search
-from tracking.store.tables import Tables, in_bulk
+from tracking.store.tables import Tables, in_bulk, writes_in_bulk
 
 
 def view_filter(parent_id: str, sweep: str) -> str:
@@ -94,7 +95,7 @@ def write_back(
                 continue  # a rebuild writes only what changed
         batches.append((run_id, metrics, tags))
     stale_tags += [(run_id, mark) for run_id in before if run_id not in used]
-    if in_bulk(uri):
+    if writes_in_bulk(uri):
         _write_tables(uri, batches, stale_tags, int(time.time() * 1000))
     else:
         _write_client(client, batches, stale_tags, threads)
@@ -133,7 +134,8 @@ def _write_tables(uri: str, batches: list, stale_tags: list, now: int) -> None:
 
 
 def _write_client(client, batches: list, stale_tags: list, threads: int) -> None:
-    """One log_batch per run through a tracking server, several at once."""
+    """One log_batch per run through MLflow's API (a tracking server, or a schema the tests never wrote into),
+    several at once."""
     from mlflow.entities import Metric, RunTag
 
     now = int(time.time() * 1000)

@@ -1,7 +1,9 @@
 """MLflow's own tables, read and written in bulk: a SQLite file through sqlite3, a PostgreSQL database through psycopg.
 Four queries read a sweep of thousands of runs where MLflow's search builds an object per run, tag, param and
-metric page by page; the report's figures and a comparison's child runs go in as one transaction. The columns
-read and written are those MLflow 3 has kept since its first database schema."""
+metric page by page; the columns read are those MLflow 3 has kept since its first database schema. Rows are
+written by SQL (the report's figures, in one transaction) only into a schema the tests ran those writes against
+(TESTED_SCHEMAS, the store's `alembic_version`); any other store is written through MLflow's API
+(`writes_in_bulk` says which)."""
 
 from __future__ import annotations
 
@@ -58,16 +60,26 @@ def _out_of_reach(path: str) -> sqlite3.Connection:
 
 
 WRITE_CACHE_KIB = 128 * 1024
+TESTED_SCHEMAS = frozenset({"dc11669786a5"})
+"""The revisions of MLflow's schema (alembic's, in the store's `alembic_version`) that tests/tracking wrote rows into
+by SQL and read back through MLflow: MLflow 3.17's head. A newer MLflow may rename, add or constrain a column; its
+store is written through the API until the tests have run against it and its revision is added here
+(tests/tracking/test_schema_gate.py fails while the installed MLflow's is missing)."""
+
+
+class UntestedSchema(RuntimeError):
+    """Rows were about to be written by SQL into a schema no test wrote into."""
 
 
 class Tables:
-    """MLflow's own tables, read only and in bulk: four queries for a sweep of thousands of runs, where
-    MLflow's search builds an object per run, tag, param and metric page by page. A SQLite file
-    (sqlite3, `mode=ro`) or a PostgreSQL database (psycopg, a read-only session); the columns read are
-    those MLflow 3 has kept since its first database schema."""
+    """MLflow's own tables, read in bulk: four queries for a sweep of thousands of runs, where MLflow's search
+    builds an object per run, tag, param and metric page by page. A SQLite file (sqlite3, `mode=ro`) or a
+    PostgreSQL database (psycopg, a read-only session); the columns read are those MLflow 3 has kept since its
+    first database schema. Written only where the schema is one the tests wrote into (`write`)."""
 
     def __init__(self, uri: str, write: bool = False):
-        """Read only, unless `write` (tracking/store/derived.py's figures, in one transaction: `commit`)."""
+        """Read only, unless `write` (tracking/store/derived.py's figures, in one transaction: `commit`), which only
+        a schema in TESTED_SCHEMAS allows (UntestedSchema otherwise)."""
         path = sqlite_path(uri)
         if path is not None:
             if write:
@@ -83,6 +95,16 @@ class Tables:
             self.connection = psycopg.connect(libpq_uri(uri), connect_timeout=CONNECT_TIMEOUT_S, autocommit=not write)
             self.connection.read_only, self.mark = not write, "%s"
         self.sqlite = path is not None
+        if write and (found := self.revision()) not in TESTED_SCHEMAS:
+            self.connection.close()
+            raise UntestedSchema(f"MLflow schema {found} is not one whose tables were tested: write through the API")
+
+    def revision(self) -> str | None:
+        """The store's schema revision (its `alembic_version`), None where it has none (MLflow never opened it)."""
+        if "version_num" not in self.columns("alembic_version"):
+            return None
+        found = self.rows("SELECT version_num FROM alembic_version")
+        return found[0][0] if found else None
 
     def write(self, sql: str, rows: list[tuple]) -> None:
         if rows:
@@ -90,18 +112,6 @@ class Tables:
                 self.connection.executemany(sql, rows)
             else:
                 self.connection.cursor().executemany(sql.replace("?", self.mark), rows)
-
-    def insert(self, table: str, columns: list[str], rows: list[tuple]) -> None:
-        """New rows, none of them there before: PostgreSQL takes them by COPY (executemany sent 176,000 rows, a
-        comparison's 5,520 children, in 7.4 s)."""
-        if not rows:
-            return
-        if self.sqlite:
-            self.write(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows)
-            return
-        with self.connection.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
 
     def commit(self) -> None:
         self.connection.commit()
@@ -114,11 +124,6 @@ class Tables:
 
     def rows(self, sql: str, args=()) -> list[tuple]:
         return self.connection.execute(sql.replace("?", self.mark), tuple(args)).fetchall()
-
-    def run_row(self, run_id: str) -> dict:
-        """The run's row of `runs`, every column MLflow's schema has, by name."""
-        cursor = self.connection.execute(f"SELECT * FROM runs WHERE run_uuid = {self.mark}", (run_id,))
-        return dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
 
     def columns(self, table: str) -> set[str]:
         if self.sqlite:
@@ -147,8 +152,8 @@ class Tables:
     def _chosen(self, experiment_id, tags: dict) -> tuple[str, list]:
         """The active runs of the experiment with every tag given (a value, or None: present and not empty), found
         from the first tag's rows (MLflow's key on `tags` leads with the key), not by scanning every run of the
-        experiment: a comparison adds a child run per point, and at the full grid's size a few of them made every
-        read of a sweep a third slower."""
+        experiment: a store may hold thousands of runs that are no sweep's (an older comparison's child run per
+        point: at the full grid's size a few comparisons made every read of a sweep a third slower)."""
 
         def has(alias: str, key: str, value) -> tuple[str, list]:
             if value is None:
@@ -224,3 +229,12 @@ class Tables:
 def in_bulk(uri: str) -> bool:
     """Whether the store's tables can be read directly (a SQLite file or a PostgreSQL database)."""
     return sqlite_path(uri) is not None or is_postgres(uri)
+
+
+def writes_in_bulk(uri: str) -> bool:
+    """Whether rows may be written into the store's tables by SQL: a database (never a server, reached over HTTP
+    alone) whose schema revision is one the tests wrote into (TESTED_SCHEMAS); else MLflow's API writes them."""
+    if not in_bulk(uri):
+        return False
+    with Tables(uri) as tables:
+        return tables.revision() in TESTED_SCHEMAS

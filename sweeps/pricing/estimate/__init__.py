@@ -3,4 +3,4 @@
 
 from sweeps.pricing.estimate.cost import FIT, HISTORY, PRIOR, Estimate, estimate, fit  # noqa: F401
 from sweeps.pricing.estimate.hardware import CpuSpeed, calibrate_cpu, cpu_speed, forget_cpu_speed  # noqa: F401
-from sweeps.pricing.estimate.shapes import PRESET_SHAPES  # noqa: F401
+from tokengen.contract.model_shapes import PRESET_SHAPES  # noqa: F401

@@ -19,8 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from sweeps.planning.user_folders import CACHE_VARIABLE, cache_folder  # noqa: F401 - tests/conftest.py's
 from tokengen.contract.machine.gpus import GPUS, Gpu, gpu_kind, gpu_spec  # noqa: F401
+from tokengen.contract.machine.user_folders import CACHE_VARIABLE, cache_folder  # noqa: F401 - tests/conftest.py's
 
 DEFAULT_GPU = "L40S"  # an unknown or unpinned GPU with no history: the project's example cluster (AWS g6e)
 
@@ -56,7 +56,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 def kept_file() -> Path:
     """Where this user's hosts' measurements are kept: in their own cache folder ($TOKENGEN_CACHE_DIR, else
     $XDG_CACHE_HOME/tokengen, else ~/.cache/tokengen), made and proven theirs by the one resolver of the project's
-    folders (sweeps/planning/user_folders.py). Where it cannot be made, or another user could plant a measurement in
+    folders (tokengen/contract/machine/user_folders.py). Where it cannot be made, or another user could plant a measurement in
     it, a file under os.devnull, which can be neither read nor written: the next process measures again."""
     try:
         return cache_folder() / "cpu_speed.json"

@@ -14,10 +14,10 @@ from typing import Mapping
 import numpy as np
 
 from sweeps.pricing.estimate.hardware import DEFAULT_GPU, GPUS, CpuSpeed, cpu_speed, gpu_spec
-from sweeps.pricing.estimate.shapes import PRESET_SHAPES, ModelShape, shape_of
 from sweeps.pricing.estimate.span import Span
 from sweeps.pricing.estimate.trials import batches, compile_mode, compiles, law, number, text
 from tokengen.contract.declarations import KNOBS, weight_bits
+from tokengen.contract.model_shapes import PRESET_SHAPES, ModelShape, shape_of
 from tokengen.contract.spec import DTYPE_BYTES
 
 GPU_BANDWIDTH_EFFICIENCY = 0.8  # large sequential reads reach ~80% of a datasheet bandwidth

@@ -3,8 +3,9 @@
 A trial's key names what was asked; its fingerprint names where and with what it was measured: the
 device, torch and transformers, the CUDA driver, the thread count, the project's version, the hash of
 the code that measures (every source file of `tokengen/` and the trial process's module: a changed
-decode loop is another measurement, whatever the version says) and, for a local checkpoint, the hash
-of its files. Resume reuses a finished key only where the node that would run it now gives the same
+decode loop is another measurement, whatever the version says) and, for a local checkpoint or a trained
+preset's (tokengen/contract/trained.py), the hash of its files: a resume never reuses a result measured
+on other weights. Resume reuses a finished key only where the node that would run it now gives the same
 fingerprint, and a report never divides two results of different fingerprints without naming the
 difference. Torch-free and read the same way by the trial process and by the sweep driver (versions
 from package metadata, the GPU from nvidia-smi, the code from the files Python imports), so the two
@@ -26,6 +27,7 @@ import subprocess
 from pathlib import Path
 
 from tokengen.contract.models import is_local_path
+from tokengen.contract.trained import find, trained
 
 FACTS = ("device", "torch", "transformers", "driver", "threads", "project", "code", "model_files")
 MEASURING_CODE = (
@@ -45,7 +47,7 @@ def facts(device: str, threads: int | None, model: str) -> dict:
         "threads": int(threads) if threads else None,
         "project": _version("tokengen-sweeps"),
         "code": code_hash(),
-        "model_files": model_files_hash(model) if is_local_path(model) else "preset",
+        "model_files": model_files(model),
     }
 
 
@@ -111,17 +113,51 @@ def _gpu() -> tuple[str | None, str | None]:
     return name, driver
 
 
+def model_files(model: str) -> str:
+    """The model's files as the fingerprint names them: a local checkpoint's hash, a trained preset's checkpoint's
+    (`not built` before its build), or `preset` for seeded random weights."""
+    if is_local_path(model):
+        return model_files_hash(model)
+    if trained(model):
+        path = find(model)
+        return model_files_hash(str(path)) if path is not None else "not built"
+    return "preset"
+
+
 def model_files_hash(model: str) -> str:
     """sha256 (16 hex) over a checkpoint directory's files, names and contents: another checkpoint
-    saved in the same place is another model."""
-    digest = hashlib.sha256()
+    saved in the same place is another model. Hashed again only when a file's size or time changed
+    (the driver asks once per planned trial)."""
     root = Path(model)
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        with open(path, "rb") as handle:
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    stamps = tuple((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    return _hash_checkpoint(str(root), stamps)
+
+
+@functools.lru_cache(maxsize=16)
+def _hash_checkpoint(root: str, stamps: tuple) -> str:
+    digest = hashlib.sha256()
+    for name, _, _ in stamps:
+        digest.update(name.encode() + b"\0")
+        with open(Path(root) / name, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()[:16]
+
+
+def located(name: str):
+    """A module's spec, or None where it is not installed, found without running its parent packages (which
+    importlib.util.find_spec imports): the trial process's module is hashed where the sweep is installed, and
+    `python -m tokengen` alone needs no sweep (tests/tokengen/test_stands_alone.py)."""
+    from importlib.machinery import PathFinder
+
+    top, *rest = name.split(".")
+    spec = importlib.util.find_spec(top)
+    for part in rest:
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        spec = PathFinder.find_spec(f"{spec.name}.{part}", list(spec.submodule_search_locations))
+    return spec
 
 
 def measuring_files() -> list[tuple[str, Path]]:
@@ -130,7 +166,7 @@ def measuring_files() -> list[tuple[str, Path]]:
     of the same code in two places name the same files."""
     found = []
     for name in MEASURING_CODE:
-        spec = importlib.util.find_spec(name)
+        spec = located(name)
         if spec is None:
             continue
         if spec.submodule_search_locations:  # a package: its every .py file

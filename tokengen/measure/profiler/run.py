@@ -1,4 +1,5 @@
-"""Profiling a trial: a window of steps, the profiler around it, and nsys around the process.
+"""Profiling a trial: a window of steps and the profiler around it (nsys around the process:
+tokengen.measure.profiler.nsys).
 
 The decode loop's named ranges (tokengen.decode.ranges) mark steps; the profiler opens at the
 window's first step and closes after its last. The profiled run is an extra run after the timed
@@ -7,8 +8,6 @@ ones, so profiling never touches a timing.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -16,10 +15,8 @@ from pathlib import Path
 import torch
 
 from tokengen.contract.forms import parse_window
-from tokengen.contract.names import NSYS_REPORT, RESULT_FILE, TORCH_TRACE
-from tokengen.decode.ranges import NvtxRanges, RelayRanges, TorchRanges
-
-NSYS_TRACE = "cuda,nvtx,osrt"
+from tokengen.contract.names import TORCH_TRACE
+from tokengen.decode.ranges import NO_RANGES, NvtxRanges, RelayRanges, TorchRanges
 
 
 def resolve_mode(profile: str, device: str) -> str:
@@ -27,6 +24,19 @@ def resolve_mode(profile: str, device: str) -> str:
     if profile != "auto":
         return profile
     return "nsys" if device == "cuda" and shutil.which("nsys") else "torch"
+
+
+def nvtx_available() -> bool:
+    """torch's NVTX ranges work on CUDA builds only (a CPU build raises at the first range)."""
+    return hasattr(torch._C, "_nvtx")
+
+
+def shutdown_compile_workers() -> None:
+    """Inductor's compile workers outlive the compile until the interpreter's exit, and nsys waits for every
+    process the trial started: the profiled run is the trial's last, so they go now."""
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    if async_compile is not None:
+        async_compile.shutdown_compile_workers()
 
 
 def clip_window(window: str, max_steps: int) -> tuple[int, int]:
@@ -55,16 +65,18 @@ class _WindowedRanges(RelayRanges):
 class ProfiledRun:
     """Starts the profiler at the window's first step and stops it after its last.
 
-    torch: a torch.profiler session exported as a Chrome/Perfetto trace. nsys: cudaProfilerStart
+    torch: a torch.profiler session exported as a Chrome/Perfetto trace. nsys on CUDA: cudaProfilerStart
     and Stop, which `nsys profile --capture-range=cudaProfilerApi` (wrapped around the process by
-    tokengen.cli, see nsys_command) turns into the capture range.
+    tokengen.measure.profiler.nsys) turns into the capture range; on the CPU nsys captures the whole
+    process, and the window is what its NVTX ranges mark (a CPU build of torch has none).
     """
 
     def __init__(self, mode: str, device: str, window: str, max_steps: int, trace_path: Path):
         self.mode, self.device = mode, device
         self.start, self.stop = clip_window(window, max_steps)
         self.trace_path = trace_path
-        self.ranges = _WindowedRanges(NvtxRanges() if mode == "nsys" else TorchRanges(), self)
+        inner = TorchRanges() if mode != "nsys" else NvtxRanges() if nvtx_available() else NO_RANGES
+        self.ranges = _WindowedRanges(inner, self)
         self.session = None
         self.active = False
         self.opened = False
@@ -76,7 +88,8 @@ class ProfiledRun:
     def begin(self) -> None:
         self._sync()
         if self.mode == "nsys":
-            torch.cuda.profiler.start()
+            if self.device == "cuda":
+                torch.cuda.profiler.start()
         else:
             activities = [torch.profiler.ProfilerActivity.CPU]
             if self.device == "cuda":
@@ -90,87 +103,12 @@ class ProfiledRun:
             return
         self._sync()
         if self.mode == "nsys":
-            torch.cuda.profiler.stop()
+            if self.device == "cuda":
+                torch.cuda.profiler.stop()
         else:
             self.session.__exit__(None, None, None)
             self.session.export_chrome_trace(str(self.trace_path))
         self.active = False
-
-
-def nsys_command(argv: list[str], output: Path) -> list[str]:
-    """The article's capture: only what happens between cudaProfilerStart and Stop is recorded."""
-    return [
-        "nsys",
-        "profile",
-        "--capture-range=cudaProfilerApi",
-        "--capture-range-end=stop",
-        f"--trace={NSYS_TRACE}",
-        "--cuda-graph-trace=node",  # each kernel of a CUDA graph, not one box
-        "--force-overwrite=true",
-        f"--output={output}",
-        *argv,
-    ]
-
-
-def nsys_export_command(report: Path, sqlite_path: Path) -> list[str]:
-    return ["nsys", "export", "--type=sqlite", "--force-overwrite=true", f"--output={sqlite_path}", str(report)]
-
-
-UNDER_NSYS = "TOKENGEN_UNDER_NSYS"
-
-
-def run_under_nsys(argv: list[str], profile_dir: Path, json_path: str | None) -> int:
-    """Run this same command again under `nsys profile`, then fold the report's metrics into the record."""
-    import subprocess
-
-    from tokengen.measure.profiler.traces import derive, from_nsys_sqlite
-
-    profile_dir.mkdir(parents=True, exist_ok=True)
-    record_path = Path(json_path) if json_path and json_path != "-" else profile_dir / RESULT_FILE
-    inner = [sys.executable, "-m", "tokengen", *strip_option(argv, "--json"), "--json", str(record_path)]
-    report = profile_dir / NSYS_REPORT
-    report.with_suffix(".nsys-rep").unlink(missing_ok=True)
-    # nsys and the inner trial print to stderr: stdout stays the JSON's alone with --json -
-    proc = subprocess.run(nsys_command(inner, report), env={**os.environ, UNDER_NSYS: "1"}, stdout=sys.stderr)
-    if proc.returncode != 0:
-        return proc.returncode
-    record = json.loads(record_path.read_text())
-    rep = report.with_suffix(".nsys-rep")
-    if rep.is_file():  # no report when the batch ended before the capture window
-        sqlite_path = profile_dir / f"{NSYS_REPORT}.sqlite"
-        subprocess.run(nsys_export_command(rep, sqlite_path), check=True, capture_output=True)
-        record.update(derive(from_nsys_sqlite(sqlite_path)), profile_report=rep.name)
-    record_path.write_text(json.dumps(record, indent=2))
-    if json_path == "-":
-        print(json.dumps(record))
-    return 0
-
-
-def nsys_shortfall(status: int | None, record: dict | None, profile_dir: Path) -> str | None:
-    """Why a trial run under nsys has no nsys profile, or None when it has one (or its batch ended before
-    the window, which no profiler could change). `status` is run_under_nsys's, None where nsys is not on
-    the PATH. Some nsys builds (the one inside Nsight Compute) write a .qdstrm and no report."""
-    if status is None:
-        return "nsys is not on this host's PATH"
-    if status != 0:
-        return f"the trial under nsys exited with status {status}"
-    if record and (record.get("profile_report") or record.get("profile_window") == "none"):
-        return None
-    left = sorted(p.name for p in profile_dir.glob(f"{NSYS_REPORT}*"))
-    return "nsys wrote no report" + (f" (only {', '.join(left)})" if left else "")
-
-
-def strip_option(argv: list[str], option: str) -> list[str]:
-    """argv without `option VALUE` or `option=VALUE`."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == option:
-            skip = True
-        elif not arg.startswith(option + "="):
-            out.append(arg)
-    return out
 
 
 def profile_run(generate, spec, out_dir: Path) -> dict:
@@ -186,6 +124,8 @@ def profile_run(generate, spec, out_dir: Path) -> dict:
         generate(ranges=run.ranges)
     finally:
         run.end()  # the run may end inside the window (early stop)
+        if spec.profile == "nsys":
+            shutdown_compile_workers()
     if not run.opened:  # the batch ended before the window's first step
         return {
             "profile_window": "none",

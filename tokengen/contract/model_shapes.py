@@ -1,5 +1,7 @@
-"""Model sizes: what one decode step reads and computes, from layer counts and widths alone. The presets' shapes
-are the contract's (tokengen/contract/models.py); a local checkpoint is sized from its config.json."""
+"""Model sizes: what one decode step reads and computes, from layer counts and widths alone, torch-free, so the
+sweep's cost model and the memory estimate that one trial asks too (tokengen/contract/memory_estimate.py) size a
+model alike. The presets' shapes are the contract's (tokengen/contract/models.py); a local checkpoint is sized from
+its config.json."""
 
 from __future__ import annotations
 
