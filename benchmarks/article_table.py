@@ -38,7 +38,7 @@ from tokengen.contract.record import first_line
 from tokengen.contract.rules import problem, resolve
 from tokengen.contract.spec import TrialSpec
 from tokengen.measure.interference import GPU_LAUNCHER_ENV
-from tokengen.measure.profiler.run import resolve_mode
+from tokengen.measure.profiler.window import resolve_mode
 
 ROWS = [
     "static_compiled",

@@ -110,7 +110,7 @@ def main() -> None:
 
 
 def compile_seconds(row) -> float:
-    """A trial's compile as the store's history reads it with warmups (sweeps/pricing/estimate/history.py): its
+    """A trial's compile as the store's history reads it with warmups (sweeps/pricing/estimate/observed.py): its
     first run less the mean of its timed runs, so a model's own run time does not count as compiling."""
     return float(row["first_run_s"]) - float(row["runtime_mean_s"])
 

@@ -5,7 +5,7 @@ For every value of the `quant` knob that this device can run (read from tokengen
 value declared there is measured here with no line added), at each batch size: the median time per decode step
 of our loop on a dynamic KV cache (runs interleaved with the unquantized twin's, so both see the same machine),
 their ratio (quantized / plain: below 1.0 the quantized step is faster), the weight bytes each model holds, and
-the quantized model's top-1 agreement with the plain one (teacher-forced, tokengen/measure/fidelity.py). On a CPU
+the quantized model's top-1 agreement with the plain one (teacher-forced, tokengen/measure/agreement.py). On a CPU
 the int8 weights are dequantized inside the matmul, which costs more than the bytes it saves; on a GPU a decode
 step at small batch is bound by the bytes it streams, which is where quantization is meant to pay. The last
 line of output is JSON for scripts.
@@ -28,7 +28,7 @@ from tokengen.contract.declarations import EXACT, declared, names, plain
 from tokengen.contract.rules import check_runnable, resolve
 from tokengen.engines import make_generator
 from tokengen.knobs import on_model
-from tokengen.measure import fidelity
+from tokengen.measure import agreement as fidelity_measure
 from tokengen.measure.clocks import timed
 
 
@@ -73,7 +73,7 @@ def measure(args, value: str, batch: int) -> dict:
         for name, generate in generators.items():
             times[name] += step_times(generate, args.max_seqlen, args.device, 1)
     plain_s, quant_s = statistics.median(times["plain"]), statistics.median(times[value])
-    agreement = fidelity.teacher_forced(plain_model, quant_model, generators["plain"]().tokens, args.prompt_len)
+    agreement = fidelity_measure.teacher_forced(plain_model, quant_model, generators["plain"]().tokens, args.prompt_len)
     return {
         "quant": value,
         "batch_size": batch,

@@ -32,7 +32,7 @@ from sweeps.planning.config import SweepConfig, load_config
 from sweeps.planning.grid import GridPlan, PlannedTrial, plan_sweep
 from sweeps.planning.resume import expected_fingerprints, trials_to_run
 from sweeps.planning.settings import prepare_workdir
-from sweeps.pricing.memory import check_local_memory
+from sweeps.pricing.memory_guard import check_local_memory
 from sweeps.pricing.price import Refused, calibration_contradicted, price_for_run
 from sweeps.pricing.priced import Priced, summary_line
 from sweeps.say import say

@@ -17,9 +17,9 @@ import time
 
 from sweeps.delivery.journal import journaled_results
 from sweeps.planning.config import SweepConfig
-from sweeps.pricing.memory import sweep_refusal
+from sweeps.pricing.memory_guard import sweep_refusal
+from sweeps.pricing.plan_tables import write_plan
 from sweeps.pricing.price import price_sweep
-from sweeps.pricing.tables import write_plan
 from sweeps.say import say
 from tokengen.contract.memory_estimate import free_memory
 from tokengen.contract.spec import SpecError

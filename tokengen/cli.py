@@ -103,14 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     json_path, tokens_path, listing = args.pop("json"), args.pop("tokens"), args.pop("list")
     profile_dir, guard = args.pop("profile_dir"), args.pop("memory_guard")
     if listing:
-        from tokengen.contract.models import PRESET_FACTS
+        from tokengen.contract.model_facts import PRESET_FACTS
         from tokengen.contract.variants import VARIANTS
 
         print("variants:", ", ".join(VARIANTS))
         print("models:  ", ", ".join(PRESET_FACTS), "or a local directory")
         return 0
     from tokengen.contract.rules import check_runnable, resolve
-    from tokengen.measure.profiler.run import resolve_mode
+    from tokengen.measure.profiler.window import resolve_mode
 
     try:
         spec = resolve(**args)

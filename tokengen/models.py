@@ -5,7 +5,7 @@ Nothing here reaches a hub: presets are built from a config, and a local directo
 `local_files_only=True` and `trust_remote_code=False` (a checkpoint's own code never runs). A trained preset
 (tokengen/contract/trained.py) is built once on this machine where it is missing (tokengen.train.ensure, said in
 one line), then loaded as any local checkpoint is, with the same checks. What the planner needs of a model without
-torch is in tokengen.contract.models.
+torch is in tokengen.contract.model_facts.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 
-from tokengen.contract.models import PRESETS, Preset, checkpoint_dir, model_facts
+from tokengen.contract.model_facts import PRESETS, Preset, checkpoint_dir, model_facts
 from tokengen.contract.spec import DTYPE_BYTES, SpecError
 from tokengen.contract.trained import checkpoint_facts, find, trained
 
@@ -28,7 +28,7 @@ DTYPES = {name: getattr(torch, name) for name in DTYPE_BYTES}  # each declared d
 
 
 def preset_config(preset: Preset) -> PretrainedConfig:
-    """A preset's transformers config, built from its declared facts (tokengen.contract.models.PRESETS)."""
+    """A preset's transformers config, built from its declared facts (tokengen.contract.model_facts.PRESETS)."""
     eos = preset.eos_ids[0] if len(preset.eos_ids) == 1 else list(preset.eos_ids)
     ids = dict(bos_token_id=preset.bos_id, eos_token_id=eos, tie_word_embeddings=preset.tied)
     if preset.arch == "gpt2":
@@ -59,12 +59,12 @@ def preset_config(preset: Preset) -> PretrainedConfig:
 MODELS: dict[str, Callable[[], PretrainedConfig]] = {
     name: functools.partial(preset_config, preset) for name, preset in PRESETS.items()
 }
-"""Preset name -> its config (their facts: tokengen.contract.models.PRESETS)."""
+"""Preset name -> its config (their facts: tokengen.contract.model_facts.PRESETS)."""
 
 
 def load_config(model: str) -> PretrainedConfig:
     """The model's config, checked to be a causal LM whose weights are there and whole (the contract's
-    check, tokengen.contract.models.model_facts, and transformers' own reading); SpecError naming the fix."""
+    check, tokengen.contract.model_facts.model_facts, and transformers' own reading); SpecError naming the fix."""
     if model in MODELS:
         return MODELS[model]()
     path = checkpoint_dir(model)

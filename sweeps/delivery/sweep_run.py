@@ -12,8 +12,8 @@ from sweeps.delivery.outbox import Outbox
 from sweeps.execution.space import OutOfSpace, full_line, out_of_space, reason_of
 from sweeps.planning.config import SweepConfig, as_stored
 from sweeps.planning.grid import GridPlan, PlannedTrial
+from sweeps.pricing.plan_tables import PLAN_CSV, PLAN_MD, plan_metrics, render
 from sweeps.pricing.priced import PLAN_COLUMNS, Priced
-from sweeps.pricing.tables import PLAN_CSV, PLAN_MD, plan_metrics, render
 from sweeps.say import say
 from tokengen.contract.record import first_line
 from tracking.run_names import run_names

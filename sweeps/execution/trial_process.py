@@ -225,7 +225,7 @@ def _run(request: TrialRequest) -> dict:
 
     from tokengen.contract.rules import resolve
     from tokengen.measure.profiler.nsys import UNDER_NSYS, nsys_shortfall, run_under_nsys
-    from tokengen.measure.profiler.run import resolve_mode
+    from tokengen.measure.profiler.window import resolve_mode
     from tokengen.measure.trial import run_trial
 
     if request.threads:

@@ -20,10 +20,10 @@ from sweeps.pricing.estimate.hardware import (
     kept_or_nominal,
     used_calibration,
 )
-from sweeps.pricing.estimate.history import device_kind
 from sweeps.pricing.estimate.model import CostModel
+from sweeps.pricing.estimate.observed import device_kind
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, compiles, number, profile_runs
-from sweeps.pricing.memory import memory_columns
+from sweeps.pricing.memory_guard import memory_columns
 from sweeps.pricing.priced import LIMITS, PLAN_COLUMNS, REUSED, RUN, Priced
 from sweeps.pricing.workers import CPU, find_workers, pool_of
 from tokengen.contract.graphs import GRAPH_FIELDS, graph_key

@@ -14,7 +14,7 @@ from mlflow import MlflowClient
 from sweep_helpers import child_runs, run_captured, small_sweep
 
 from sweeps.driver import run_sweep
-from sweeps.pricing.tables import PLAN_CSV
+from sweeps.pricing.plan_tables import PLAN_CSV
 from sweeps.pricing.workers import Node, read_cluster
 
 pytestmark = pytest.mark.slow  # starts Ray (a head in a child process, or a local cluster) and runs real trials

@@ -209,16 +209,16 @@ def test_the_rule_finds_tokengen_reaching_up_through_a_chain(tmp_path):
         (tmp_path / folder / "__init__.py").write_text("")
     (tmp_path / "tokengen" / "cli.py").write_text("def main():\n    from tokengen.contract import guard\n")
     (tmp_path / "tokengen" / "contract" / "guard.py").write_text("from tokengen.contract.sizes import shape\n")
-    (tmp_path / "tokengen" / "contract" / "sizes.py").write_text("import sweeps.pricing.memory\n")
+    (tmp_path / "tokengen" / "contract" / "sizes.py").write_text("import sweeps.pricing.memory_guard\n")
     (tmp_path / "tokengen" / "settings.py").write_text("from omegaconf import OmegaConf\n")
     (tmp_path / "tokengen" / "alone.py").write_text("import json\n")
-    (tmp_path / "sweeps" / "pricing" / "memory.py").write_text("")
+    (tmp_path / "sweeps" / "pricing" / "memory_guard.py").write_text("")
     found = reaches_up(modules(tmp_path, ("tokengen", "sweeps")))
     assert found["tokengen.cli"] == [
         "tokengen.cli",
         "tokengen.contract.guard",
         "tokengen.contract.sizes",
-        "sweeps.pricing.memory",
+        "sweeps.pricing.memory_guard",
     ]
     assert found["tokengen.settings"] == ["tokengen.settings", "omegaconf"]
     assert set(found) == {"tokengen.cli", "tokengen.contract.guard", "tokengen.contract.sizes", "tokengen.settings"}

@@ -33,7 +33,7 @@ from sweeps.pricing.estimate import (
     forget_cpu_speed,
     hardware,
 )
-from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S
+from sweeps.pricing.estimate.observed import OUTSIDE_CHILD_S
 from sweeps.pricing.estimate.priors import prior_run
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS
 from sweeps.pricing.priced import makespan

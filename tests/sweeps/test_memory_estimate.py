@@ -11,7 +11,7 @@ from sweep_helpers import small_sweep
 from sweeps.driver import run_sweep
 from sweeps.execution.trial_process import TrialRequest, run_trial_process
 from sweeps.planning.grid import PlannedTrial
-from sweeps.pricing.memory import sweep_refusal as memory_refusal
+from sweeps.pricing.memory_guard import sweep_refusal as memory_refusal
 from tokengen.contract.memory_estimate import FreeMemory, estimate_memory
 from tokengen.contract.rules import resolve
 

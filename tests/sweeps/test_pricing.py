@@ -25,11 +25,11 @@ from sweeps.driver import run_sweep
 from sweeps.planning.config import SweepConfig, load_config
 from sweeps.planning.grid import PlannedTrial
 from sweeps.pricing import price as pricing
-from sweeps.pricing.estimate.history import prepare
+from sweeps.pricing.estimate.observed import prepare
 from sweeps.pricing.estimate.priors import WARM_COMPILE_SHARE
+from sweeps.pricing.plan_tables import PLAN_CSV, PLAN_MD
 from sweeps.pricing.price import price_sweep
 from sweeps.pricing.priced import PARTS, PLAN_COLUMNS, REUSED, RUN, makespan
-from sweeps.pricing.tables import PLAN_CSV, PLAN_MD
 from sweeps.pricing.workers import ClusterUnread, Node, cluster_sizes, find_workers
 from tokengen.contract.rules import resolve
 from tokengen.contract.spec import TrialSpec

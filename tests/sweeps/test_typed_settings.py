@@ -15,7 +15,7 @@ from sweeps.delivery import sweep_run
 from sweeps.execution import execute, remeasure
 from sweeps.planning import grid, resume
 from sweeps.planning.config import SweepConfig, SweepSettings, load_config
-from sweeps.pricing import memory, price, tables, workers
+from sweeps.pricing import memory_guard, plan_tables, price, workers
 from tokengen.contract.spec import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,9 +25,9 @@ ENTRY_POINTS = [
     price.price_sweep,
     price.price_for_run,
     workers.find_workers,
-    memory.check_local_memory,
-    tables.render,
-    tables.write_plan,
+    memory_guard.check_local_memory,
+    plan_tables.render,
+    plan_tables.write_plan,
     dry_run.dry_run,
     execute.execute,
     execute.run_on_cluster,

@@ -11,7 +11,7 @@ import sys
 import pytest
 from sweep_helpers import driver_environment
 
-from tokengen.contract.models import model_facts
+from tokengen.contract.model_facts import model_facts
 from tokengen.contract.spec import SpecError
 
 # What such a folder carries: a config naming its own classes, and their module.

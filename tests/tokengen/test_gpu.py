@@ -259,7 +259,7 @@ def test_on_a_gpu_every_quantized_value_runs_and_is_measured_against_the_plain_m
     from tokengen.contract.rules import capability_problem
     from tokengen.engines import make_generator
     from tokengen.knobs import on_model
-    from tokengen.measure import fidelity
+    from tokengen.measure import agreement
 
     for name in names("quant"):
         value = declared("quant", name)
@@ -278,6 +278,6 @@ def test_on_a_gpu_every_quantized_value_runs_and_is_measured_against_the_plain_m
             continue
         net = on_model(build_model(spec.model, spec.dtype, spec.device, spec.seed), spec)
         tokens = make_generator(net, spec)().tokens
-        found = fidelity.measure(spec, net, tokens, 0.99)
+        found = agreement.measure(spec, net, tokens, 0.99)
         assert found["fidelity"] == value.fidelity and 0.5 <= found["top1_agreement"] <= 1.0, (name, found)
         assert found["rows_exact"] is not None, name

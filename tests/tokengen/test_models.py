@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from tokengen.contract.models import PRESET_FACTS, model_facts
+from tokengen.contract.model_facts import PRESET_FACTS, model_facts
 from tokengen.contract.rules import resolve
 from tokengen.contract.spec import SpecError
 from tokengen.decode.loop import Generator

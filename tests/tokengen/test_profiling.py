@@ -18,8 +18,8 @@ from sweeps.driver import run_sweep
 from sweeps.planning.grid import plan_sweep
 from tokengen.cli import main
 from tokengen.measure.profiler.nsys import nsys_command, nsys_shortfall, strip_option
-from tokengen.measure.profiler.run import clip_window
 from tokengen.measure.profiler.traces import Timeline, derive, from_nsys_sqlite, from_torch_trace
+from tokengen.measure.profiler.window import clip_window
 
 # Three steps on the host; GPU work 0-80, 100-180, 200-280 (us): 20 us idle between steps, the
 # host blocked 70 us in each stop check. A second kernel in step 1 is launched late (host ran ahead).

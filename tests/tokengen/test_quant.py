@@ -1,6 +1,6 @@
 """Weight-only quantization and the attention kernel: held to the fidelity gate, never to a checksum.
 
-A quantized trial measures itself against the unquantized model at its own point (tokengen/measure/fidelity.py).
+A quantized trial measures itself against the unquantized model at its own point (tokengen/measure/agreement.py).
 On random weights the logits' margins are tiny, so the verdict only reports the figure; on a model with decisive
 logits (here: the tiny preset saved as a checkpoint with its final norm scaled up, so a top-1 token leads by about
 13 logits) int8 passes the 99% gate, and a quantization whose scales are spoiled falls below it. GPT-2's
@@ -19,7 +19,7 @@ from tokengen.contract.fidelity import RANDOM_WEIGHTS
 from tokengen.contract.rules import capability_problem, problem, resolve
 from tokengen.engines import make_generator
 from tokengen.knobs import on_model
-from tokengen.measure import fidelity
+from tokengen.measure import agreement
 from tracking.report.comparison import prepare
 from tracking.report.knob_tables import knob_tables
 
@@ -66,20 +66,20 @@ def test_the_cli_measures_a_quantized_trial_against_the_model_itself(tiny_trial)
 def test_on_decisive_logits_int8_passes_the_gate_and_a_spoiled_quantization_falls_below(decisive):
     spec = resolve(None, model=decisive, quant=CPU_QUANT, **POINT)
     net = quantized(spec)
-    passed = fidelity.measure(spec, net, None, 0.99)
+    passed = agreement.measure(spec, net, None, 0.99)
     assert passed["top1_margin_median"] > 5 and passed["top1_agreement"] >= 0.99
     assert passed["fidelity_verdict"] == f"{LOSSY} {100 * passed['top1_agreement']:.1f}%"
     generator = torch.Generator().manual_seed(0)
     for module in net.modules():  # each output row's scale off by up to 80%: a broken quantization
         if isinstance(module, torch.nn.Linear):
             module.weight.scale.mul_(torch.empty(module.weight.scale.shape).uniform_(0.2, 1.8, generator=generator))
-    spoiled = fidelity.measure(spec, net, None, 0.99)
+    spoiled = agreement.measure(spec, net, None, 0.99)
     assert spoiled["top1_agreement"] < 0.99 and spoiled["fidelity_verdict"].startswith("below gate ")
 
 
 def test_an_exact_trial_measures_no_fidelity():
     spec = resolve(None, model="tiny", **POINT)
-    assert fidelity.measure(spec, models.build_model("tiny", "float32", "cpu", 0), None, 0.99) == {}
+    assert agreement.measure(spec, models.build_model("tiny", "float32", "cpu", 0), None, 0.99) == {}
 
 
 def test_values_a_device_cannot_run_are_refused_in_one_line():
@@ -113,7 +113,7 @@ def test_every_cpu_attention_backend_runs_a_step_and_keeps_to_the_gate():
             spec = resolve(None, model="tiny", attention=value.name, **{**POINT, "cache": cache})
             net = models.build_model("tiny", "float32", "cpu", 0)
             assert make_generator(net, spec)().tokens.shape == (4, 17)
-        found = fidelity.measure(spec, net, None, 0.99)
+        found = agreement.measure(spec, net, None, 0.99)
         assert found["fidelity"] == value.fidelity and found["top1_agreement"] == 1.0
 
 

@@ -56,7 +56,7 @@ def test_the_blocker_refuses_what_it_names(tmp_path):
     """The blocker itself: a process that imports a blocked package fails, and the attempt is written."""
     env = blocked_env(tmp_path / "site")
     proc = subprocess.run(
-        [sys.executable, "-c", "import tokengen.contract.spec; import sweeps.pricing.memory"],
+        [sys.executable, "-c", "import tokengen.contract.spec; import sweeps.pricing.memory_guard"],
         capture_output=True,
         text=True,
         env=env,

@@ -14,7 +14,7 @@ from sweep_helpers import small_sweep
 
 from sweeps.driver import run_sweep
 from tokengen.cli import main as cli_main
-from tokengen.contract.models import model_facts
+from tokengen.contract.model_facts import model_facts
 from tokengen.contract.spec import SpecError
 from tokengen.models import build_model, load_config
 

@@ -233,7 +233,7 @@ def test_bad_input_is_one_line_and_exit_2(stores, capsys, tmp_path, argv, said):
 def test_rank_swaps_are_found_per_gpu_type():
     """A sweep run on two GPU types holds each point twice, once per type: its variants are ordered per type
     (the pairs keep each side's type as gpu_type_a and gpu_type_b), never mixed into one group."""
-    from tracking.compare.overview import ranking_changes
+    from tracking.compare.findings import ranking_changes
 
     def pair(variant, gpu, a, b):
         return {

@@ -24,7 +24,7 @@ from tokengen.contract.variants import VARIANTS
 from tracking import ui
 from tracking.report.__main__ import main as report_main
 from tracking.report.build import build_report
-from tracking.report.figures.derived import figures
+from tracking.report.figures.run_figures import figures
 from tracking.run_names import run_name, run_names
 from tracking.store import derived, view
 from tracking.store.reading import load_sweep

@@ -25,7 +25,7 @@ from tokengen.contract.names import TOKENS_FILE
 from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
 from tokengen.contract.variants import VARIANTS, label_for
-from tracking.report import comparison, gpu_tables, tables
+from tracking.report import article_tables, comparison, gpu_tables
 from tracking.report.__main__ import main
 from tracking.report.build import build_report
 from tracking.store.reading import add_outside_baselines, fill_error_messages, load_sweep
@@ -238,7 +238,7 @@ def test_token_verdicts_download_only_differing_pairs(prepared, store):
 
 
 def test_runtime_against_seqlen_gives_the_growth_exponent(prepared):
-    table = tables.seqlen_table(prepared[1])
+    table = article_tables.seqlen_table(prepared[1])
     by_variant = table.set_index(["variant", "batch_size", "dtype", "gpu_type"])
     assert by_variant.loc[("baseline", 2, "float32", "L40S"), "exponent"] == pytest.approx(2.0)
     assert by_variant.loc[("static_compiled", 2, "float32", "L40S"), "exponent"] == pytest.approx(1.0)
@@ -249,7 +249,7 @@ def test_runtime_against_seqlen_gives_the_growth_exponent(prepared):
 
 
 def test_pipelining_gain_by_batch_size(prepared):
-    table = tables.pipelining_table(prepared[1])
+    table = article_tables.pipelining_table(prepared[1])
     gains = {(r.variant, r.max_seqlen): r.gain_pct for r in table.itertuples()}
     assert gains == {
         ("static_compiled_pipelined", 8): pytest.approx(25.0),
@@ -261,7 +261,7 @@ def test_pipelining_gain_by_batch_size(prepared):
 
 
 def test_overhead_against_no_check_is_per_step(prepared):
-    table = tables.nocheck_table(prepared[1]).set_index(["variant", "max_seqlen"])
+    table = article_tables.nocheck_table(prepared[1]).set_index(["variant", "max_seqlen"])
     compiled = table.loc[("static_compiled", 8)]
     assert compiled["nocheck_variant"] == "static_compiled_nocheck"
     assert compiled["step_ms"] == pytest.approx(20) and compiled["nocheck_step_ms"] == pytest.approx(14)
@@ -276,11 +276,11 @@ def test_gpu_pivot_and_idle_gap_and_failures(prepared, store):
     assert runtime.loc[("float32", "static_compiled", 2, 1, 8)].tolist() == pytest.approx([0.04, 0.12])
     assert len(runtime) == 2  # only the workloads run on both types: baseline and static_compiled, b2 n8
 
-    idle = tables.idle_table(prepared[1])
+    idle = article_tables.idle_table(prepared[1])
     assert list(idle["variant"]) == ["static_compiled", "static_compiled"]
     assert idle["speedup"].tolist() == pytest.approx([3.0, 7.0])
 
-    failed = tables.failed_table(prepared[1])
+    failed = article_tables.failed_table(prepared[1])
     assert failed[["variant", "error_type"]].values.tolist() == [
         ["static_cudagraph", "OutOfMemory"],
         ["static_cache_deferred", "Incomplete"],
@@ -460,7 +460,7 @@ def test_every_declared_check_has_its_rows_in_tables_d_and_e(tmp_path):
         s.trial(check, name, runtime=0.1 - 0.001 * i, tokens=B8)
     runs = load_sweep(s.uri, "tokengen", None)
     frame, _ = comparison.prepare(runs.trials, runs.outside_baselines, runs.client, PRICES)
-    gains = {r.variant: r.gain_pct for r in tables.pipelining_table(frame).itertuples()}
+    gains = {r.variant: r.gain_pct for r in article_tables.pipelining_table(frame).itertuples()}
     assert gains == {name: pytest.approx(100 * (0.02 + 0.001 * i) / 0.12) for i, name in enumerate(names)}
-    bounded = set(tables.nocheck_table(frame)["variant"])
+    bounded = set(article_tables.nocheck_table(frame)["variant"])
     assert bounded == {"static_compiled", *gains}

@@ -2,7 +2,7 @@
 
 An exact trial is proven by its tokens' checksum against the baseline's. A trial with an `equivalent`
 value (the same math, other kernels) or a `lossy` one (quantized weights) is measured against the
-reference model at the same point and weights instead (tokengen/measure/fidelity.py): the share of
+reference model at the same point and weights instead (tokengen/measure/agreement.py): the share of
 steps whose top-1 token agrees when both are fed the reference's tokens. It passes at `gate` or above
 (the sweep's `sweep.fidelity_gate`, default 99%: MLPerf accepts an optimized run at 99% of the
 reference's accuracy). On random weights the logits' margins are tiny, so agreement there does not
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from tokengen.contract.declarations import EXACT, fidelity_of
-from tokengen.contract.models import is_local_path
+from tokengen.contract.model_facts import is_local_path
 from tokengen.contract.trained import trained
 
 DEFAULT_GATE = 0.99

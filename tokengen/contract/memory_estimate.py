@@ -1,5 +1,5 @@
 """How much memory a trial takes at its peak, before it runs, and the guard that refuses one that would not fit:
-torch-free and asked from both sides, so `python -m tokengen` (tokengen/cli.py) and a sweep (sweeps/pricing/memory.py,
+torch-free and asked from both sides, so `python -m tokengen` (tokengen/cli.py) and a sweep (sweeps/pricing/memory_guard.py,
 sweeps/dry_run.py) refuse the same trial with the same figure, and one trial needs nothing above tokengen/.
 
 A trial holds its weights (built in float32 on the host, then cast and moved), its KV cache, the logits of a step,

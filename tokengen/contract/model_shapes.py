@@ -1,6 +1,6 @@
 """Model sizes: what one decode step reads and computes, from layer counts and widths alone, torch-free, so the
 sweep's cost model and the memory estimate that one trial asks too (tokengen/contract/memory_estimate.py) size a
-model alike. The presets' shapes are the contract's (tokengen/contract/models.py); a local checkpoint is sized from
+model alike. The presets' shapes are the contract's (tokengen/contract/model_facts.py); a local checkpoint is sized from
 its config.json."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokengen.contract.models import PRESETS
+from tokengen.contract.model_facts import PRESETS
 
 
 @dataclass(frozen=True)

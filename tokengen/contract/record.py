@@ -119,7 +119,7 @@ class TrialResult:
     # tokens
     tokens_sha256: str | None = _f(TAG)  # the last timed run's, docs/design.md's checksum
     deterministic: bool | None = _f(METRIC)  # every timed run returned the same tokens
-    # fidelity: a trial with equivalent or lossy values against the reference model (tokengen/measure/fidelity.py)
+    # fidelity: a trial with equivalent or lossy values against the reference model (tokengen/measure/agreement.py)
     fidelity: str | None = _f(TAG)  # exact | equivalent | lossy (tokengen.contract.declarations); None: exact
     fidelity_verdict: str | None = _f(TAG)  # tokengen.contract.fidelity.verdict at fidelity_gate
     fidelity_gate: float | None = _f(METRIC)  # the top-1 agreement it had to reach

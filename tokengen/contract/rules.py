@@ -15,7 +15,7 @@ from tokengen.contract.declarations import KNOBS as DECLARED_KNOBS
 from tokengen.contract.declarations import PEER as PEER_FAMILY
 from tokengen.contract.declarations import values as knob_values
 from tokengen.contract.forms import parse_sampling, parse_stop, parse_window
-from tokengen.contract.models import is_local_path, model_facts
+from tokengen.contract.model_facts import is_local_path, model_facts
 from tokengen.contract.spec import CHOICES, SpecError, TrialSpec, parse_field
 from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for, label_for
 
@@ -230,7 +230,7 @@ def tool_problem(spec: TrialSpec) -> str | None:
 def check_runnable(spec: TrialSpec) -> None:
     """Raise SpecError if the spec is wrong or this machine cannot run it. Called where the trial
     runs (torch and transformers imported there): a local checkpoint is also read as transformers
-    reads it, which the planner's JSON reading (tokengen.contract.models) cannot fully judge."""
+    reads it, which the planner's JSON reading (tokengen.contract.model_facts) cannot fully judge."""
     if is_local_path(spec.model):
         from tokengen.models import load_config
 

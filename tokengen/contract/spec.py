@@ -70,7 +70,7 @@ class TrialSpec:
     variant: str = _field("baseline", LABEL)  # resolved from the knobs (see tokengen.contract.variants.label_for)
     model: str = _field(
         "gpt2", WORKLOAD
-    )  # a preset in tokengen.contract.models.PRESET_FACTS or a local directory of a causal LM
+    )  # a preset in tokengen.contract.model_facts.PRESET_FACTS or a local directory of a causal LM
     dtype: str = _field("float32", WORKLOAD)  # float32 keeps every variant's tokens bit-comparable
     device: str = _field("cpu", WORKLOAD)
     batch_size: int = _field(32, WORKLOAD)  # the article's main batch

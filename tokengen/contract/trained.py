@@ -1,7 +1,7 @@
 """The trained presets: small byte-level GPT-2s trained on this machine's own Python standard library, so that
 fidelity, endings and acceptance are measured on a model that predicts, with nothing fetched from a hub.
 
-Torch-free: the planner prices a trained preset by its declared shape (tokengen/contract/models.py) before it
+Torch-free: the planner prices a trained preset by its declared shape (tokengen/contract/model_facts.py) before it
 exists, and the driver, the fingerprint and the trial find its checkpoint by what is computed here. A checkpoint
 is kept in the cache folder (tokengen/contract/machine/user_folders.py) under a key of the corpus's content, the
 recipe, the preset's shape and the torch and transformers versions: a changed corpus or torch builds a new one, the
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokengen.contract.machine.user_folders import cache_folder
-from tokengen.contract.models import PRESETS, is_local_path
+from tokengen.contract.model_facts import PRESETS, is_local_path
 from tokengen.contract.weight_files import safetensors_metadata, weights_problem
 
 CARRIED_VARIABLE = "TOKENGEN_TRAINED_DIR"  # checkpoints carried from another machine: <dir>/<preset name>/
@@ -37,7 +37,7 @@ LEFT_OUT = ("site-packages", "test", "tests", "__pycache__")  # third-party code
 @dataclass(frozen=True)
 class Recipe:
     """How a trained preset is built: a budget in steps, not seconds, so two machines whose arithmetic agrees build
-    the same model; the shape is the preset's (tokengen/contract/models.py)."""
+    the same model; the shape is the preset's (tokengen/contract/model_facts.py)."""
 
     steps: int  # optimizer steps
     batch: int  # windows of the preset's whole context (its positions) per step

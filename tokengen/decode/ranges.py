@@ -3,7 +3,7 @@
 NVTX ranges for Nsight Systems or `record_function` ranges for torch.profiler. With profiling off
 the loop gets `NO_RANGES`, whose contexts are one shared `nullcontext`: benchmarks/ranges_cost.py
 measures that this costs nothing. The profiler that opens and closes a window of steps around
-them is tokengen.measure.profiler.run's.
+them is tokengen.measure.profiler.window's.
 """
 
 from __future__ import annotations

@@ -37,13 +37,13 @@ from tokengen.decode.stopping import row_lengths
 from tokengen.engines import make_generator
 from tokengen.engines.request_server import request_lengths, serving_figures
 from tokengen.knobs import on_model
-from tokengen.measure import clocks, compile_counters, fidelity, memory
+from tokengen.measure import agreement, clocks, compile_counters, memory
 from tokengen.measure.checksum import tokens_array, tokens_sha256
 from tokengen.measure.energy import EnergyMeter, nvml_device_handle
 from tokengen.measure.environment import environment, peak_bandwidth_gbs
 from tokengen.measure.interference import CONTENDED, Watch, record_fields, verdict
 from tokengen.measure.memory import live_allocator_tag, set_allocator
-from tokengen.measure.profiler.run import profile_run
+from tokengen.measure.profiler.window import profile_run
 from tokengen.measure.run_count import AUTO, RunPolicy, run_until_sure, warm_until_settled
 
 AUTO_MAX_WARMUP = 5  # runs=auto: warmup runs at most, the first (compile) included
@@ -93,7 +93,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         with open(tokens_path, "wb") as handle:  # numpy.save(path) would add .npy: written where it was checked
             numpy.save(handle, tokens_array(runs.last.tokens))
     gate = float(os.environ.get(GATE_ENV) or DEFAULT_GATE)
-    proven = fidelity.measure(spec, model, None if spec.requests else runs.last.tokens, gate)  # {} when exact
+    proven = agreement.measure(spec, model, None if spec.requests else runs.last.tokens, gate)  # {} when exact
     return make_record(
         spec,
         key=spec.key(),

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy
 import torch
 
-from tokengen.contract.models import PRESETS
+from tokengen.contract.model_facts import PRESETS
 from tokengen.contract.trained import Recipe
 
 EVAL_WINDOWS = 96  # held-out windows the figures are read on, evenly spaced over the held-out stream

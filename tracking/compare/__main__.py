@@ -14,8 +14,8 @@ from pathlib import Path
 from tokengen.contract.names import path_component
 from tokengen.contract.record import first_line as one_line
 from tokengen.writable import unwritable
+from tracking.compare.comparison_run import record
 from tracking.compare.points import compare
-from tracking.compare.record import record
 from tracking.compare.render import CSV_FIRST, FILE, has_ratio, ratio_plot, render
 from tracking.compare.sides import DEFAULT_EXPERIMENT, load_side
 from tracking.store.reading import ReportError

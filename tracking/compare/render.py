@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: I001 - after plots chose the backend
 
 from tokengen.contract.spec import WORKLOAD_FIELDS
-from tracking.compare.overview import NOT_SURE, models_warning, overview, ranking_changes
+from tracking.compare.findings import NOT_SURE, models_warning, overview, ranking_changes
 from tracking.compare.points import FIGURES, MATCH, SAME_TOKENS, rank
 from tracking.compare.sides import Side, differences
 from tracking.measurement import MARK

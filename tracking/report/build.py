@@ -23,10 +23,10 @@ import pandas as pd
 from tokengen.contract.declarations import plain
 from tokengen.contract.names import FINISHED, PLAN_FILE, TRIAL_KEY, path_component
 from tokengen.contract.record import first_line
-from tracking.report import comparison, tables
+from tracking.report import article_tables, comparison
 from tracking.report.compile_table import compile_table
-from tracking.report.figures.derived import figures
 from tracking.report.figures.references import summary as reference_summary
+from tracking.report.figures.run_figures import figures
 from tracking.report.figures.token_verdicts import HOW
 from tracking.report.frames import measurement_summary, results_frame, runs_frame, system_facts
 from tracking.report.gpu_tables import cost_table, gpu_cost_table, gpu_tables
@@ -118,7 +118,7 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
     main = (
         [*first, ""]
         + _section("Overview per variant", note_overview, overview)
-        + _section("(a) Runtime and speedup per trial", note_a, tables.runtime_table(frame))
+        + _section("(a) Runtime and speedup per trial", note_a, article_tables.runtime_table(frame))
     )
     built = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     header = [
@@ -141,11 +141,11 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
         "",
     ]
     sections = [
-        ("(b) Memory", NOTES["b"], tables.memory_table(frame)),
+        ("(b) Memory", NOTES["b"], article_tables.memory_table(frame)),
         ("Compile: cold once per graph, warm beside it", NOTES["compile"], compile_table(frame)),
-        ("(c) Runtime against max_seqlen", NOTES["c"], tables.seqlen_table(frame)),
-        ("(d) Pipelining gain by batch size", NOTES["d"], tables.pipelining_table(frame)),
-        ("(e) Stop-check overhead against the no-check upper bound", NOTES["e"], tables.nocheck_table(frame)),
+        ("(c) Runtime against max_seqlen", NOTES["c"], article_tables.seqlen_table(frame)),
+        ("(d) Pipelining gain by batch size", NOTES["d"], article_tables.pipelining_table(frame)),
+        ("(e) Stop-check overhead against the no-check upper bound", NOTES["e"], article_tables.nocheck_table(frame)),
         *[
             (f"`{knob}` against its plain value ({plain(knob).name})", NOTES["knob"], table)
             for knob, table in knob_tables(frame)
@@ -153,14 +153,14 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
         *[(f"(f) {value} by GPU type", NOTES["f"], table) for value, table in gpu_tables(frame)],
         ("(f) Tokens/s, cost and energy by GPU type", NOTES["f"] + " " + NOTES["cost"], gpu_cost_table(frame)),
         ("Cost and energy per useful token", NOTES["cost"], cost_table(frame)),
-        ("Idle gap per variant beside its speedup", NOTES["idle"], tables.idle_table(frame)),
+        ("Idle gap per variant beside its speedup", NOTES["idle"], article_tables.idle_table(frame)),
         ("Nsight Systems reports", NSYS_NOTE, nsys_table(frame)),
         (
             "Serving requests: static against continuous batching against generate_batch",
             NOTES["serving"],
             serving_table(frame),
         ),
-        ("(g) Failed trials", "", tables.failed_table(frame)),
+        ("(g) Failed trials", "", article_tables.failed_table(frame)),
     ]
     body = [line for section in sections for line in _section(*section)]
     pictures = ["## Plots", ""] + [f"![{title}]({path.name})" for title, path in plots.items()] + [""] if plots else []

@@ -20,7 +20,7 @@ import pandas as pd
 from tokengen.contract.names import FINISHED
 from tracking.report.comparison import POINT, REPORT_MATCH, varying
 from tracking.report.figures.baselines import as_float, key_part, match_keys
-from tracking.report.figures.derived import DIGITS, rounded
+from tracking.report.figures.run_figures import DIGITS, rounded
 
 CONTEXT = [c for c in REPORT_MATCH if c not in POINT]
 

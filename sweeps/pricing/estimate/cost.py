@@ -10,8 +10,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S
 from sweeps.pricing.estimate.model import CostModel
+from sweeps.pricing.estimate.observed import OUTSIDE_CHILD_S
 from sweeps.pricing.estimate.span import Span
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, number, profile_runs
 

@@ -14,8 +14,8 @@ import pandas as pd
 
 import sweeps.pricing.estimate.priors as priors
 from sweeps.pricing.estimate.hardware import CpuSpeed, gpu_kind
-from sweeps.pricing.estimate.history import OUTSIDE_CHILD_S, prepare
 from sweeps.pricing.estimate.laws import fit_families
+from sweeps.pricing.estimate.observed import OUTSIDE_CHILD_S, prepare
 from sweeps.pricing.estimate.span import Span
 from sweeps.pricing.estimate.trials import AUTO, batches, expected_steps, family, get, is_auto, law, number, text
 from tokengen.contract.declarations import KNOBS, knobs_where

@@ -26,7 +26,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tokengen.contract.models import is_local_path
+from tokengen.contract.model_facts import is_local_path
 from tokengen.contract.trained import find, trained
 
 FACTS = ("device", "torch", "transformers", "driver", "threads", "project", "code", "model_files")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tracking.compare.overview import overview
+from tracking.compare.findings import overview
 from tracking.compare.sides import Side
 from tracking.rows import plain_rows
 from tracking.store.comparisons import record_comparison
