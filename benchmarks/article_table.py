@@ -32,7 +32,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from tokengen.contract.declarations import EAGER, declared, load
+from tokengen.contract.declarations import EAGER, OURS, declared, load
 from tokengen.contract.names import FAILED, FINISHED
 from tokengen.contract.record import first_line
 from tokengen.contract.rules import problem, resolve
@@ -202,7 +202,7 @@ def one_generator_per_graph():
     make = trial.make_generator
 
     def make_once(model, spec):
-        if not compiles(spec) or spec.engine != "loop" or spec.requests:
+        if not compiles(spec) or declared("engine", spec.engine).family != OURS or spec.requests:
             return make(model, spec)
         key = _graph_key(model, spec)
         if key not in _generators:
@@ -267,7 +267,7 @@ def _same_tokens(record: dict, base: dict | None) -> str:
 
 
 def _label(record: dict) -> str:
-    """A CUDA-graph row whose graphs were skipped timed plain compiled code, and says so."""
+    """A CUDA-graph row whose graphs were skipped timed compiled code without CUDA graphs, and says so."""
     return record["variant"] + (" (CUDA graphs skipped)" if record.get("cuda_graphs") == "skipped" else "")
 
 

@@ -17,6 +17,7 @@ runs as root). Target: at most 50 ms per result on each. The last line is JSON:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import io
 import json
@@ -39,13 +40,14 @@ from sweeps.delivery.journal import Journal  # noqa: E402
 from sweeps.delivery.outbox import Outbox  # noqa: E402
 from sweeps.execution.progress import Progress  # noqa: E402
 from tokengen.contract.names import TOKENS_FILE  # noqa: E402
+from tokengen.contract.trial_record import TrialRecord  # noqa: E402
 from tokengen.contract.variants import VARIANTS  # noqa: E402
 from tracking.store.recorder import Recorder  # noqa: E402
 
 TARGET_MS = 50
 
 
-def records(n: int) -> list[dict]:
+def records(n: int) -> list[TrialRecord]:
     """n finished trials' records as a trial process returns them, each with its tokens.npy and a log."""
     rng = np.random.default_rng(0)
     points = [
@@ -63,17 +65,17 @@ def records(n: int) -> list[dict]:
         record, tokens = trial(variant, batch, length, dtype, gpu, rng, prompt)
         buffer = io.BytesIO()
         np.save(buffer, tokens)
-        record.update(
-            key=hashlib.sha256(f"{i}".encode()).hexdigest()[:16],
-            attempt=1,
-            files={TOKENS_FILE: buffer.getvalue()},
-            log=f"trial {variant} b{batch} p{prompt} n{length}: done\n",
+        out.append(
+            dataclasses.replace(
+                record.with_result(key=hashlib.sha256(f"{i}".encode()).hexdigest()[:16], attempt=1),
+                files={TOKENS_FILE: buffer.getvalue()},
+                log=f"trial {variant} b{batch} p{prompt} n{length}: done\n",
+            )
         )
-        out.append(record)
     return out
 
 
-def replay(uri: str, folder: Path, batch: list[dict]) -> float:
+def replay(uri: str, folder: Path, batch: list[TrialRecord]) -> float:
     """Milliseconds per result through the driver's recording path, the store opened and the sweep's run made first."""
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("rate", {"sweep": {"name": "rate"}}, resume=False)

@@ -19,6 +19,7 @@ holds the sweep (`--keep DIR` used before, or a `--uri` database written once) i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import io
 import json
@@ -31,8 +32,8 @@ import numpy as np
 
 from tokengen.contract.declarations import BOUND, EAGER, LAGGED, RECOMPUTE, REFERENCE, declared
 from tokengen.contract.names import FAILED, TOKENS_FILE
-from tokengen.contract.record import make_record
-from tokengen.contract.spec import SPEC_FIELDS, TrialSpec
+from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import TrialRecord, make_record
 from tokengen.contract.variants import VARIANTS
 from tracking.store.connect import open_client
 from tracking.store.recorder import Recorder
@@ -70,7 +71,8 @@ def variant_tokens(base: np.ndarray, knobs: dict, dtype: str, max_seqlen: int, r
 
 def runtime_for(knobs: dict, batch: int, steps: int, gpu: str, dtype: str) -> float:
     step = 0.004 * (1 + batch / 64) * (0.5 if gpu == "H100" else 1.0) * (0.7 if dtype == "bfloat16" else 1.0)
-    cache, mode, check = (declared(knob, knobs[knob]) for knob in ("cache", "compile", "stop_check"))
+    cache, mode = declared("cache", knobs["cache"]), declared("compile", knobs["compile"])
+    check = declared("stop_check", knobs["stop_check"])
     if cache.family == RECOMPUTE:
         return step * steps * steps / 40
     factor = 0.9 if cache.fixed_shapes else 1.0
@@ -79,7 +81,9 @@ def runtime_for(knobs: dict, batch: int, steps: int, gpu: str, dtype: str) -> fl
     return step * factor * steps
 
 
-def trial(variant: str, batch: int, length: int, dtype: str, gpu: str, rng, prompt: int = 1) -> tuple[dict, np.ndarray]:
+def trial(
+    variant: str, batch: int, length: int, dtype: str, gpu: str, rng, prompt: int = 1
+) -> tuple[TrialRecord, np.ndarray]:
     """A finished trial's record, as the sweep driver would receive it, and its tokens."""
     knobs = VARIANTS[variant]
     spec = TrialSpec(
@@ -168,22 +172,24 @@ def build_store(uri: str, n_runs: int, root: Path, sweep: str = SWEEP, seed: int
         variant, batch, length, dtype, gpu, prompt = points[i % len(points)]
         failed = i >= len(points) or (variant == "static_cudagraph_pipelined" and batch == 64 and length == 400)
         record, tokens = trial(variant, batch, length, dtype, gpu, rng, prompt)
-        if i >= len(points):
-            record["model"] = "gpt2-xl"
-        record["key"] = hashlib.sha256(f"{i}".encode()).hexdigest()[:16]
+        spec = dataclasses.replace(record.spec, model="gpt2-xl") if i >= len(points) else record.spec
+        key = hashlib.sha256(f"{i}".encode()).hexdigest()[:16]
         if failed:
-            record = {
-                **{k: record[k] for k in (*SPEC_FIELDS, "key", "accelerator_type", "env_host")},
-                "status": FAILED,
-                "error_type": "OutOfMemory",
-                "trial_wall_s": 3.0,
-                "child_wall_s": 5.0,
-                "error_message": "CUDA out of memory. Tried to allocate 2.00 GiB",
-            }
+            record = make_record(
+                spec,
+                key=key,
+                accelerator_type=record.result.accelerator_type,
+                env_host=record.result.env_host,
+                status=FAILED,
+                error_type="OutOfMemory",
+                trial_wall_s=3.0,
+                child_wall_s=5.0,
+                error_message="CUDA out of memory. Tried to allocate 2.00 GiB",
+            )
         else:
             buffer = io.BytesIO()
             np.save(buffer, tokens)
-            record["files"] = {TOKENS_FILE: buffer.getvalue()}
+            record = dataclasses.replace(record.with_result(key=key), spec=spec, files={TOKENS_FILE: buffer.getvalue()})
         recorder.record_trial(record)
     recorder.end_sweep(0)
 

@@ -15,9 +15,9 @@
 #      twins first (one compile each group), then the eager rows, the baseline last  (limit 133 s)
 #   3. continuous batching: static against continuous against transformers' generate_batch
 #                                                                                  (limit  32 s)
-#   60 + 75 + 133 + 32 = 300 s (each with a 2 s kill grace). Measured on a cold H200 (2026-11-30):
-# the probe 12 s; the 38 tests over 120 s one by one, on 4 workers all passed by 70 s (pytest's end
-# was cut there: hence 6 workers, 75 s); the table 121 s, its rows
+#   60 + 75 + 133 + 32 = 300 s (each with a 2 s kill grace). On a cold H200 (docs/results.md#on-a-gpu):
+# the probe takes 12 s; the 38 tests over 120 s one by one, and on 4 workers they pass within 70 s
+# with pytest's own ending still to come: hence 6 workers, 75 s; the table 121 s, its rows
 # 2-28 s each (static_compiled's compile 16 s, the CUDA-graph capture 10 s, the expandable row's
 # fresh process 25 s); continuous batching 27 s. nsys, where a host has it, profiles sweep trials
 # (`trial.profile=nsys`); here it would wrap every row in its own process and lose the shared

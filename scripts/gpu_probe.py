@@ -103,6 +103,7 @@ def failures(failed, shown: int = 3) -> list[str]:
 
 
 def check(uri: str, sweep: str) -> list[str]:
+    from tokengen.contract.declarations import PEER, in_family
     from tokengen.contract.names import FINISHED
     from tracking.store.reading import ReportError, load_sweep
 
@@ -124,7 +125,7 @@ def check(uri: str, sweep: str) -> list[str]:
             f"{row['variant']}: Ray assigned GPU {row['node_gpu_ids']!r}, the trial saw "
             f"CUDA_VISIBLE_DEVICES={row['env_visible_devices']!r}"
         )
-    peers = sorted(set(finished.loc[finished["engine"] != "loop", "variant"]))  # transformers' own engines
+    peers = sorted(set(finished.loc[finished["engine"].isin(in_family("engine", PEER)), "variant"]))
     lines.append(f"generate() peers finished: {', '.join(peers) or 'none'}")
     if finished.empty or len(wrong) or not peers:
         raise SystemExit(lines + ["not every finished trial saw its assigned device, or no peer finished"])

@@ -39,6 +39,7 @@ from sweeps.say import say
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import SpecError
 from tokengen.contract.trained import trained
+from tokengen.contract.trial_record import TrialRecord
 from tokengen.train import ensure
 from tracking.store.connect import TrackingError, check_credentials, check_uri, redacted, sqlite_sharing_problem
 from tracking.store.history import StoreReadError
@@ -86,7 +87,7 @@ def run_locked(config: SweepConfig, plan: GridPlan, outbox: Outbox, priced: Pric
     caveat = sqlite_sharing_problem(config.tracking.uri)
     for line in plan.describe() + ([caveat] if caveat else []):
         say(line)
-    records: list[dict] = []
+    records: list[TrialRecord] = []
     trials: list[PlannedTrial] = []
     again = Remeasured()
     try:
@@ -150,11 +151,11 @@ def choose_trials(
 
 
 def finish(
-    config: SweepConfig, outbox: Outbox, records: list[dict], again: Remeasured, wall: float, log, priced=None
+    config: SweepConfig, outbox: Outbox, records: list[TrialRecord], again: Remeasured, wall: float, log, priced=None
 ) -> int:
     """Close the sweep's run, publish its report, say how it went; the exit status."""
     name = config.sweep.name
-    failed = [r for r in records if r["status"] != FINISHED]
+    failed = [r for r in records if r.status != FINISHED]
     close_sweep(outbox, len(failed))
     contradicted = calibration_contradicted(priced, records + again.records)
     if contradicted:
@@ -169,7 +170,8 @@ def finish(
             return UNRECORDED
     say(f"sweep {name}: {len(records) - len(failed)} finished, {len(failed)} failed{again.said}, in {wall:.1f} s")
     for record in failed:
-        say(f"  failed {record['key']} {record.get('variant')}: {record['error_type']}: {record['error_message']}")
+        result = record.result
+        say(f"  failed {result.key} {record.spec.variant}: {result.error_type}: {result.error_message}")
     if log.exists():
         say(f"log: Ray's and MLflow's own lines are in {os.path.relpath(log)}")
     if outbox.unrecorded and outbox.full:
@@ -188,7 +190,7 @@ def finish(
     return FAILED_TRIALS if failed else 0
 
 
-def interrupted(outbox: Outbox, records: list[dict], planned: int, stop: Interrupted) -> int:
+def interrupted(outbox: Outbox, records: list[TrialRecord], planned: int, stop: Interrupted) -> int:
     """After SIGINT or SIGTERM: the running trials are already stopped (sweeps/execution/schedule.py
     cancels their tasks, and a trial whose launcher is gone ends itself); record what finished, mark
     the sweep's run KILLED, say so in one line."""

@@ -1,6 +1,6 @@
 """`python -m sweeps.run +grid=NAME [overrides]`: expand the grid, run it on Ray, record it in MLflow.
 
-The thin Hydra entry point over `sweeps.driver.run_sweep(config)`, the plain function tests call with
+The thin Hydra entry point over `sweeps.driver.run_sweep(config)`, the function tests call with
 a config from `hydra.compose`; the exit statuses are the driver's (0, 1 failed trials, 2 bad input,
 3 results not recorded, 128 + the signal after an interrupt); under `-m` every job runs, and a last line
 names those that did not end with 0 (the exit status is the worst of theirs).

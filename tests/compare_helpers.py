@@ -8,6 +8,7 @@ reads it back as it reads a real sweep.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 from pathlib import Path
@@ -18,8 +19,8 @@ from servers import seeded_uri
 
 from tokengen.contract.machine.fingerprint import as_text
 from tokengen.contract.names import TOKENS_FILE
-from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import make_record
 from tokengen.contract.variants import VARIANTS
 from tracking.store.recorder import Recorder
 
@@ -124,8 +125,7 @@ class Store:
         )
         buffer = io.BytesIO()
         np.save(buffer, tokens)
-        record["files"] = {TOKENS_FILE: buffer.getvalue()}
-        return self.recorder.record_trial(record)
+        return self.recorder.record_trial(dataclasses.replace(record, files={TOKENS_FILE: buffer.getvalue()}))
 
 
 def recorded_comparison(uri: str, comparison: str):

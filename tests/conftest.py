@@ -40,6 +40,7 @@ WARM_MODULES = (  # the modules with a test on the warm Ray or PostgreSQL: one x
     "tests/end_to_end/test_remeasure_sweep.py",
     "tests/end_to_end/test_report_sweep.py",
     "tests/end_to_end/test_sweep_local.py",
+    "tests/sweeps/test_one_record.py",
     "tests/tokengen/test_profiling.py",
     "tests/tracking/test_auth.py",
     "tests/tracking/test_postgres.py",

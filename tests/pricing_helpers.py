@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from sweeps.pricing.estimate import CpuSpeed
 from sweeps.pricing.estimate.hardware import Calibration
 from tokengen.contract.names import FINISHED
-from tokengen.contract.record import make_record
+from tokengen.contract.trial_record import TrialRecord, make_record
 
 CPU = CpuSpeed(gflops=20.0, gbs=5.0)
 FIXED = Calibration(CPU, measured_at=0.0, quiet=True)  # the process's calibration: nothing measures this host
@@ -24,7 +24,7 @@ def fake_runtime(spec) -> float:
     return per_step * steps
 
 
-def fake_record(trial, started: float, cold_start_s: float = 0.0) -> dict:
+def fake_record(trial, started: float, cold_start_s: float = 0.0) -> TrialRecord:
     """A finished trial as the task returns it: its run, walls and node span from fake_runtime; a worker's
     first trial waits `cold_start_s` for the worker's warm parent to start."""
     spec = trial.spec
@@ -90,7 +90,7 @@ class FakeCluster:
             at, worker = heapq.heappop(free)
             record = fake_record(trial, at, 0.0 if worker in started else self.cold_start_s)
             started.add(worker)
-            heapq.heappush(free, (record["node_finished_at"], worker))
-            done.append((record["node_finished_at"], trial, record))
+            heapq.heappush(free, (record.result.node_finished_at, worker))
+            done.append((record.result.node_finished_at, trial, record))
         for _, trial, record in sorted(done, key=lambda item: item[0]):
             on_result(trial, record)

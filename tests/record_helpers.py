@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from tokengen.contract.names import FINISHED
-from tokengen.contract.record import METRIC, TAG, base_type, make_record, with_role
+from tokengen.contract.record import METRIC, TAG, base_type, with_role
 from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import TrialRecord, make_record
 
 
-def full_record() -> dict:
+def full_record() -> TrialRecord:
     """A record with a value in every field MLflow stores, each of its declared type."""
     spec = TrialSpec(model="tiny", batch_size=3, max_seqlen=7, prompt_len=4, matmul_precision="high", cache="static")
     values = {}

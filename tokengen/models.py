@@ -196,7 +196,7 @@ def weight_bytes(net: torch.nn.Module) -> int:
 
 
 def stored_tensors(tensor: torch.Tensor) -> list[torch.Tensor]:
-    """The plain tensors a tensor keeps in memory: itself, or a subclass's inner tensors (__tensor_flatten__)."""
+    """The torch.Tensor objects a tensor keeps in memory: itself, or a subclass's inner tensors (__tensor_flatten__)."""
     if type(tensor) in (torch.Tensor, torch.nn.Parameter) or not hasattr(tensor, "__tensor_flatten__"):
         return [tensor]
     names, _ = tensor.__tensor_flatten__()

@@ -1,4 +1,4 @@
-"""A frame's rows as plain dicts, for loops over thousands of trials: pandas' `to_dict("index")` gives the same
+"""A frame's rows as dicts, for loops over thousands of trials: pandas' `to_dict("index")` gives the same
 Python values at about two and a half times the cost (it boxes value by value; here each column is one list)."""
 
 from __future__ import annotations

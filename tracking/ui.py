@@ -35,6 +35,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from tokengen.contract.names import SWEEP_PARENT
 from tracking.store.connect import is_server
 from tracking.store.view import has_view, view_key
 
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"no sweep{' named ' + repr(args.sweep) if args.sweep else ''} in {args.uri} "
                 f"experiment '{args.experiment}': run python -m sweeps.run +grid=smoke first"
             )
-        sweep, key = parent.data.tags["sweep_parent"], view_key(parent.info.run_id)
+        sweep, key = parent.data.tags[SWEEP_PARENT], view_key(parent.info.run_id)
         if not has_view(client, experiment_id, key):
             raise ReportError(
                 f"sweep '{sweep}' has no comparison view yet: build its report with python -m "

@@ -15,6 +15,7 @@ from sweeps.delivery.outbox import Outbox
 from sweeps.execution.space import OutOfSpace
 from sweeps.say import say
 from tokengen.contract.record import first_line
+from tokengen.contract.trial_record import TrialRecord
 
 
 def mark_full(outbox: Outbox, why: str) -> None:
@@ -28,7 +29,7 @@ def mark_full(outbox: Outbox, why: str) -> None:
         say(f"tracking: the sweep's run is left open ({first_line(exc)})")
 
 
-def stopped_full(outbox: Outbox, records: list[dict], exc: OutOfSpace) -> None:
+def stopped_full(outbox: Outbox, records: list[TrialRecord], exc: OutOfSpace) -> None:
     """A disk the sweep must write to is full, or its journal refuses writes: the running trials are already
     stopped (sweeps/execution/schedule.py cancels their tasks), what finished goes to the store while it takes it,
     the sweep's run is marked FAILED; one line that names the path (and the space needed, or where the results

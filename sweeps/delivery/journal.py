@@ -2,8 +2,9 @@
 store that is down, or a driver that dies, loses nothing that finished.
 
 `.sweeps/journal/<experiment>/<sweep>.jsonl` under the directory the sweep runs from (not Hydra's
-per-run folder, so the same command finds it again) holds one line per result (the record without
-its file bytes and log) and one line per result MLflow has taken; the trial's files and log lie
+per-run folder, so the same command finds it again) holds one line per result (the record's flat dict,
+TrialRecord.to_dict, without its file bytes and log) and one line per result MLflow has taken; a result
+line reads back as the TrialRecord it was (older lines too: a field since dropped is left out); the trial's files and log lie
 beside it in `<sweep>/<key>/` (a remeasure's in `<sweep>/<key>@<attempt>/`: each attempt is a result
 of its own, sweeps/execution/remeasure.py). `Outbox` sends what the journal holds: a store that stops answering
 is noticed once, results wait while trials go on at their pace, and it is asked again every few
@@ -12,6 +13,7 @@ seconds; a rerun of the same command sends what is left, without running those t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -19,10 +21,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeps.delivery.journal_lines import read_lines, set_aside
+from sweeps.delivery.journal_lines import read_lines, record_of, set_aside
 from sweeps.execution.space import OutOfSpace, full_line, out_of_space, reason_of, record_bytes
-from tokengen.contract.names import TRANSPORT, TRIAL_LOG, path_component
-from tokengen.contract.record import first_line
+from tokengen.contract.names import TRIAL_LOG, path_component
+from tokengen.contract.record import TrialResult, first_line
+from tokengen.contract.trial_record import TrialRecord
 
 JOURNAL_ROOT = Path(".sweeps") / "journal"
 
@@ -44,10 +47,9 @@ def refused(what: str, path: Path, needed: int, exc: OSError) -> OutOfSpace:
     return JournalUnwritable(f"{what} {path} could not be written ({exc.strerror or first_line(exc)})")
 
 
-def result_id(record: dict) -> str:
+def result_id(result: TrialResult) -> str:
     """What names a result in the journal: its key, and for a remeasure (attempt 2..) `key@attempt`."""
-    attempt = record.get("attempt")
-    return record["key"] if attempt in (None, 1) else f"{record['key']}@{attempt}"
+    return result.key if result.attempt in (None, 1) else f"{result.key}@{result.attempt}"
 
 
 @dataclass
@@ -77,7 +79,7 @@ class Journal:
 
     def check_writable(self) -> None:
         """The journal file and its trials' folder can take a result: a path that is a folder, a file that
-        is read-only, or a file where the folder goes is one line now, not a result lost after its trial."""
+        is read-only, or a file where the folder goes is one line before any trial, not a result lost after it."""
         for where, kind in ((self.path, "file"), (self.files_dir, "folder")):
             if where.exists() and (where.is_dir() != (kind == "folder") or not os.access(where, os.W_OK)):
                 what = "read-only" if where.is_dir() == (kind == "folder") else f"not a {kind}"
@@ -109,11 +111,11 @@ class Journal:
         return self.path.with_suffix("")
 
     @staticmethod
-    def named(record: dict) -> dict:
+    def named(record: TrialRecord) -> TrialRecord:
         """The record with its attempt id (one per result: MLflow records each once), a new one if it has none."""
-        return record if record.get("attempt_id") else {**record, "attempt_id": uuid.uuid4().hex}
+        return record if record.result.attempt_id else record.with_result(attempt_id=uuid.uuid4().hex)
 
-    def append(self, record: dict) -> dict:
+    def append(self, record: TrialRecord) -> TrialRecord:
         """The record's files and log first, then its line, flushed to disk: a line is never without its files;
         returns the record as journaled (named). OutOfSpace where the disk is full (a cut line is skipped on
         reading: that trial runs again)."""
@@ -124,21 +126,19 @@ class Journal:
             raise refused("the sweep's journal", self.path, record_bytes(record), exc) from None
         return record
 
-    def _append(self, record: dict) -> None:
-        folder = self.files_dir / result_id(record)
+    def _append(self, record: TrialRecord) -> None:
+        folder = self.files_dir / result_id(record.result)
         folder.mkdir(parents=True, exist_ok=True)
-        files = dict(record.get("files") or {})
-        for name, blob in files.items():
+        for name, blob in record.files.items():
             (folder / name).write_bytes(blob)
-        (folder / TRIAL_LOG).write_text(record.get("log") or "")
-        result = {k: v for k, v in record.items() if k not in TRANSPORT}
-        self._write({"result": result, "files": sorted(files)})
+        (folder / TRIAL_LOG).write_text(record.log)
+        self._write({"result": record.to_dict(), "files": sorted(record.files)})
 
-    def mark_recorded(self, record: dict, run_id: str) -> None:
+    def mark_recorded(self, record: TrialRecord, run_id: str) -> None:
         """The line that says MLflow holds the result; where the journal refuses it (OutOfSpace, JournalUnwritable)
         it is left out, and the rerun finds the attempt in the store instead."""
         try:
-            self._write({"recorded": record["key"], "attempt_id": record.get("attempt_id"), "run_id": run_id})
+            self._write({"recorded": record.key, "attempt_id": record.result.attempt_id, "run_id": run_id})
         except OSError as exc:
             raise refused("the sweep's journal", self.path, 4096, exc) from None
 
@@ -161,12 +161,12 @@ class Journal:
         finally:
             os.close(fd)
 
-    def unrecorded(self) -> list[dict]:
+    def unrecorded(self) -> list[TrialRecord]:
         """Every result MLflow has not taken yet, in the order they came, with files and log read back:
         each attempt once (an entry without an attempt id, from an older journal, stands for its key)."""
         return [self._record(entry) for entry in self._results(recorded=False)]
 
-    def recorded_elsewhere_than(self, held: set[str]) -> list[dict]:
+    def recorded_elsewhere_than(self, held: set[str]) -> list[TrialRecord]:
         """Results this journal marks recorded whose attempt the store does not hold (`held`: the attempt ids
         it holds whole), with files and log read back: a store that lost its last writes (a `-wal` unlinked
         under its driver, a copy made without it) gets them again from here, never by measuring again. An
@@ -194,15 +194,17 @@ class Journal:
         """The whole lines: a damaged one is never a result (Journal.open sets them aside)."""
         return read_lines(self.path)[0] if self.path.is_file() else []
 
-    def _record(self, entry: dict) -> dict:
-        result = entry["result"]
-        folder = self.files_dir / result_id(result)
+    def _record(self, entry: dict) -> TrialRecord:
+        """A result line as the TrialRecord it holds (journal_lines.record_of: the door), its files and log read
+        back from its folder."""
+        record = record_of(entry["result"])
+        folder = self.files_dir / result_id(record.result)
         files = {name: (folder / name).read_bytes() for name in entry.get("files", []) if (folder / name).is_file()}
         log = (folder / TRIAL_LOG).read_text(errors="replace") if (folder / TRIAL_LOG).is_file() else ""
-        return {**result, "files": files, "log": log}
+        return dataclasses.replace(record, files=files, log=log)
 
 
-def journaled_results(experiment: str, sweep: str) -> list[dict]:
+def journaled_results(experiment: str, sweep: str) -> list[TrialRecord]:
     """Results an earlier driver of this sweep journaled but did not record, read without writing."""
     path = Journal.path_for(experiment, sweep)
     try:

@@ -1,6 +1,7 @@
 """A journal's lines judged one by one: a line is a result (`{"result": {"key": ..., "status": ...},
-"files": [...]}`) or a note that MLflow took one (`{"recorded": KEY, ...}`), or it is damaged (cut by a
-driver that stopped mid-write, a byte that is not UTF-8, `42`, `{"result": {}}`). A damaged line is
+"files": [...]}`, whose result builds the TrialRecord it was written from) or a note that MLflow took one
+(`{"recorded": KEY, ...}`), or it is damaged (cut by a driver that stopped mid-write, a byte that is not UTF-8,
+`42`, `{"result": {}}`, a field of the wrong type). A damaged line is
 never a result: the driver that opens the journal sets it aside in a file beside it, kept for a person
 to read, and says so once; the trial it may have held runs again.
 """
@@ -11,7 +12,15 @@ import json
 import os
 from pathlib import Path
 
+from tokengen.contract.trial_record import TrialRecord
+
 SET_ASIDE_SUFFIX = ".set-aside"  # <sweep>.jsonl.set-aside: the damaged lines, as they were
+
+
+def record_of(result: dict) -> TrialRecord:
+    """A result line's record: the door from the journal's JSON. A field an older driver wrote and nobody declares
+    now is left out; a value of the wrong type is refused (TypeError, or SpecError for a spec field)."""
+    return TrialRecord.from_dict(result, drop_undeclared=True)
 
 
 def entry_of(raw: bytes) -> dict | None:
@@ -25,10 +34,21 @@ def entry_of(raw: bytes) -> dict | None:
     if "result" in entry:
         result = entry["result"]
         whole = (
-            isinstance(result, dict) and isinstance(result.get("key"), str) and isinstance(result.get("status"), str)
+            isinstance(result, dict)
+            and isinstance(result.get("key"), str)
+            and isinstance(result.get("status"), str)
+            and _builds(result)
         )
         return entry if whole and isinstance(entry.get("files", []), list) else None
     return entry if isinstance(entry.get("recorded"), str) else None
+
+
+def _builds(result: dict) -> bool:
+    try:
+        record_of(result)
+    except (TypeError, ValueError):  # SpecError is a ValueError
+        return False
+    return True
 
 
 def read_lines(path: Path) -> tuple[list[dict], list[bytes], list[bytes]]:

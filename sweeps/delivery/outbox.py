@@ -1,5 +1,6 @@
 """The Outbox: every result journaled first, then sent to the store while it answers; what a store that
-stopped answering (or a full disk) did not take waits in the journal, and a rerun records it first."""
+stopped answering (or a full disk) did not take waits in the journal, and a rerun records it first. What it
+keeps, takes and sends is a TrialRecord (tokengen/contract/trial_record.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from sweeps.delivery.journal import Journal
 from sweeps.execution.space import OutOfSpace, full_line, out_of_space, path_of, reason_of, record_bytes
 from tokengen.contract.record import first_line
+from tokengen.contract.trial_record import TrialRecord
 from tracking.store.connect import sqlite_path
 
 
@@ -19,7 +21,7 @@ class Outbox:
 
     def __init__(self, journal: Journal, recorder, retry_s: float = 10.0):
         self.journal, self.recorder, self.retry_s = journal, recorder, retry_s
-        self.waiting: list[dict] = []
+        self.waiting: list[TrialRecord] = []
         self.down_since: float | None = None
         self.last_error = ""  # why the store did not take the oldest waiting result: said in the sweep's last line
         self.full: str | None = None  # the store's disk is full: the line that says where, and what it needs
@@ -28,7 +30,7 @@ class Outbox:
 
     def take_over(
         self, recorded: dict[str, str], half_written: dict[str, list] | None = None, planned: set[str] | None = None
-    ) -> list[dict]:
+    ) -> list[TrialRecord]:
         """Results an earlier run journaled but MLflow lacks: queued to be sent before anything else.
         An attempt MLflow already holds whole (`recorded`: attempt id -> run id) made it there before the
         driver could note it: noted now with its run, never recorded twice. One whose run was cut short
@@ -39,12 +41,12 @@ class Outbox:
         earlier = []
         self.outside = 0
         lost = self.journal.recorded_elsewhere_than(set(recorded))
-        self.restored = sum(planned is None or record["key"] in planned for record in lost)
+        self.restored = sum(planned is None or record.key in planned for record in lost)
         for record in self.journal.unrecorded() + lost:
-            if planned is not None and record["key"] not in planned:
+            if planned is not None and record.key not in planned:
                 self.outside += 1
                 continue
-            attempt = record.get("attempt_id")
+            attempt = record.result.attempt_id
             if attempt in recorded:
                 self.journal.mark_recorded(record, recorded[attempt])
                 continue
@@ -54,7 +56,7 @@ class Outbox:
         self.waiting.extend(earlier)
         return earlier
 
-    def put(self, record: dict) -> dict:
+    def put(self, record: TrialRecord) -> TrialRecord:
         """Journal the result, then send it; returns it as journaled (with its attempt id). A journal whose
         disk is full still hands the result to the store (which may have room) before OutOfSpace stops the
         sweep: nothing that finished is lost."""

@@ -15,7 +15,9 @@ from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.pricing.plan_tables import PLAN_CSV, PLAN_MD, plan_metrics, render
 from sweeps.pricing.priced import PLAN_COLUMNS, Priced
 from sweeps.say import say
+from tokengen.contract.names import PLANNED_WORKERS
 from tokengen.contract.record import first_line
+from tokengen.contract.trial_record import TrialRecord
 from tracking.run_names import run_names
 from tracking.store.connect import sqlite_path
 
@@ -29,7 +31,7 @@ def record_plan(recorder, priced: Priced, config: SweepConfig) -> None:
     recorder.attach_plan(
         {PLAN_CSV: priced.table[list(PLAN_COLUMNS)].to_csv(index=False), PLAN_MD: render(priced, config, dry=False)},
         plan_metrics(priced),
-        {"planned_workers": ", ".join(f"{p}:{w}" for p, w in zip(pools["pool"], pools["workers"])) or "none"},
+        {PLANNED_WORKERS: ", ".join(f"{p}:{w}" for p, w in zip(pools["pool"], pools["workers"])) or "none"},
     )
 
 
@@ -79,7 +81,7 @@ def close_sweep(outbox: Outbox, failed: int) -> None:
         say(f"tracking: the sweep's run is left open ({first_line(exc)})")
 
 
-def publish_report(config: SweepConfig, records: list[dict]) -> None:
+def publish_report(config: SweepConfig, records: list[TrialRecord]) -> None:
     """Build the sweep's report from MLflow (every trial of its plan), attach it to its run, print its main table."""
     from tracking.report.build import attach, build_report
 
@@ -106,7 +108,7 @@ def publish_report(config: SweepConfig, records: list[dict]) -> None:
         print_summary(records)
 
 
-def print_summary(records: list[dict]) -> None:
+def print_summary(records: list[TrialRecord]) -> None:
     from tracking.report.summary import summary_text
 
     if records:

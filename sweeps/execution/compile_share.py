@@ -29,7 +29,6 @@ from tokengen.contract.record import first_line
 SHARED_IN = "compile_cache.in.tar.gz"  # what a twin was handed, in its folder
 SHARED_OUT = "compile_cache.tar.gz"  # what a cold trial offers, in its folder
 MANIFEST = "compile_manifest.json"
-SHARED_FIELD = "shared_compile"  # the record's field the offer travels back in; the scheduler takes it off
 FACTS = ("torch", "triton", "cuda", "transformers", "gpu", "code")
 
 
@@ -99,7 +98,7 @@ def _unpack(blob: bytes, cache_dir: Path, facts: dict) -> str | None:
 
 def receive(folder: Path, cache_dir: Path, device: str) -> dict:
     """Before the trial: unpack what the driver handed this trial, if anything. The record's fields on it."""
-    given = read_file(folder / SHARED_IN)  # a plain file the launcher wrote, never a link's target
+    given = read_file(folder / SHARED_IN)  # a regular file the launcher wrote, never a link's target
     if given is None:
         return {}
     started = time.perf_counter()
@@ -153,11 +152,11 @@ class Shelf:
         """(the key of the trial whose graphs `trial` gets, the object holding them), or (None, None)."""
         return self.offers.get(graph_key(trial.spec.to_dict(), trial.accelerator_type), (None, None))
 
-    def done(self, trial, record: dict, put) -> list:
-        """A trial's result is in: shelve its offer (`put` makes the Ray object) and return the twins to submit
-        now; without an offer (it failed, or inductor had them all) the next twin compiles for the rest."""
+    def done(self, trial, blob: bytes | None, put) -> list:
+        """A trial's result is in: shelve its offer (`blob`, the record's compile_offer; `put` makes the Ray
+        object) and return the twins to submit now; without an offer (it failed, or inductor had them all) the
+        next twin compiles for the rest."""
         key = graph_key(trial.spec.to_dict(), trial.accelerator_type)
-        blob = record.pop(SHARED_FIELD, None)
         if key is None:
             return []
         if blob:

@@ -17,13 +17,14 @@ from typing import Callable
 
 from sweeps.execution.progress import Progress
 from sweeps.execution.remeasure import stamp
-from sweeps.execution.schedule import ClusterError, ScheduleSettings, check_cluster, connect, schedule
+from sweeps.execution.schedule import ClusterError, check_cluster, connect, schedule
 from sweeps.execution.space import OutOfSpace
 from sweeps.planning.config import SweepConfig
 from sweeps.planning.grid import GridPlan, PlannedTrial
-from sweeps.planning.settings import inductor_mode, local_gpus
+from sweeps.planning.settings import local_gpus
 from tokengen.contract.machine.fingerprint import revision
 from tokengen.contract.names import FINISHED, OUT_OF_SPACE
+from tokengen.contract.trial_record import TrialRecord
 from tracking.store.connect import redacted, sqlite_path
 
 
@@ -78,21 +79,6 @@ def store_tag(uri: str, experiment: str) -> str:
     return hashlib.sha256(f"{where}\n{experiment}".encode()).hexdigest()[:12]
 
 
-def settings_of(config: SweepConfig) -> ScheduleSettings:
-    sweep = config.sweep
-    return ScheduleSettings(
-        workdir=sweep.workdir,
-        trial_timeout_s=sweep.trial_timeout_s,
-        retries=sweep.retries,
-        cpus_per_trial=sweep.cpus_per_trial,
-        inductor_cache=inductor_mode(sweep.inductor_cache),
-        sweep=sweep.name,
-        trial_gpus=sweep.trial_gpus,
-        fidelity_gate=sweep.fidelity_gate,
-        store=store_tag(config.tracking.uri, config.tracking.experiment),
-    )
-
-
 def connect_ray(config: SweepConfig) -> None:
     connect(config.ray.address, config.ray.num_cpus, config.ray.num_gpus)
 
@@ -123,27 +109,27 @@ def run_on_cluster(
     config: SweepConfig,
     stop: StopRequest,
     on_ready: Callable[[], None],
-    on_result: Callable[[PlannedTrial, dict], None],
+    on_result: Callable[[PlannedTrial, TrialRecord], None],
     on_tick: Callable[[int], None],
 ) -> None:
     """Ray's part: start or join it, refuse a plan the cluster cannot run (ClusterError, before
     `on_ready`), then schedule every trial."""
     connect_ray(config)
     stop.arm()  # again after ray.init, whose own SIGTERM handler aborts the process
-    settings = settings_of(config)
-    node_cpus = check_cluster(trials, settings)
+    node_cpus = check_cluster(trials, config.sweep)
     on_ready()
-    schedule(trials, settings, node_cpus, on_result, on_tick)
+    store = store_tag(config.tracking.uri, config.tracking.experiment)  # on the driver: a SQLite file's real path
+    schedule(trials, config.sweep, store, node_cpus, on_result, on_tick)
 
 
 def execute(
     trials: list[PlannedTrial],
     config: SweepConfig,
     outbox,
-    records: list[dict],
+    records: list[TrialRecord],
     stop: StopRequest,
     open_run: Callable[[], None] | None = None,
-) -> list[dict]:
+) -> list[TrialRecord]:
     """Run the trials, handing each result to `outbox` (journal, then the store while it answers) the
     moment it arrives, and into `records`, which it returns; ClusterError if the cluster cannot run
     them. `open_run`: opens the sweep's run once the cluster is known to run them (None in a remeasure
@@ -156,14 +142,14 @@ def execute(
             open_run()
         progress = Progress(len(trials))
 
-    def on_result(trial: PlannedTrial, record: dict) -> None:
-        if record.get("error_type") == OUT_OF_SPACE:  # the trial's folder is full: no result, and none to come
-            raise OutOfSpace(record["error_message"])
+    def on_result(trial: PlannedTrial, record: TrialRecord) -> None:
+        if record.result.error_type == OUT_OF_SPACE:  # the trial's folder is full: no result, and none to come
+            raise OutOfSpace(record.result.error_message)
         record = stamp(record, trial.attempt)
-        if not record.get("env_revision"):  # a node that got the code from Ray has no git
-            record = {**record, "env_revision": revision()}
+        if not record.result.env_revision:  # a node that got the code from Ray has no git
+            record = record.with_result(env_revision=revision())
         records.append(outbox.put(record))
-        progress.advance(failed=record["status"] != FINISHED, unrecorded=outbox.unrecorded)
+        progress.advance(failed=record.status != FINISHED, unrecorded=outbox.unrecorded)
 
     def on_tick(running: int) -> None:
         stop.check()

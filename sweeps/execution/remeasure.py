@@ -26,6 +26,7 @@ from sweeps.planning.config import SweepConfig
 from sweeps.say import say
 from tokengen.contract.names import FINISHED
 from tokengen.contract.spec import AUTO_RUNS
+from tokengen.contract.trial_record import TrialRecord
 from tokengen.measure.interference import record_fields
 from tracking.measurement import OK, attempt_of, best, count, judged, latest_series, most_common
 
@@ -36,7 +37,7 @@ TEST_CONTENDED = "SWEEPS_TEST_CONTENDED"
 class Remeasured:
     """What the rounds did: the new attempts' records, and for the sweep's last line what became of them."""
 
-    records: list[dict] = field(default_factory=list)
+    records: list[TrialRecord] = field(default_factory=list)
     keys: set = field(default_factory=set)  # keys measured again
     now_ok: set = field(default_factory=set)  # of those, keys whose best attempt is ok after the rounds
     rounds: int = 0
@@ -49,25 +50,26 @@ class Remeasured:
         return f"; {len(self.keys)} remeasured ({len(self.now_ok)} now ok)"
 
 
-def stamp(record: dict, attempt: int) -> dict:
-    """The result with the sweep's attempt number, and the test hook's evidence where it asks for some."""
-    record = {**record, "attempt": attempt}
+def stamp(record: TrialRecord, attempt: int) -> TrialRecord:
+    """The record with the sweep's attempt number, and the test hook's evidence where it asks for some."""
+    record = record.with_result(attempt=attempt)
     wanted = [part.strip() for part in os.environ.get(TEST_CONTENDED, "").split(",") if part.strip()]
     for part in wanted:
         variant, _, at = part.partition("@")
-        if record.get("variant") == variant and (not at or int(at) == attempt) and record.get("status") == FINISHED:
-            cores = record.get("interference_cores") or 1
+        if record.spec.variant == variant and (not at or int(at) == attempt) and record.status == FINISHED:
+            cores = record.result.interference_cores or 1
             record = rejudge(record, interference_others_cores=float(cores))
     return record
 
 
-def rejudge(record: dict, **evidence) -> dict:
+def rejudge(record: TrialRecord, **evidence) -> TrialRecord:
     """The record with its verdict judged again, `evidence` fields replacing what its Watch saw."""
-    seen = {k: v for k, v in record.items() if k.startswith("interference_")}
-    auto = record.get("runs") == AUTO_RUNS
-    ci, target = record.get("runtime_ci_rel"), record.get("target_ci")
-    reached = (ci is not None and target is not None and ci <= target) if auto else None
-    return {**record, **record_fields({**seen, **evidence}, cv=record.get("runtime_cv"), target_ci_reached=reached)}
+    result = record.result
+    seen = {k: v for k, v in result.to_dict().items() if k.startswith("interference_")}
+    auto = record.spec.runs == AUTO_RUNS
+    ci, target = result.runtime_ci_rel, record.spec.target_ci
+    reached = (ci is not None and ci <= target) if auto else None
+    return record.with_result(**record_fields({**seen, **evidence}, cv=result.runtime_cv, target_ci_reached=reached))
 
 
 def pending(runs: list[dict], rounds: int) -> int | None:
@@ -83,7 +85,7 @@ def pending(runs: list[dict], rounds: int) -> int | None:
     return made + 1 if made < 1 + rounds else None
 
 
-def remeasure(config: SweepConfig, plan, outbox, execute: Callable[[list], list[dict]]) -> Remeasured:
+def remeasure(config: SweepConfig, plan, outbox, execute: Callable[[list], list[TrialRecord]]) -> Remeasured:
     """Up to sweep.remeasure rounds: each runs, through `execute`, the plan's keys that pending() names."""
     rounds = int(config.sweep.remeasure or 0)
     done = Remeasured()
@@ -114,16 +116,18 @@ def remeasure(config: SweepConfig, plan, outbox, execute: Callable[[list], list[
         done.records += records
         done.rounds = round_
         for record in records:
-            done.keys.add(record["key"])
-            history[record["key"]].append(
+            result = record.result
+            done.keys.add(result.key)
+            history[result.key].append(
                 {
-                    **{
-                        k: record.get(k)
-                        for k in ("attempt", "status", "measurement", "measurement_reasons", "runtime_cv")
-                    },
-                    "start_time": float("inf"),
+                    "attempt": result.attempt,
+                    "status": result.status,
+                    "measurement": result.measurement,
+                    "measurement_reasons": result.measurement_reasons,
+                    "runtime_cv": result.runtime_cv,
+                    "start_time": float("inf"),  # the newest of its series
                 }
-            )  # the newest of its series
+            )
         if outbox.unrecorded:
             break
     done.now_ok = {k for k in done.keys if judged(best(history[k]).get("measurement")) == OK}

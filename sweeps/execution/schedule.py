@@ -4,11 +4,13 @@ The task (sweeps/execution/task.py) imports no torch, so Ray reuses its workers;
 process of its own (sweeps/execution/trial_process.py), so nothing a trial does can take the driver or another
 trial with it. GPU types are Ray's own `accelerator_type` option. A task
 lost with its node or worker is retried by Ray (`max_retries`); a trial's own failure comes
-back as a failed record and is never retried.
+back as a failed record and is never retried. What comes back is a `TrialRecord`
+(tokengen/contract/trial_record.py), and a task lost for good becomes one here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -23,13 +25,15 @@ import tokengen
 from sweeps.execution.compile_share import Shelf
 from sweeps.execution.reaper import children_of, watch
 from sweeps.execution.space import full_line, out_of_space, reason_of
-from sweeps.execution.task import ScheduleSettings, trial_task
+from sweeps.execution.task import trial_task
 from sweeps.execution.trial_process import complete_record, failure
+from sweeps.planning.config import SweepSettings
 from sweeps.planning.grid import PlannedTrial
 from sweeps.planning.settings import SHARED
 from tokengen.contract.machine.process_env import SECRETS
 from tokengen.contract.names import OUT_OF_SPACE
-from tokengen.contract.record import first_line, plain
+from tokengen.contract.record import first_line, without_colours
+from tokengen.contract.trial_record import TrialRecord
 
 
 class ClusterError(RuntimeError):
@@ -98,26 +102,26 @@ def loopback_only(local: bool):
             os.environ[LOOPBACK_ENV] = saved_env
 
 
-def task_options(trial: PlannedTrial, settings: ScheduleSettings, node_cpus: int) -> dict:
+def task_options(trial: PlannedTrial, sweep: SweepSettings, node_cpus: int) -> dict:
     # SPREAD: trials go to the least busy feasible node, not queued behind each other on the one that ran the last
-    options = {"max_retries": settings.retries, "retry_exceptions": False, "scheduling_strategy": "SPREAD"}
+    options = {"max_retries": sweep.retries, "retry_exceptions": False, "scheduling_strategy": "SPREAD"}
     if trial.spec.device == "cuda":
-        options.update(num_gpus=1, num_cpus=settings.cpus_per_trial or 1)
+        options.update(num_gpus=1, num_cpus=sweep.cpus_per_trial or 1)
     else:
-        options.update(num_gpus=0, num_cpus=settings.cpus_per_trial or node_cpus)
-    if settings.trial_gpus is not None:
-        options["num_gpus"] = settings.trial_gpus
+        options.update(num_gpus=0, num_cpus=sweep.cpus_per_trial or node_cpus)
+    if sweep.trial_gpus is not None:
+        options["num_gpus"] = sweep.trial_gpus
     if trial.accelerator_type:
         options["accelerator_type"] = trial.accelerator_type  # Ray's resource accelerator_type:<T>
     return options
 
 
-def check_cluster(trials: list[PlannedTrial], settings: ScheduleSettings) -> int:
+def check_cluster(trials: list[PlannedTrial], sweep: SweepSettings) -> int:
     """Refuse a plan the cluster can never run; returns the CPUs of the largest node."""
     nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
     node_cpus = int(max((n.get("CPU", 0) for n in nodes), default=0))
-    if settings.cpus_per_trial and settings.cpus_per_trial > node_cpus:
-        raise ClusterError(f"sweep.cpus_per_trial={settings.cpus_per_trial} but the largest node has {node_cpus} CPUs")
+    if sweep.cpus_per_trial and sweep.cpus_per_trial > node_cpus:
+        raise ClusterError(f"sweep.cpus_per_trial={sweep.cpus_per_trial} but the largest node has {node_cpus} CPUs")
     total_gpus = sum(n.get("GPU", 0) for n in nodes)
     if any(t.spec.device == "cuda" for t in trials) and not total_gpus:
         raise ClusterError(
@@ -132,12 +136,12 @@ def check_cluster(trials: list[PlannedTrial], settings: ScheduleSettings) -> int
     return node_cpus
 
 
-def capacity(trials: list[PlannedTrial], settings: ScheduleSettings, node_cpus: int) -> int:
+def capacity(trials: list[PlannedTrial], sweep: SweepSettings, node_cpus: int) -> int:
     """How many trials can run at once: the progress bar's 'running' estimate."""
     resources = ray.cluster_resources()
     if any(t.spec.device == "cuda" for t in trials):
         return max(1, int(resources.get("GPU", 1)))
-    return max(1, int(resources.get("CPU", 1) // (settings.cpus_per_trial or node_cpus or 1)))
+    return max(1, int(resources.get("CPU", 1) // (sweep.cpus_per_trial or node_cpus or 1)))
 
 
 def crossed_failure(exc: Exception) -> dict:
@@ -148,45 +152,49 @@ def crossed_failure(exc: Exception) -> dict:
     if out_of_space(cause):  # the trial's folder could not even be made
         where = getattr(cause, "filename", None) or "sweep.workdir"
         return failure(
-            OUT_OF_SPACE, full_line("the trial's folder", where, None, reason_of(cause)), trace=plain(str(exc))
+            OUT_OF_SPACE,
+            full_line("the trial's folder", where, None, reason_of(cause)),
+            trace=without_colours(str(exc)),
         )
-    return failure(type(cause).__name__, first_line(cause, 2000), trace=plain(str(exc)))
+    return failure(type(cause).__name__, first_line(cause, 2000), trace=without_colours(str(exc)))
 
 
 _SHELVES: dict[tuple, Shelf] = {}
 
 
-def shelf_of(settings: ScheduleSettings) -> Shelf:
+def shelf_of(sweep: SweepSettings) -> Shelf:
     """The sweep's shelf of compiled graphs: one per sweep folder and Ray session, so a remeasure round finds
     the graphs its first round compiled, and a Ray started again (a new driver) starts an empty one."""
-    key = (settings.workdir, settings.sweep, ray.get_runtime_context().get_job_id())
+    key = (sweep.workdir, sweep.name, ray.get_runtime_context().get_job_id())
     return _SHELVES.setdefault(key, Shelf())
 
 
 def schedule(
     trials: list[PlannedTrial],
-    settings: ScheduleSettings,
+    sweep: SweepSettings,
+    store: str,
     node_cpus: int,
-    on_result: Callable[[PlannedTrial, dict], None],
+    on_result: Callable[[PlannedTrial, TrialRecord], None],
     progress=None,
 ) -> None:
-    """Submit every trial, then hand each result to `on_result` the moment it arrives.
+    """Submit every trial, then hand each record to `on_result` the moment it arrives.
 
-    `node_cpus` is what check_cluster returned: call it first, before anything is recorded."""
+    `node_cpus` is what check_cluster returned: call it first, before anything is recorded; `store`: the store's
+    tag in the trials' folder names (execute.store_tag)."""
     pending = {}
-    shelf = shelf_of(settings)
-    sharing = settings.inductor_cache == SHARED
+    shelf = shelf_of(sweep)
+    sharing = sweep.inductor_cache == SHARED
 
     def submit(trial: PlannedTrial) -> None:
         shared_from, handed = shelf.handed(trial) if sharing else (None, None)
-        ref = trial_task.options(**task_options(trial, settings, node_cpus)).remote(
-            trial.spec.to_dict(), trial.key, trial.accelerator_type, settings, shared_from, handed
+        ref = trial_task.options(**task_options(trial, sweep, node_cpus)).remote(
+            trial.spec.to_dict(), trial.key, trial.accelerator_type, sweep, store, shared_from, handed
         )
         pending[ref] = trial
 
     for trial in shelf.split(trials, sharing):  # each graph's first; its twins once it is done
         submit(trial)
-    slots = capacity(trials, settings, node_cpus)
+    slots = capacity(trials, sweep, node_cpus)
     try:
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
@@ -196,11 +204,11 @@ def schedule(
                     record = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a lost node after its retries: a failed trial
                     record = complete_record(
-                        crossed_failure(exc), trial.spec.to_dict(), trial.key, trial.accelerator_type
+                        crossed_failure(exc), trial.spec.to_dict(), trial.key, accelerator_type=trial.accelerator_type
                     )
-                for twin in shelf.done(trial, record, ray.put):
+                for twin in shelf.done(trial, record.compile_offer, ray.put):
                     submit(twin)
-                on_result(trial, record)
+                on_result(trial, dataclasses.replace(record, compile_offer=None))  # the offer stays on the shelf
             if progress is not None:
                 progress(running=min(slots, len(pending)))
             if not done:

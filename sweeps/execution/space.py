@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from tokengen.contract.record import first_line
+from tokengen.contract.trial_record import TrialRecord
 
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 FULL_WORDS = ("database or disk is full", "no space left on device", "disk quota exceeded", "file too large")
@@ -81,7 +82,6 @@ def size_text(size: int) -> str:
     return f"{size} B"
 
 
-def record_bytes(record: dict) -> int:
+def record_bytes(record: TrialRecord) -> int:
     """What a result takes on disk: its files, its log and its JSON line (a few KB)."""
-    files = sum(len(blob) for blob in (record.get("files") or {}).values())
-    return files + len(record.get("log") or "") + 16 * 1024
+    return sum(len(blob) for blob in record.files.values()) + len(record.log) + 16 * 1024

@@ -4,7 +4,7 @@ The folder lies in the user's own workdir (tokengen/contract/machine/user_folder
 there; still, a link left in it (by an earlier version's shared /tmp workdir, or by hand) must not turn a trial's
 log into an overwrite of the file it points at, nor a file it points at into this trial's result. So the launcher
 clears what an earlier attempt left before the trial starts (a link is removed, never followed), every file is
-opened with O_NOFOLLOW, and a file read back counts only where it is a plain file.
+opened with O_NOFOLLOW, and a file read back counts only where it is a regular file.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def write_file(path: Path, data: bytes | str) -> None:
 
 
 def read_file(path: Path) -> bytes | None:
-    """`path`'s bytes where it is a plain file; None where it is missing, a link or anything else."""
+    """`path`'s bytes where it is a regular file; None where it is missing, a link or anything else."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:

@@ -12,7 +12,9 @@ the child becomes what a fresh process would be (its own session, so a timeout k
 started; its own log on fds 1 and 2; the environment the sweep decided), runs the trial, and
 writes its outcome from its own handler as one file in the trial's folder: the record
 (`result.json`) or a failure (`failure.json`: error type, message, traceback). The log is for
-people. A child that leaves neither file was killed (a signal, the timeout) or crashed. The child
+people. A child that leaves neither file was killed (a signal, the timeout) or crashed. The launcher
+reads that file back as a `TrialRecord` (`complete_record`, the door: a field of the wrong type fails
+there), which is what the Ray task returns. The child
 never outlives the process that launched it: a watchdog thread ends its whole session when that
 process is gone (its driver died, or Ray ended its task) or when its timeout has passed.
 
@@ -36,7 +38,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeps.execution.compile_share import SHARED_FIELD, SHARED_IN, SHARED_OUT, offer, receive, settle
+from sweeps.execution.compile_share import SHARED_IN, SHARED_OUT, offer, receive, settle
 from sweeps.execution.process_guard import kill_session, run_at_normal_priority, watchdog
 from sweeps.execution.space import free_bytes, full_line, out_of_space
 from sweeps.execution.trial_files import clear, open_new, read_file, read_text, trial_folder, write_file
@@ -54,6 +56,8 @@ from tokengen.contract.names import (
     TRIAL_LOG,
 )
 from tokengen.contract.record import first_line
+from tokengen.contract.spec import SPEC_FIELDS
+from tokengen.contract.trial_record import TrialRecord
 
 PRELOAD = [
     "tokengen.measure.trial",
@@ -72,7 +76,7 @@ _context = None
 
 @dataclass(frozen=True)
 class TrialRequest:
-    """Everything a trial process needs, as plain data."""
+    """Everything a trial process needs, as data alone."""
 
     spec: dict  # TrialSpec's fields
     key: str
@@ -99,8 +103,9 @@ def failure(error_type: str, message: str, log: str = "", trace: str | None = No
     }
 
 
-def run_trial_process(request: TrialRequest, handed: bytes | None = None) -> dict:
-    """Run the trial in a fork of the warm parent; its record, or a failure record. Never raises. `handed`: the
+def run_trial_process(request: TrialRequest, handed: bytes | None = None) -> TrialRecord:
+    """Run the trial in a fork of the warm parent; its record, or a failure record, with its files, log and any
+    compiled graphs it offers. Raises only where its outcome file holds a field of the wrong type. `handed`: the
     compiled graphs of a twin (sweeps/execution/compile_share.py), unpacked by the trial before it builds."""
     folder = trial_folder(request.path)  # the user's own, never a link (FolderRefused)
     stale = (RESULT_FILE, FAILURE_FILE, TRIAL_LOG, PID_FILE, SHARED_IN, SHARED_OUT, *ARTIFACT_FILES)
@@ -121,14 +126,15 @@ def run_trial_process(request: TrialRequest, handed: bytes | None = None) -> dic
     if timed_out:
         kill_session(process)
     log = read_text(folder / TRIAL_LOG) or ""
-    record = _full(request, log) or _outcome(request, process.exitcode, timed_out, log)
+    outcome = _full(request, log) or _outcome(request, process.exitcode, timed_out, log)
+    record = complete_record(outcome, request.spec, request.key, child_wall_s=time.perf_counter() - started)
     files = {name: read_file(folder / name) for name in ARTIFACT_FILES}
-    record["files"] = {name: data for name, data in files.items() if data is not None}
-    if (offered := read_file(folder / SHARED_OUT)) is not None:  # for the driver's shelf, not the journal
-        record[SHARED_FIELD] = offered
-    record["log"] = log[-LOG_KEPT_CHARS:]
-    record["child_wall_s"] = time.perf_counter() - started
-    return record
+    return dataclasses.replace(
+        record,
+        files={name: data for name, data in files.items() if data is not None},
+        log=log[-LOG_KEPT_CHARS:],
+        compile_offer=read_file(folder / SHARED_OUT),  # for the driver's shelf, not the journal
+    )
 
 
 def _outcome(request: TrialRequest, exitcode: int | None, timed_out: bool, log: str) -> dict:
@@ -167,20 +173,23 @@ def _full(request: TrialRequest, log: str) -> dict | None:
 RESOLVED_BY_TRIAL = ("profile",)  # `auto` becomes the profiler the trial's own host could run
 
 
-def complete_record(record: dict, spec: dict, key: str, accelerator_type: str | None, **node) -> dict:
-    """The one place a record is completed: the spec as the sweep planned it, except what only the
-    trial's host could settle (RESOLVED_BY_TRIAL), the sweep's key (a GPU-pinned trial's differs from
-    its spec's), the pinned type, and where it ran."""
-    settled = {name: record[name] for name in RESOLVED_BY_TRIAL if record.get(name) is not None}
-    return {
-        **record,
-        **spec,
-        **settled,
-        "key": key,
-        "accelerator_type": accelerator_type,
-        "env_host": record.get("env_host") or socket.gethostname(),
-        **node,
-    }
+def complete_record(outcome: dict, spec: dict, key: str, **result) -> TrialRecord:
+    """The one place a trial's outcome (its result.json or failure.json, or a failure the sweep made for it) becomes
+    its record: the spec as the sweep planned it, except what only the trial's host could settle
+    (RESOLVED_BY_TRIAL), the sweep's key (a GPU-pinned trial's differs from its spec's), and `result`'s fields (the
+    pinned type, where it ran). A field of the wrong type, or one nobody declares, fails here in one line."""
+    settled = {name: outcome[name] for name in RESOLVED_BY_TRIAL if outcome.get(name) is not None}
+    measured = {name: value for name, value in outcome.items() if name not in SPEC_FIELDS}
+    return TrialRecord.from_dict(
+        {
+            **spec,
+            **settled,
+            **measured,
+            "key": key,
+            "env_host": outcome.get("env_host") or socket.gethostname(),
+            **result,
+        }
+    )
 
 
 def warm_context(compiler: bool = False):

@@ -12,10 +12,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from hydra.core.config_store import ConfigStore
-
+from sweeps.planning.settings import INDUCTOR_ALIASES
 from tokengen.contract.machine.gpus import list_prices
-from tokengen.contract.spec import FIELD_TYPES, KNOBS, SPELLINGS, TrialSpec
+from tokengen.contract.spec import FIELD_TYPES, KNOBS, SPELLINGS, SpecError, TrialSpec
 
 TrialSchema = dataclasses.make_dataclass(
     "TrialSchema",  # a field that also takes words (runs: 5 or auto) is typed when the grid expands (parse_field)
@@ -70,6 +69,11 @@ class SweepSettings:
     # memory (host RAM, the freest GPU) is refused before Ray starts; null: no guard
     memory_guard: Optional[float] = 0.9
 
+    def __post_init__(self):
+        """inductor_cache's earlier words (per_sweep, per_trial) read as the current ones, once, wherever settings are
+        made: the scheduler, the trial task, the pricing and a report of an older sweep all compare it with one word."""
+        self.inductor_cache = INDUCTOR_ALIASES.get(self.inductor_cache, self.inductor_cache)
+
 
 @dataclass
 class RaySettings:
@@ -95,31 +99,41 @@ class SweepConfig:
 
 def load_config(raw) -> SweepConfig:
     """The typed configuration, once, at the door: from Hydra's composed config, or from a dict of its shape (a
-    test's, a stored sweep_config.json). A field no setting has is refused in one line naming the ones there are;
-    `trial` stays the dict of the trial's fields the grid expands over, `grid` its axes."""
+    test's). A field no setting has is refused in one line naming the ones there are; `trial` stays the dict of
+    the trial's fields the grid expands over, `grid` its axes."""
     if isinstance(raw, SweepConfig):
         return raw
     if not isinstance(raw, dict):
         from omegaconf import OmegaConf
 
         raw = OmegaConf.to_container(raw, resolve=True)
+    return _typed(raw, strict=True)
+
+
+def load_saved(stored: dict | None) -> SweepConfig:
+    """A sweep's saved configuration (sweep_config.json, `as_stored`) read back as the typed config, an older one
+    too: a setting it lacks takes its default, and one this version no longer has is left out (it sets nothing
+    now). None (a sweep that saved none) reads as every default."""
+    return _typed(stored or {}, strict=False)
+
+
+def _typed(raw: dict, strict: bool) -> SweepConfig:
+    """Each section of a dict of the config's shape, by the schema's own fields: the one place a setting is a key."""
     return SweepConfig(
         trial=dict(raw.get("trial") or {}),
-        sweep=_settings(SweepSettings, "sweep", raw.get("sweep") or {}),
-        ray=_settings(RaySettings, "ray", raw.get("ray") or {}),
-        tracking=_settings(TrackingSettings, "tracking", raw.get("tracking") or {}),
+        sweep=_section(SweepSettings, "sweep", raw.get("sweep") or {}, strict),
+        ray=_section(RaySettings, "ray", raw.get("ray") or {}, strict),
+        tracking=_section(TrackingSettings, "tracking", raw.get("tracking") or {}, strict),
         grid=raw.get("grid"),
     )
 
 
-def _settings(kind, group: str, values: dict):
+def _section(kind, group: str, values: dict, strict: bool):
     known = {f.name for f in dataclasses.fields(kind)}
     unknown = sorted(set(values) - known)
-    if unknown:
-        from tokengen.contract.spec import SpecError
-
+    if unknown and strict:
         raise SpecError(f"{group}.{unknown[0]} is not a setting: use one of {', '.join(sorted(known))}")
-    return kind(**values)
+    return kind(**{name: value for name, value in values.items() if name in known})
 
 
 def as_stored(config: SweepConfig) -> dict:
@@ -128,4 +142,8 @@ def as_stored(config: SweepConfig) -> dict:
 
 
 def register() -> None:
+    """The schema in Hydra's ConfigStore; Hydra is imported here alone, so the Ray task (which is handed
+    SweepSettings) and the reports (which read a sweep's saved settings back) never import it."""
+    from hydra.core.config_store import ConfigStore
+
     ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)

@@ -223,8 +223,8 @@ def _unparsable(override: str, message: str) -> str:
         where = f" at {override[column]!r} (character {column + 1})" if 0 <= column < len(override) else ""
         quoted = value.replace("'", "\\'")
         return (
-            f"cannot read the override {override}{where}: Hydra's override grammar takes plain values of "
-            f"ASCII letters, digits and _-./: ; quote any other value: {key}='{quoted}' (in a shell: "
+            f"cannot read the override {override}{where}: Hydra's override grammar reads unquoted "
+            f"only ASCII letters, digits and _-./: ; quote any other value: {key}='{quoted}' (in a shell: "
             f"\"{key}='{quoted}'\")"
         )
     reason = next((line for line in lines if line and not line.startswith(("Error parsing", "See https"))), "")

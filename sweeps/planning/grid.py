@@ -151,8 +151,8 @@ def _parsed(name: str, value):
 
 
 def overridden_setting(trial: dict, grid: dict | None, given: list[str] | None = None) -> str | None:
-    """One line for a trial setting that some point never runs with, because the point overrides it. Silently
-    dropped before, so a quantization set in `trial` beside `grid.variant=[...]` was never measured; a value every point
+    """One line for a trial setting that some point never runs with, because the point overrides it. Dropped
+    silently, a quantization set in `trial` beside `grid.variant=[...]` would never be measured; a value every point
     keeps is no conflict. `given`: the trial fields set on the command line (sweeps/planning/entry_errors.py), each
     judged against the axes of its own field and, for a knob, the points' variants (a preset sets every knob; `custom`
     none). None, the planner's call, which cannot tell a grid file's trial values from the command line's: every knob

@@ -46,8 +46,8 @@ def trials_to_run(plan: GridPlan, outbox, resume: bool, expected: dict[str, set]
         return plan.trials
     finished = {key: dict(prints) for key, prints in index.finished.items()}
     for record in earlier:
-        if record.get("status") == FINISHED:
-            finished.setdefault(record["key"], {})[record.get("env_fingerprint")] = record.get("env_facts")
+        if record.status == FINISHED:
+            finished.setdefault(record.key, {})[record.result.env_fingerprint] = record.result.env_facts
     trials = [t for t in plan.trials if not finished.get(t.key, {}).keys() & expected.get(t.key, {}).keys()]
     elsewhere = [t for t in trials if t.key in finished]
     say(

@@ -1,7 +1,7 @@
 """Every `sweep.*` setting and name checked before anything is written or Ray starts: one line each.
 
 Names become folders (`reports/<sweep>/`, the journal's `<experiment>/<sweep>.jsonl`, the trials'
-`<workdir>/<sweep>-<store>/<key>`), so a sweep name is a plain name or nothing; an experiment name (MLflow
+`<workdir>/<sweep>-<store>/<key>`), so a sweep name is a name of safe characters or nothing; an experiment name (MLflow
 allows `/`) is turned into one path component wherever it names a folder
 (tokengen.contract.names.path_component).
 """
@@ -35,7 +35,7 @@ def check_settings(sweep: dict) -> None:
     if not NAME.fullmatch(name) or name in (".", ".."):
         shown = name if len(name) <= 80 else name[:77] + "..."
         raise SpecError(
-            f"sweep.name={shown!r}: use a plain name of letters, digits, '_', '-' and '.', starting with a "
+            f"sweep.name={shown!r}: use a name of letters, digits, '_', '-' and '.', starting with a "
             "letter or digit, at most 64 characters (it names runs and folders)"
         )
     if not _number(sweep.trial_timeout_s) or sweep.trial_timeout_s <= 0:

@@ -117,11 +117,11 @@ def render(priced: Priced, config: SweepConfig, dry: bool = True) -> str:
         where_hours_go(runs),
         "",
     ]
-    refusal, limits = priced.refusal(), {k: v for k, v in priced.limits.items() if v is not None}
+    refusal, limits = priced.refusal(), priced.limits.set()
     if refusal:
         lines += [f"A real run would be refused: {refusal}.", ""]
     elif limits:
-        lines += ["Within " + ", ".join(f"sweep.{k}={v:g}" for k, v in limits.items()) + ".", ""]
+        lines += ["Within " + ", ".join(f"{setting}={v:g}" for setting, v in limits.items()) + ".", ""]
     if priced.notes:
         lines += ["Assumptions:", ""] + [f"- {note}" for note in priced.notes] + [""]
     lines.append(f"Planned in {priced.seconds:.2f} s (plan, read the store, fit once, estimate each trial).")

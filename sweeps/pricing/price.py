@@ -10,7 +10,7 @@ import pandas as pd
 
 from sweeps.planning.config import SweepConfig
 from sweeps.planning.grid import GridPlan, PlannedTrial, plan_sweep
-from sweeps.planning.settings import SHARED, inductor_mode
+from sweeps.planning.settings import SHARED
 from sweeps.pricing.estimate import estimate, fit
 from sweeps.pricing.estimate.hardware import (
     DEFAULT_GPU,
@@ -24,12 +24,13 @@ from sweeps.pricing.estimate.model import CostModel
 from sweeps.pricing.estimate.observed import device_kind
 from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, compiles, number, profile_runs
 from sweeps.pricing.memory_guard import memory_columns
-from sweeps.pricing.priced import LIMITS, PLAN_COLUMNS, REUSED, RUN, Priced
+from sweeps.pricing.priced import PLAN_COLUMNS, REUSED, RUN, Limits, Priced
 from sweeps.pricing.workers import CPU, find_workers, pool_of
 from tokengen.contract.graphs import GRAPH_FIELDS, graph_key
 from tokengen.contract.names import FINISHED
 from tokengen.contract.record import first_line
 from tokengen.contract.spec import SpecError
+from tokengen.contract.trial_record import TrialRecord
 from tracking.measurement import OK, attempt_of
 from tracking.store.history import History, StoreReadError, load_history
 
@@ -119,11 +120,11 @@ def price_sweep(
     started, sweep = time.perf_counter(), config.sweep
     plan = plan or plan_sweep(config)
     history = history or load_history(config.tracking.uri, config.tracking.experiment)
-    finished = history.finished_keys | {r["key"] for r in waiting if r.get("status") == FINISHED}
+    finished = history.finished_keys | {r.key for r in waiting if r.status == FINISHED}
     pools = {pool_of(t.spec.device, t.accelerator_type) for t in plan.trials}
     workers = find_workers(config, pools, **({"reader": reader} if reader else {}))
     model, rounds = fit(history.trusted(), cpu), max(0, int(sweep.remeasure or 0))
-    shared = inductor_mode(sweep.inductor_cache) == SHARED
+    shared = sweep.inductor_cache == SHARED  # the earlier words read as the current ones (SweepSettings)
     shares, compiled, rows, starts, assumed, traced = {}, set(), [], {}, 0, 0
 
     def share(kind: str) -> float:
@@ -164,7 +165,7 @@ def price_sweep(
         elif calibration is not None:
             notes.append(calibration.describe())
     table = pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
-    limits = {name: getattr(sweep, name) for name in LIMITS}
+    limits = Limits.of(sweep)
     priced = Priced(plan, table, workers, history, dict(sweep.prices or {}), bool(sweep.resume), limits, notes, starts)
     priced.journaled, priced.seconds = len(waiting), time.perf_counter() - started
     priced.nominal_cpu = cpu is NOMINAL and any(t.spec.device != "cuda" for t in plan.trials)
@@ -182,19 +183,19 @@ class Refused(RuntimeError):
     """The sweep's estimate is over a limit: one line, before anything starts."""
 
 
-def price_for_run(config: SweepConfig, say, waiting: list[dict] = ()) -> Priced | None:
+def price_for_run(config: SweepConfig, say, waiting: list[TrialRecord] = ()) -> Priced | None:
     """price_sweep for a real run, to order its trials (longest first) and record its plan: from the store's history,
     else first principles, CPU trials at the day's kept calibration or NOMINAL, never measuring the host; with a
     budget limit the full cost model, the host calibrated. Bad input (SpecError, StoreReadError) and an estimate
     over a limit (Refused) raise; a failure of the cost model itself is said in one line and the sweep goes on in
     the grid's order (None), unless a limit is set, which cannot then be checked (Refused)."""
-    budgeted = any(getattr(config.sweep, name) is not None for name in LIMITS)
+    limits = Limits.of(config.sweep).set()
+    budgeted = bool(limits)
     try:
         priced = price_sweep(config, waiting=waiting, cpu=None if budgeted else kept_or_nominal())
     except (SpecError, StoreReadError):
         raise
     except Exception as exc:  # noqa: BLE001 - the estimate is an aid: a sweep without one still runs
-        limits = [f"sweep.{n}" for n in LIMITS if getattr(config.sweep, n) is not None]
         if limits:
             raise Refused(
                 f"the sweep cannot be priced ({first_line(exc)}), so {' and '.join(limits)} cannot be "
@@ -210,7 +211,7 @@ def price_for_run(config: SweepConfig, say, waiting: list[dict] = ()) -> Priced 
     return priced
 
 
-def calibration_contradicted(priced: Priced | None, records: list[dict]) -> str | None:
+def calibration_contradicted(priced: Priced | None, records: list[TrialRecord]) -> str | None:
     """After a sweep: where its CPU trials priced from the prior alone (no history to rescale it: the calibration's
     own figure) held their workers further from that price than a dry run without history promises (PRIOR_PROMISE),
     the kept calibration is dropped, so the next dry run or sweep measures the host again; the line says so."""
@@ -220,9 +221,9 @@ def calibration_contradicted(priced: Priced | None, records: list[dict]) -> str 
     table = priced.table
     prior = table[(table["pool"] == CPU) & (table["basis"] == "prior")].set_index("key")["estimated_s"]
     held = {
-        r["key"]: r["node_finished_at"] - r["node_started_at"]
+        r.key: r.result.node_finished_at - r.result.node_started_at
         for r in records
-        if r.get("status") == FINISHED and r.get("key") in prior.index and r.get("node_started_at") is not None
+        if r.status == FINISHED and r.key in prior.index and r.result.node_started_at is not None
     }
     if not held:
         return None

@@ -12,6 +12,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from sweeps.planning.config import SweepSettings
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from sweeps.pricing.workers import Workers
 from tokengen.contract.machine.gpus import price_per_hour
@@ -19,7 +20,6 @@ from tokengen.contract.spec import SPEC_FIELDS
 from tracking.store.history import History
 
 RUN, REUSED = "run", "reused (unverified)"
-LIMITS = ("max_device_hours", "max_cost")
 PARTS = tuple("warmup_s timed_s instrumented_s profiled_s compile_s build_s harness_s remeasure_s start_s".split())
 """Where a trial's estimated seconds go; they add up to estimated_s."""
 PLAN_COLUMNS = (
@@ -52,6 +52,23 @@ def makespan(estimates: Iterable, workers: int) -> Schedule:
     return Schedule(max(at for at, _ in free), bound, worker)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """The budget guard's limits, as the sweep set them; None: no limit."""
+
+    device_hours: float | None = None  # sweep.max_device_hours
+    cost: float | None = None  # sweep.max_cost, USD at sweep.prices
+
+    @classmethod
+    def of(cls, sweep: SweepSettings) -> Limits:
+        return cls(device_hours=sweep.max_device_hours, cost=sweep.max_cost)
+
+    def set(self) -> dict[str, float]:
+        """The limits set, by the setting that sets each (`sweep.max_cost`), as a line names them."""
+        named = {"sweep.max_device_hours": self.device_hours, "sweep.max_cost": self.cost}
+        return {setting: value for setting, value in named.items() if value is not None}
+
+
 def money(usd: float) -> str:
     """Dollars with cents, or three significant figures below a dollar (a smoke sweep costs fractions of a cent)."""
     return f"${usd:,.2f}" if usd >= 1 else f"${usd:.3g}"
@@ -68,7 +85,7 @@ class Priced:
     history: History
     prices: dict
     resume: bool
-    limits: dict  # max_device_hours, max_cost (None: no limit)
+    limits: Limits
     notes: list = field(default_factory=list)  # assumptions the plan rests on
     starts: dict = field(default_factory=dict)  # pool -> a worker's start-up (Span), paid by its first trial
     journaled: int = 0  # results an earlier driver journaled and did not record: recorded, not run
@@ -150,7 +167,7 @@ class Priced:
     def refusal(self, plan: str | None = None) -> str | None:
         """One line when the estimate passes sweep.max_device_hours or sweep.max_cost, else None; a dry run names
         the `plan` it wrote where a real run points to the dry run."""
-        hours_limit, cost_limit = self.limits.get("max_device_hours"), self.limits.get("max_cost")
+        hours_limit, cost_limit = self.limits.device_hours, self.limits.cost
         hours, cost, runs = self.device_hours, self.cost, self.runs
         told = (
             f"the sweep's estimate is {hours:,.2f} device-hours "

@@ -62,19 +62,19 @@ def test_the_trial_process_writes_its_outcome_typed(tmp_path):
     """One protocol: a record, or a failure file the child wrote from its own handler (type,
     message, traceback), never a guess from its log."""
     ok = run_trial_process(request(tmp_path, "ok"))
-    assert ok["status"] == "finished" and ok["steps"] == 4 and "tokens.npy" in ok["files"]
-    refused = run_trial_process(request(tmp_path, "refused", device="cuda"))
-    assert (refused["error_type"], refused["error_message"]) == (
+    assert ok.status == "finished" and ok.result.steps == 4 and "tokens.npy" in ok.files
+    refused = run_trial_process(request(tmp_path, "refused", device="cuda")).result
+    assert (refused.error_type, refused.error_message) == (
         "SpecError",
         "device=cuda but torch sees no CUDA device: use device=cpu",
     )
-    broken = run_trial_process(request(tmp_path, "broken", model=corrupt_checkpoint(tmp_path / "ckpt")))
-    assert broken["status"] == "failed" and broken["error_type"] not in ("Failed", "Crashed", "SpecError")
-    assert "Traceback" in broken["log_tail"] and broken["error_message"]
+    broken = run_trial_process(request(tmp_path, "broken", model=corrupt_checkpoint(tmp_path / "ckpt"))).result
+    assert broken.status == "failed" and broken.error_type not in ("Failed", "Crashed", "SpecError")
+    assert "Traceback" in broken.log_tail and broken.error_message
     hung = run_trial_process(
         request(tmp_path, "hung", timeout_s=3, model="gpt2", max_seqlen=1000, batch_size=8, runs=50)
-    )
-    assert hung["error_type"] == "Timeout" and hung["child_wall_s"] < 30
+    ).result
+    assert hung.error_type == "Timeout" and hung.child_wall_s < 30
 
 
 def test_an_outcome_without_a_file_is_named_by_how_the_process_ended(tmp_path):
@@ -90,30 +90,32 @@ def test_an_error_that_crosses_ray_keeps_its_path_and_reason_without_colour(tmp_
     """A task that raises on its node (here: its workdir is under a file) comes back through Ray as a
     RayTaskError in colour; the failed record, and so MLflow, the report and the console, carry the task's
     own error type and its message with the path, and no terminal codes."""
-    from sweeps.execution.schedule import ScheduleSettings, schedule
+    from sweeps.execution.schedule import schedule
+    from sweeps.planning.config import SweepSettings
     from sweeps.planning.grid import PlannedTrial
     from tracking.store.recorder import Recorder
 
     (tmp_path / "a-file").write_text("")
-    settings = ScheduleSettings(
+    sweep = SweepSettings(
+        name="s",
         workdir=f"{tmp_path}/a-file/work",
         trial_timeout_s=60,
         retries=0,
         cpus_per_trial=1,
-        inductor_cache="per_trial",
-        sweep="s",
+        inductor_cache="cold",
     )
     trial = PlannedTrial(resolve("kv_cache", model="tiny", batch_size=1, max_seqlen=2, warmup=0, runs=1))
     records = []
-    schedule([trial], settings, 2, lambda _, record: records.append(record))
+    schedule([trial], sweep, "", 2, lambda _, record: records.append(record))
     [record] = records
-    assert record["error_type"] == "NotADirectoryError", record
-    assert f"{tmp_path}/a-file/work" in record["error_message"] and "Not a directory" in record["error_message"]
-    assert "\x1b" not in record["error_message"] + record["log_tail"]
+    failed = record.result
+    assert failed.error_type == "NotADirectoryError", failed
+    assert f"{tmp_path}/a-file/work" in failed.error_message and "Not a directory" in failed.error_message
+    assert "\x1b" not in failed.error_message + failed.log_tail
     uri = seeded_uri(tmp_path, "m.db")
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("s", {}, resume=False)
-    recorder.record_trial({**record, "files": {}, "log": ""})
+    recorder.record_trial(record)
     [run] = child_runs(uri)
     assert run.data.tags["error_type"] == "NotADirectoryError"
-    assert run.data.tags["error_message"] == record["error_message"]
+    assert run.data.tags["error_message"] == failed.error_message

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from disk_helpers import fill, free, tmpfs
@@ -18,19 +19,14 @@ from sweeps.delivery.journal import Journal
 from sweeps.delivery.outbox import Outbox
 from sweeps.driver import run_sweep
 from tokengen.contract.names import TOKENS_FILE
+from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import TrialRecord, make_record
 from tracking.store.recorder import Recorder
 
 
-def finished(key: str, tokens: int) -> dict:
-    return {
-        "key": key,
-        "status": "finished",
-        "model": "tiny",
-        "batch_size": 1,
-        "runtime_mean_s": 0.5,
-        "files": {TOKENS_FILE: b"\x01" * tokens},
-        "log": "a line\n",
-    }
+def finished(key: str, tokens: int) -> TrialRecord:
+    record = make_record(TrialSpec(model="tiny", batch_size=1), key=key, status="finished", runtime_mean_s=0.5)
+    return replace(record, files={TOKENS_FILE: b"\x01" * tokens}, log="a line\n")
 
 
 def journal_lines(path) -> list[dict]:
@@ -62,7 +58,7 @@ def test_a_run_the_full_store_took_half_of_is_replaced_never_counted(tmp_path, m
             recorder.start_sweep("s", {}, resume=True)
             outbox = Outbox(Journal.open("tokengen", "s", root=tmp_path), recorder)
             index = recorder.index()
-            assert list(index.half_written) == [journal.unrecorded()[0]["attempt_id"]] and not index.attempts
+            assert list(index.half_written) == [journal.unrecorded()[0].result.attempt_id] and not index.attempts
             assert len(outbox.take_over(index.attempts, index.half_written)) == 1
         outbox.flush(now=True)
         assert outbox.unrecorded == 0 and outbox.full is None

@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 from servers import MlflowServer, seeded_uri
@@ -25,6 +26,8 @@ from sweep_helpers import (
 
 from sweeps.delivery.journal import Journal
 from tokengen.contract.names import TOKENS_FILE
+from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import make_record
 from tracking.store.recorder import Recorder
 
 TRIALS = 4
@@ -35,26 +38,21 @@ def test_the_journal_gives_back_what_waits_with_its_files(tmp_path, capsys):
     journal = Journal.open("tokengen", "s", root=tmp_path)
     assert journal.path == tmp_path / ".sweeps/journal/tokengen/s.jsonl"
     assert not journal.path.exists(), "a sweep refused before its first result leaves no journal file"
-    first = {
-        "key": "k1",
-        "status": "finished",
-        "node_started_at": 1764480000.123456,
-        "runtime_s": [0.1, 0.2],
-        "files": {TOKENS_FILE: b"\x00\x01tokens"},
-        "log": "line 1\nline 2\n",
-    }
+    first = replace(
+        make_record(TrialSpec(), key="k1", status="finished", node_started_at=1764480000.123456, runtime_s=[0.1, 0.2]),
+        files={TOKENS_FILE: b"\x00\x01tokens"},
+        log="line 1\nline 2\n",
+    )
     first = journal.append(first)
-    second = {"key": "k2", "status": "failed", "error_type": "Crashed", "files": {}, "log": ""}
-    second = journal.append(second)
+    second = journal.append(make_record(TrialSpec(), key="k2", status="failed", error_type="Crashed"))
     journal.mark_recorded(second, "run-2")
     with open(journal.path, "a") as handle:
         handle.write('{"result": {"key": "k3"')  # a line cut short (power loss)
-    fourth = {"key": "k4", "status": "finished", "files": {}, "log": ""}
-    fourth = journal.append(fourth)  # never glued to the cut line
+    fourth = journal.append(make_record(TrialSpec(), key="k4"))  # never glued to the cut line
     assert Journal.open("tokengen", "s", root=tmp_path).unrecorded() == [first, fourth]
     assert "set aside 1 damaged line(s)" in capsys.readouterr().err
     assert (journal.files_dir / "k1" / TOKENS_FILE).read_bytes() == b"\x00\x01tokens"
-    assert first["attempt_id"] != fourth["attempt_id"]
+    assert first.result.attempt_id != fourth.result.attempt_id
 
 
 def test_an_attempt_already_in_mlflow_is_noted_not_recorded_again(tmp_path):
@@ -66,7 +64,7 @@ def test_an_attempt_already_in_mlflow_is_noted_not_recorded_again(tmp_path):
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("s", {"sweep": {"name": "s"}}, resume=False)
     journal = Journal.open("tokengen", "s", root=tmp_path)
-    failed = {"key": "k1", "status": "failed", "error_type": "Crashed", "error_message": "x", "files": {}, "log": ""}
+    failed = make_record(TrialSpec(), key="k1", status="failed", error_type="Crashed", error_message="x")
     failed = journal.append(failed)
     recorder.record_trial(failed)  # ...and the driver dies before mark_recorded
     outbox = Outbox(Journal.open("tokengen", "s", root=tmp_path), recorder)

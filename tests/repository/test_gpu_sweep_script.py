@@ -77,6 +77,8 @@ def test_the_bundle_needs_are_not_on_the_image_and_the_image_has_the_trials_own_
 
 def test_the_check_says_why_no_trial_finished(tmp_path):
     """On the H200 every trial failed the same way and the check stopped on a missing column, its file unwritten."""
+    from tokengen.contract.spec import TrialSpec
+    from tokengen.contract.trial_record import make_record
     from tracking.store.recorder import Recorder
 
     uri = seeded_uri(tmp_path)
@@ -84,7 +86,7 @@ def test_the_check_says_why_no_trial_finished(tmp_path):
     recorder.start_sweep("gpu", {"sweep": {"name": "gpu"}}, resume=False)
     for key in ("k1", "k2"):
         reason = {"error_type": "RuntimeError", "error_message": "Cannot re-initialize CUDA in forked subprocess"}
-        recorder.record_trial({"key": key, "status": "failed", **reason, "files": {}, "log": ""})
+        recorder.record_trial(make_record(TrialSpec(), key=key, status="failed", **reason))
     out = tmp_path / "check.txt"
     command = [
         sys.executable,

@@ -106,8 +106,8 @@ def test_an_unwritable_working_directory_is_refused_before_the_store_is_touched(
 @pytest.mark.parametrize(
     "override, line",
     [
-        ("sweep.name=..", "error: sweep.name='..': use a plain name"),
-        ("sweep.name=.", "error: sweep.name='.': use a plain name"),
+        ("sweep.name=..", "error: sweep.name='..': use a name of letters"),
+        ("sweep.name=.", "error: sweep.name='.': use a name of letters"),
         ("sweep.name=" + "x" * 300, "error: sweep.name='xxxx"),
         ("sweep.trial_timeout_s=0", "error: sweep.trial_timeout_s=0: give a timeout in seconds above 0"),
         ("sweep.trial_timeout_s=-5", "error: sweep.trial_timeout_s=-5"),

@@ -40,7 +40,7 @@ FIELDS = "use one of variant, model, dtype, device, batch_size, max_seqlen, cach
         (
             ["+grid=smoke", "sweep.name=smöke"],
             "cannot read the override sweep.name=smöke at 'ö' (character 14): "
-            "Hydra's override grammar takes plain values of ASCII letters",
+            "Hydra's override grammar reads unquoted only ASCII letters",
         ),
         (["+grid=smoke", "grid.seed=[1,2]"], "grid.seed is not an axis of this grid: add it with +grid.seed=[...]"),
         (

@@ -384,6 +384,8 @@ def test_a_calibration_its_own_trials_contradict_is_measured_again(tmp_path, mon
     """CPU trials priced from the prior alone that held their workers beyond a history-less dry run's promise drop
     the kept calibration; within it, or priced from a fit, they leave it kept."""
     from sweeps.pricing.price import calibration_contradicted
+    from tokengen.contract.spec import TrialSpec
+    from tokengen.contract.trial_record import make_record
 
     monkeypatch.setenv(hardware.CACHE_VARIABLE, str(tmp_path / "cache"))
     monkeypatch.setattr(
@@ -401,7 +403,7 @@ def test_a_calibration_its_own_trials_contradict_is_measured_again(tmp_path, mon
 
     def held(*seconds):
         return [
-            {"key": k, "status": "finished", "node_started_at": 100.0, "node_finished_at": 100.0 + s}
+            make_record(TrialSpec(), key=k, status="finished", node_started_at=100.0, node_finished_at=100.0 + s)
             for k, s in zip("abc", seconds)
         ]
 

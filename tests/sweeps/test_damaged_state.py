@@ -6,6 +6,7 @@ a WAL store (the Recorder's) is read after a killed writer, and from a folder th
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sqlite3
 import subprocess
@@ -26,6 +27,8 @@ from sweeps.driver import run_sweep
 from sweeps.planning.grid import plan_sweep
 from sweeps.planning.resume import trials_to_run
 from tokengen.contract.names import TOKENS_FILE
+from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import TrialRecord, make_record
 from tracking.store.history import load_history
 from tracking.store.recorder import Recorder
 
@@ -37,8 +40,8 @@ DAMAGED = [
 ]  # not UTF-8, not an entry, a result without its key, cut short
 
 
-def result(key: str, status: str = "finished") -> dict:
-    return {"key": key, "status": status, "files": {}, "log": ""}
+def result(key: str, status: str = "finished") -> TrialRecord:
+    return make_record(TrialSpec(), key=key, status=status)
 
 
 def test_damaged_lines_are_set_aside_named_once_and_never_a_result(tmp_path, capsys):
@@ -65,7 +68,7 @@ def test_a_reader_skips_damaged_lines_without_a_traceback(tmp_path, monkeypatch)
     journal.append(result("k1"))
     with open(journal.path, "ab") as handle:
         handle.write(b"\n".join(DAMAGED) + b"\n")
-    assert [r["key"] for r in journaled_results("tokengen", "s")] == ["k1"]
+    assert [r.key for r in journaled_results("tokengen", "s")] == ["k1"]
 
 
 def test_a_journaled_result_outside_the_plan_is_never_recorded(tmp_path):
@@ -87,7 +90,7 @@ def test_a_result_the_journal_marks_recorded_and_the_store_lost_is_recorded_agai
     config = small_sweep(tmp_path)
     plan = plan_sweep(config)
     trial = plan.trials[0]
-    record = {**trial.spec.to_dict(), **result(trial.key), "env_fingerprint": "here"}
+    record = make_record(trial.spec, key=trial.key, env_fingerprint="here")
     journal = Journal.open("tokengen", "t", root=tmp_path)
     kept = Outbox(journal, Recorder(seeded_uri(tmp_path / "before"), "tokengen"))
     kept.recorder.start_sweep("t", config, resume=False)
@@ -127,7 +130,7 @@ def test_a_journal_that_turns_read_only_loses_no_finished_result(tmp_path, capsy
         if store == "full":
             fill(store_disk)
         with pytest.raises(JournalUnwritable) as stopped:
-            outbox.put({**result("k2"), "files": {TOKENS_FILE: b"\x01" * (64 << 10)}})
+            outbox.put(dataclasses.replace(result("k2"), files={TOKENS_FILE: b"\x01" * (64 << 10)}))
         capsys.readouterr()
         stopped_full(outbox, [], stopped.value)
         said = capsys.readouterr().err.strip().splitlines()[-1]
@@ -141,8 +144,8 @@ def test_a_journal_that_turns_read_only_loses_no_finished_result(tmp_path, capsy
             assert MlflowClient(tracking_uri=uri).get_run(recorder.parent_id).info.status == "FAILED"
             return
         kept = Path(said.split(" are kept in ")[1].split(" (move it")[0])
-        assert [r["key"] for r in Journal(kept).unrecorded()] == ["k2"]
-        assert Journal(kept).unrecorded()[0]["files"] == {TOKENS_FILE: b"\x01" * (64 << 10)}
+        assert [r.key for r in Journal(kept).unrecorded()] == ["k2"]
+        assert Journal(kept).unrecorded()[0].files == {TOKENS_FILE: b"\x01" * (64 << 10)}
         assert [r.data.tags["trial_key"] for r in child_runs(uri)] == ["k1"]
         shutil.rmtree(kept.parent)
 
@@ -178,8 +181,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 ONE_TRIAL = """
 import sys
 from tokengen.contract.names import FINISHED
-from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import make_record
 from tracking.store.recorder import Recorder
 recorder = Recorder(sys.argv[1], "tokengen")
 recorder.start_sweep("t", {}, resume=False)

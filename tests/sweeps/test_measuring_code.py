@@ -16,6 +16,7 @@ from sweeps.planning.fingerprints import local_fingerprints
 from sweeps.planning.grid import plan_sweep
 from sweeps.planning.resume import trials_to_run
 from tokengen.contract.machine.fingerprint import as_text, code_hash, facts, fingerprint
+from tokengen.contract.trial_record import make_record
 from tracking.store.recorder import Recorder
 
 HASH = "from tokengen.contract.machine.fingerprint import code_hash; print(code_hash())"
@@ -64,16 +65,14 @@ def test_resume_measures_again_what_finished_with_other_code_and_names_the_chang
     for trial, code in ((old, "0ldc0de"), (same, code_hash())):
         environment = {**facts("cpu", 2, "tiny"), "code": code}
         recorder.record_trial(
-            {
-                **trial.spec.to_dict(),
-                "key": trial.key,
-                "status": "finished",
-                "files": {},
-                "log": "",
-                "attempt_id": uuid.uuid4().hex,
-                "env_fingerprint": fingerprint(environment),
-                "env_facts": as_text(environment),
-            }
+            make_record(
+                trial.spec,
+                key=trial.key,
+                status="finished",
+                attempt_id=uuid.uuid4().hex,
+                env_fingerprint=fingerprint(environment),
+                env_facts=as_text(environment),
+            )
         )
     outbox = Outbox(Journal.open("tokengen", "t", root=tmp_path), recorder)
     capsys.readouterr()

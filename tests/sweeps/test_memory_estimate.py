@@ -36,11 +36,11 @@ def test_a_baseline_trial_process_peaks_within_30_percent_of_its_estimate(tmp_pa
     record = run_trial_process(
         TrialRequest(spec=spec.to_dict(), key="k", folder=str(tmp_path / "k"), timeout_s=300, threads=2)
     )
-    assert record["status"] == "finished", record.get("error_message")
+    assert record.status == "finished", record.result.error_message
     found = estimate_memory(spec)
     assert found.logits > 0.25e9
-    ratio = found.rss / record["peak_rss_bytes"]
-    assert 0.7 < ratio < 1.3, (ratio, record["peak_rss_bytes"])
+    ratio = found.rss / record.result.peak_rss_bytes
+    assert 0.7 < ratio < 1.3, (ratio, record.result.peak_rss_bytes)
 
 
 def test_a_trial_that_would_not_fit_is_refused_in_one_line_unless_the_guard_is_off(tmp_path, capsys):

@@ -94,8 +94,8 @@ def test_dry_run_prices_the_plan_from_a_real_store_and_writes_nothing_to_it(tmp_
     known = plan[plan["max_seqlen"] < 64]
     for row in known.itertuples():  # each ran before: its measured child wall plus the harness outside it
         spec = TrialSpec(**{f: getattr(row, f) for f in TrialSpec.__dataclass_fields__})
-        record = fake_record(PlannedTrial(spec), T0)
-        measured, held = record["child_wall_s"], record["node_finished_at"] - record["node_started_at"]
+        record = fake_record(PlannedTrial(spec), T0).result
+        measured, held = record.child_wall_s, record.node_finished_at - record.node_started_at
         assert row.basis == "history" and row.estimated_s == pytest.approx(held, rel=1e-6)  # what it held its worker
         parts = sum(getattr(row, part) for part in PARTS)
         assert parts == pytest.approx(row.estimated_s) and row.in_trial_s == pytest.approx(measured - 0.05)
@@ -188,9 +188,9 @@ def test_a_workers_start_is_priced_once_per_worker_not_on_the_key_that_ran_first
     capsys.readouterr()
     plan = pd.read_csv(tmp_path / "reports" / "t" / PLAN_CSV)
     for trial in cluster.submitted[:workers]:
-        warm = fake_record(trial, T0)  # what the key holds a warm worker, less any start this plan charges it
+        warm = fake_record(trial, T0).result  # what the key holds a warm worker, less any start this plan charges it
         row = plan[plan["key"] == trial.key].iloc[0]
-        assert row["estimated_s"] - row["start_s"] == pytest.approx(warm["node_finished_at"] - warm["node_started_at"])
+        assert row["estimated_s"] - row["start_s"] == pytest.approx(warm.node_finished_at - warm.node_started_at)
     assert list(plan["start_s"]) == [pytest.approx(7.0)] * workers + [0.0] * (6 - workers)  # the plan's firsts
     assert plan["max_seqlen"].iloc[0] == 64
 
@@ -220,9 +220,9 @@ def test_trials_are_submitted_longest_first_and_the_estimate_is_recorded(tmp_pat
     assert len(compared) == 6
     for row in compared.itertuples():
         trial = next(t for t in cluster.submitted if t.key == row.key)
-        record = fake_record(trial, T0)
-        assert row.held_s == pytest.approx(record["child_wall_s"] + 0.01, abs=1e-3)  # the node's span
-        assert row.trial_wall_s == pytest.approx(record["trial_wall_s"])
+        record = fake_record(trial, T0).result
+        assert row.held_s == pytest.approx(record.child_wall_s + 0.01, abs=1e-3)  # the node's span
+        assert row.trial_wall_s == pytest.approx(record.trial_wall_s)
         assert row.error == pytest.approx((estimated[row.key] - row.held_s) / row.held_s, abs=1e-6)
 
 
@@ -377,7 +377,7 @@ def history_frame(verdicts: list) -> pd.DataFrame:
             stop="never",
         )
         record = fake_record(PlannedTrial(spec), T0)
-        rows.append({**record, "trial_key": record["key"], "measurement": verdict})
+        rows.append({**record.to_dict(), "trial_key": record.key, "measurement": verdict})
     return pd.DataFrame(rows)
 
 

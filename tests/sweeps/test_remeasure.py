@@ -5,6 +5,7 @@ that makes a result look contended. No Ray: `execute` is a stand-in that returns
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 from servers import seeded_uri
@@ -15,8 +16,8 @@ from sweeps.execution.remeasure import TEST_CONTENDED, pending, remeasure, stamp
 from sweeps.planning.config import load_config
 from sweeps.planning.grid import GridPlan, PlannedTrial
 from tokengen.contract.names import FAILED, FINISHED
-from tokengen.contract.record import make_record
 from tokengen.contract.rules import resolve
+from tokengen.contract.trial_record import TrialRecord, make_record
 from tracking.measurement import best, latest_series, reason_kind, summary_line
 from tracking.store.recorder import Recorder
 
@@ -67,13 +68,14 @@ def test_pending_names_the_next_attempt(runs, rounds, expected):
     assert pending(runs, rounds) == expected
 
 
-def record_of(spec, measurement: str, attempt: int = 1, cv: float = 0.01) -> dict:
+def record_of(spec, measurement: str, attempt: int = 1, cv: float = 0.01) -> TrialRecord:
     reasons = {"ok": "", "noisy": "CI target not met (cv 30.0%)", "contended": "others used 1.8 of 2 cores"}[
         measurement
     ]
-    rec = make_record(
+    return make_record(
         spec,
         key=spec.key(),
+        attempt=attempt,
         runtime_mean_s=1.0,
         runtime_cv=cv,
         runtime_s=[1.0, 1.0],
@@ -85,8 +87,6 @@ def record_of(spec, measurement: str, attempt: int = 1, cv: float = 0.01) -> dic
         interference_cpu_util=0.95,
         interference_others_cores=0.1,
     )
-    rec["attempt"] = attempt
-    return rec
 
 
 class Sweep:
@@ -146,13 +146,13 @@ def test_a_resumed_sweep_picks_up_its_rounds_from_mlflow(tmp_path):
     again.__dict__.update(sweep.__dict__, calls=[])
     assert again.remeasure().records == [] and again.calls == []
     again.rounds = 2  # one more round asked for: attempt 3, numbered after what MLflow holds
-    assert [r["attempt"] for r in again.remeasure().records] == [3] and again.calls == [[("kv_cache", 3)]]
+    assert [r.result.attempt for r in again.remeasure().records] == [3] and again.calls == [[("kv_cache", 3)]]
 
 
 def test_no_round_while_results_wait_for_the_store(tmp_path, capsys):
     sweep = Sweep(tmp_path, {"baseline": ["contended"], "kv_cache": ["ok"], "static_cache": ["ok"]})
     sweep.first_pass()
-    sweep.outbox.waiting.append({"key": "x"})
+    sweep.outbox.waiting.append(make_record(sweep.specs["baseline"], key="x"))
     assert sweep.remeasure().records == [] and len(sweep.calls) == 1
     assert "remeasure: not now, 1 result(s) wait for the tracking store" in capsys.readouterr().err
     assert remeasure(load_config({"sweep": {"remeasure": 0}}), sweep.plan, sweep.outbox, sweep.execute).records == []
@@ -163,15 +163,14 @@ def test_the_journal_keeps_every_attempt_of_a_key_apart(tmp_path):
     spec = resolve("kv_cache", model="tiny")
     first, second = record_of(spec, "contended", 1), record_of(spec, "ok", 2)
     for rec in (first, second):
-        journal.append(
-            {**rec, "files": {"tokens.npy": str(rec["attempt"]).encode()}, "log": f"attempt {rec['attempt']}"}
-        )
+        attempt = rec.result.attempt
+        journal.append(replace(rec, files={"tokens.npy": str(attempt).encode()}, log=f"attempt {attempt}"))
     waiting = journal.unrecorded()
-    assert [r["attempt"] for r in waiting] == [1, 2]
-    assert [r["files"]["tokens.npy"] for r in waiting] == [b"1", b"2"] and waiting[1]["log"] == "attempt 2"
+    assert [r.result.attempt for r in waiting] == [1, 2]
+    assert [r.files["tokens.npy"] for r in waiting] == [b"1", b"2"] and waiting[1].log == "attempt 2"
     journal.mark_recorded(waiting[1], "run-2")
-    assert [r["attempt"] for r in journal.unrecorded()] == [1]
-    assert (result_id(first), result_id(second)) == (spec.key(), f"{spec.key()}@2")
+    assert [r.result.attempt for r in journal.unrecorded()] == [1]
+    assert (result_id(first.result), result_id(second.result)) == (spec.key(), f"{spec.key()}@2")
 
 
 def test_a_recorded_remeasure_is_not_sent_again_after_a_driver_died(tmp_path):
@@ -182,23 +181,23 @@ def test_a_recorded_remeasure_is_not_sent_again_after_a_driver_died(tmp_path):
     journal = Journal.open("tokengen", "d", tmp_path)
     second = journal.append(second)  # the journal first, as Outbox.put does: it names the attempt
     recorder.record_trial(second)  # recorded, but the driver died before the journal noted it
-    assert second["attempt_id"] in recorder.index().attempts
+    assert second.result.attempt_id in recorder.index().attempts
     assert Outbox(journal, recorder).take_over(recorder.index().attempts) == []
 
 
 def test_the_test_hook_makes_chosen_attempts_look_contended(monkeypatch):
     spec = resolve("kv_cache", model="tiny", runs=0)
     monkeypatch.setenv(TEST_CONTENDED, "kv_cache@1,static_cache")
-    first = stamp(record_of(spec, "ok"), 1)
-    assert (first["attempt"], first["measurement"]) == (1, "contended")
-    assert first["measurement_reasons"] == "others used 2.0 of 2 cores"
-    assert stamp(record_of(spec, "ok"), 2)["measurement"] == "ok"  # only attempt 1 was asked for
+    first = stamp(record_of(spec, "ok"), 1).result
+    assert (first.attempt, first.measurement) == (1, "contended")
+    assert first.measurement_reasons == "others used 2.0 of 2 cores"
+    assert stamp(record_of(spec, "ok"), 2).result.measurement == "ok"  # only attempt 1 was asked for
     always = resolve("static_cache", model="tiny", runs=0)
-    assert stamp(record_of(always, "ok"), 5)["measurement"] == "contended"
-    failed = {**record_of(spec, "ok"), "status": FAILED}
-    assert stamp(failed, 1)["measurement"] == "ok"  # a failed trial has nothing to judge
+    assert stamp(record_of(always, "ok"), 5).result.measurement == "contended"
+    failed = record_of(spec, "ok").with_result(status=FAILED)
+    assert stamp(failed, 1).result.measurement == "ok"  # a failed trial has nothing to judge
     monkeypatch.delenv(TEST_CONTENDED)
-    assert stamp(record_of(spec, "ok"), 1)["measurement"] == "ok"
+    assert stamp(record_of(spec, "ok"), 1).result.measurement == "ok"
     assert os.environ.get(TEST_CONTENDED) is None
 
 

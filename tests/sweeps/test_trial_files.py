@@ -15,6 +15,7 @@ from sweeps.execution import trial_process
 from sweeps.execution.trial_files import open_new, write_file
 from tokengen.contract.machine.user_folders import FolderRefused
 from tokengen.contract.names import RESULT_FILE, TRIAL_LOG
+from tokengen.contract.trial_record import TrialRecord
 
 FORGED = {"status": "finished", "runtime_mean_s": 0.001}
 
@@ -29,7 +30,7 @@ def outside(tmp_path: Path) -> tuple[Path, Path, Path]:
     return victim, forged, cache
 
 
-def launch(tmp_path: Path, monkeypatch, during=lambda: None) -> dict:
+def launch(tmp_path: Path, monkeypatch, during=lambda: None) -> TrialRecord:
     """run_trial_process with a trial that exits 0 having written nothing; `during` plants files as it runs."""
 
     class Process:
@@ -58,7 +59,7 @@ def test_files_planted_before_the_trial_are_removed_not_followed(tmp_path, monke
     (folder / TRIAL_LOG).symlink_to(victim)
     (folder / "inductor").symlink_to(cache)  # a compile cache the trial would load code from
     record = launch(tmp_path, monkeypatch)
-    assert record["status"] == "failed" and "left no outcome" in record["error_message"]
+    assert record.status == "failed" and "left no outcome" in record.result.error_message
     assert victim.read_text() == "ours" and (cache / "kernel.py").read_text() == "planted code"
     assert (folder / "inductor").is_dir() and not (folder / "inductor").is_symlink()
     assert not (folder / TRIAL_LOG).exists() and not (folder / RESULT_FILE).exists()
@@ -73,8 +74,8 @@ def test_files_planted_while_the_trial_runs_are_not_read_as_its_result_or_log(tm
         (folder / TRIAL_LOG).symlink_to(victim)
 
     record = launch(tmp_path, monkeypatch, plant)
-    assert record["status"] == "failed" and record.get("runtime_mean_s") is None
-    assert "ours" not in record["log"]
+    assert record.status == "failed" and record.result.runtime_mean_s is None
+    assert "ours" not in record.log
 
 
 def test_the_trials_own_files_are_never_written_through_a_link(tmp_path):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.execution.execute import settings_of
+from sweeps.execution.execute import store_tag
 from sweeps.execution.schedule import crossed_failure
-from sweeps.execution.task import ScheduleSettings, sweep_folder
-from sweeps.planning.config import SweepConfig, TrackingSettings
+from sweeps.execution.task import sweep_folder
+from sweeps.planning.config import SweepConfig, SweepSettings, TrackingSettings
 from sweeps.planning.settings import prepare_workdir
 from sweeps.pricing.estimate import hardware
 from tokengen.contract.machine.user_folders import CACHE_VARIABLE, FolderRefused, cache_folder, workdir
@@ -30,10 +30,8 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
-def node_settings(work: str | None, store: str = "") -> ScheduleSettings:
-    return ScheduleSettings(
-        workdir=work, trial_timeout_s=60, retries=0, cpus_per_trial=1, inductor_cache="cold", sweep="s", store=store
-    )
+def node_settings(work: str | None) -> SweepSettings:
+    return SweepSettings(name="s", workdir=work, trial_timeout_s=60, retries=0, cpus_per_trial=1, inductor_cache="cold")
 
 
 def planted(tmp_path: Path) -> tuple[Path, Path]:
@@ -132,7 +130,8 @@ def test_the_default_workdir_is_in_the_users_cache_folder_made_0700_and_vars_exp
 def test_a_sweep_folder_belongs_to_one_store_and_experiment_and_is_found_again(tmp_path, monkeypatch):
     def folder(uri: str, experiment: str = "tokengen") -> Path:
         config = SweepConfig(tracking=TrackingSettings(uri=uri, experiment=experiment))
-        return sweep_folder(dataclasses.replace(settings_of(config), workdir=str(tmp_path)))
+        store = store_tag(config.tracking.uri, config.tracking.experiment)
+        return sweep_folder(dataclasses.replace(config.sweep, workdir=str(tmp_path)), store)
 
     a, b = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
     assert folder(a) == folder(a) and folder(a).parent == tmp_path and folder(a).name.startswith("sweep-")

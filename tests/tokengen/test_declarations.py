@@ -150,4 +150,4 @@ def test_the_report_benchmark_synthesizes_a_trial_for_every_preset():
     rng = np.random.default_rng(0)
     for variant in VARIANTS:
         record, tokens = bench.trial(variant, 4, 100, "float32", "H100", rng)
-        assert record["variant"] == variant and record["runtime_mean_s"] > 0 and tokens.shape[0] == 4
+        assert record.spec.variant == variant and record.result.runtime_mean_s > 0 and tokens.shape[0] == 4

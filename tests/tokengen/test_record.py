@@ -15,8 +15,9 @@ import pytest
 from record_helpers import full_record
 from servers import seeded_uri
 
-from tokengen.contract.record import METRIC, PARAM, ROLES, TAG, make_record, typed, unknown_fields, with_role
+from tokengen.contract.record import METRIC, PARAM, ROLES, TAG, typed, unknown_fields, with_role
 from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import make_record
 from tracking.store.reading import load_sweep
 from tracking.store.recorder import Recorder
 
@@ -26,15 +27,16 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_make_record_refuses_a_field_it_does_not_declare():
     with pytest.raises(TypeError):
         make_record(TrialSpec(), speedup=2.0)
-    assert unknown_fields({**full_record(), "speedup": 2.0}) == ["speedup"]
+    assert unknown_fields({**full_record().to_dict(), "speedup": 2.0}) == ["speedup"]
 
 
 def test_recorded_fields_read_back_equal_and_typed(tmp_path):
-    record = full_record()
+    made = full_record()
+    record = made.to_dict()
     uri = seeded_uri(tmp_path, "m.db")
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("rt", {}, resume=False)
-    recorder.record_trial(record)
+    recorder.record_trial(made)
     row = load_sweep(uri, "tokengen", "rt").trials.iloc[0].to_dict()
     for name in with_role(PARAM) + with_role(METRIC) + with_role(TAG):
         got = row[name]
@@ -61,8 +63,8 @@ from omegaconf import OmegaConf
 from sweeps.planning.config import load_config, register
 from sweeps.planning.grid import plan_sweep
 from tokengen.cli import build_parser
-from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import make_record
 from tracking.store.recorder import Recorder
 from tracking.report.build import build_report
 from tracking.store.reading import load_sweep

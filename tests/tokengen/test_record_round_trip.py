@@ -12,9 +12,10 @@ import pytest
 
 from sweeps.execution import trial_process
 from tokengen.contract.names import FAILED, FINISHED, RESULT_FILE
-from tokengen.contract.record import RESULT_FIELDS, TrialResult, base_type, make_record
+from tokengen.contract.record import RESULT_FIELDS, TrialResult, base_type
 from tokengen.contract.rules import resolve
-from tokengen.contract.spec import TrialSpec
+from tokengen.contract.spec import SpecError, TrialSpec
+from tokengen.contract.trial_record import TrialRecord, make_record
 from tokengen.measure import trial
 
 
@@ -59,7 +60,8 @@ def test_a_real_trials_result_json_reads_back_as_the_same_record(finished):
     assert TrialResult.from_json(path.read_text()) == result
     assert all(again == result for again in round_trips(result))
     assert {**TrialSpec().to_dict(), **result.to_dict()}.keys() == record.keys()
-    assert make_record(resolve(**{k: record[k] for k in TrialSpec().to_dict()}), **result.to_dict()) == record
+    made = make_record(resolve(**{k: record[k] for k in TrialSpec().to_dict()}), **result.to_dict())
+    assert made.to_dict() == record and TrialRecord.from_dict(record) == made
 
 
 def test_a_failed_record_reads_back_the_same():
@@ -89,3 +91,33 @@ def test_equality_still_tells_records_apart():
 def test_a_field_nobody_declares_is_refused():
     with pytest.raises(TypeError, match="speedup"):
         TrialResult.from_dict({**TrialResult().to_dict(), "speedup": 2.0})
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: TrialResult(steps="ten"),
+        lambda: TrialResult.from_dict({"steps": "ten"}),
+        lambda: TrialRecord.from_dict({**TrialSpec().to_dict(), "steps": "ten"}),
+        lambda: make_record(TrialSpec(), steps="ten"),
+        lambda: TrialResult.from_json('{"steps": "ten"}'),
+    ],
+)
+def test_a_mistyped_field_is_refused_where_the_record_is_made(make):
+    with pytest.raises(TypeError) as refused:
+        make()
+    assert str(refused.value) == "TrialResult.steps='ten': a str where int is declared"
+
+
+def test_every_declared_type_is_held_to():
+    for name, wrong in (("runtime_mean_s", "fast"), ("deterministic", 1), ("runtime_s", 0.3), ("status", None)):
+        with pytest.raises(TypeError, match=f"^TrialResult.{name}="):
+            TrialResult(**{name: wrong})
+    with pytest.raises(TypeError, match="^TrialResult.steps=True: a bool where int is declared$"):
+        TrialResult(steps=True)  # a bool is never a count
+    with pytest.raises(SpecError, match="batch_size='two' is not a valid int"):
+        TrialRecord.from_dict({"batch_size": "two", "status": FINISHED})
+    with pytest.raises(TypeError, match="TrialRecord.result: a dict where TrialResult is declared"):
+        TrialRecord(TrialSpec(), {"steps": 3})
+    widened = TrialResult(runtime_mean_s=1, steps=3, runtime_s=(0.5, 0.25))  # a whole number is a float's value
+    assert (type(widened.runtime_mean_s), widened.runtime_s) == (float, [0.5, 0.25])

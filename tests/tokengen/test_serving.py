@@ -272,7 +272,7 @@ def test_a_request_trial_records_its_figures(variant):
 
 def test_the_report_pairs_static_continuous_and_the_peer_per_workload(tmp_path):
     """Written through the sweep's Recorder and read back as the report reads a sweep."""
-    from tokengen.contract.record import make_record
+    from tokengen.contract.trial_record import make_record
     from tracking.report import comparison
     from tracking.report.serving_table import serving_table
     from tracking.store.reading import load_sweep

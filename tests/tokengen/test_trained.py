@@ -76,12 +76,12 @@ SOURCE = b'"""A module."""\nimport os\n\n\n@cache\ndef f(x):\n    return x\n\n\n
 def test_a_module_is_its_top_level_blocks_each_ended_by_eos_and_tests_are_left_out(tmp_path):
     docs = documents.documents(SOURCE)
     assert docs == [
-        b'"""A module."""\nimport os\n',
-        b"@cache\ndef f(x):\n    return x\n",  # its decorator with it
-        b"X = 1\n",
-        b"class C:\n    def m(self):\n\n        pass\n",  # a blank line inside a block stays
+        b'"""A module."""\nimport os\n\n\n',
+        b"@cache\ndef f(x):\n\treturn x\n\n\n",  # its decorator with it, indentation a tab per level
+        b"X = 1\n\n\n",
+        b"class C:\n\tdef m(self):\n\n\t\tpass\n\n\n",  # a blank line inside a block stays
     ]
-    assert documents.documents(b"def broken(:\n    pass\n") == [b"def broken(:\n    pass\n"]  # one document
+    assert documents.documents(b"def broken(:\n      pass") == [b"def broken(:\n\t  pass\n\n\n"]  # one document
     ids = documents.stream(docs[:2]).tolist()
     assert ids[0] == ids[-1] == documents.EOS and ids.count(documents.EOS) == 3
     assert bytes(ids[1 : ids.index(documents.EOS, 1)]) == docs[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 
 from record_helpers import full_record
 from servers import seeded_uri
@@ -18,7 +19,7 @@ from tracking.store.recorder import Recorder
 def _record_one(uri: str) -> str:
     recorder = Recorder(uri, "tokengen")
     recorder.start_sweep("moved", {}, resume=False)
-    return recorder.record_trial({**full_record(), "files": {TOKENS_FILE: b"tokens of the trial"}})
+    return recorder.record_trial(replace(full_record(), files={TOKENS_FILE: b"tokens of the trial"}))
 
 
 def _tokens(uri: str) -> dict:

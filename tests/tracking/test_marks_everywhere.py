@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from servers import seeded_uri
 
-from tokengen.contract.record import make_record
 from tokengen.contract.rules import resolve
+from tokengen.contract.trial_record import TrialRecord, make_record
 from tracking.report.build import build_report
 from tracking.report.notes import NOTES
 from tracking.store.recorder import Recorder
@@ -190,5 +190,6 @@ def test_the_sweeps_fallback_summary_marks_the_speedup_too():
         dict(point, key="k", variant="kv_cache", status="finished", runtime_mean_s=0.2, measurement="contended"),
         dict(point, key="s", variant="static_cache", status="finished", runtime_mean_s=0.25, measurement="ok"),
     ]
-    rows = {line.split()[0]: line.split() for line in summary_text(records).splitlines()[2:]}
+    typed = [TrialRecord.from_dict(record) for record in records]  # as the driver holds them
+    rows = {line.split()[0]: line.split() for line in summary_text(typed).splitlines()[2:]}
     assert rows["kv_cache"][8:10] == ["2", "!"] and rows["static_cache"][8:10] == ["1.6", "ok"]

@@ -18,8 +18,9 @@ from mlflow import MlflowClient
 from servers import seeded_uri
 
 from sweeps.planning.grid import PlannedTrial
-from tokengen.contract.record import RECORD_FIELDS, make_record
+from tokengen.contract.record import RECORD_FIELDS
 from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import TrialRecord, make_record
 from tokengen.contract.variants import VARIANTS
 from tracking import ui
 from tracking.report.__main__ import main as report_main
@@ -47,7 +48,7 @@ def planned(variant: str, batch: int, n: int, **fields) -> PlannedTrial:
     return PlannedTrial(spec)
 
 
-def record_of(trial: PlannedTrial, runtime: float) -> dict:
+def record_of(trial: PlannedTrial, runtime: float) -> TrialRecord:
     spec = trial.spec
     return make_record(
         spec,

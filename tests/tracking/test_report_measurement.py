@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 from servers import seeded_uri
 
-from tokengen.contract.record import make_record
 from tokengen.contract.rules import resolve
+from tokengen.contract.trial_record import make_record
 from tracking.report.build import build_report
 from tracking.report.plots import OKABE_ITO, WIDTH_PX, palette
 from tracking.store.recorder import Recorder
@@ -35,6 +35,7 @@ def write(store: str, sweep: str, trials: list[tuple], judged: bool = True) -> R
         record = make_record(
             spec,
             key=spec.key(),
+            attempt=attempt,
             steps=n,
             runtime_s=runs,
             runtime_mean_s=runtime,
@@ -48,7 +49,6 @@ def write(store: str, sweep: str, trials: list[tuple], judged: bool = True) -> R
             **verdict,
             **ENV,
         )
-        record["attempt"] = attempt
         recorder.record_trial(record)
     return recorder
 

@@ -10,6 +10,7 @@ by an earlier sweep.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import math
@@ -22,8 +23,8 @@ from servers import seeded_uri
 
 from tokengen.contract.declarations import LAGGED, in_family
 from tokengen.contract.names import TOKENS_FILE
-from tokengen.contract.record import make_record
 from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trial_record import make_record
 from tokengen.contract.variants import VARIANTS, label_for
 from tracking.report import article_tables, comparison, gpu_tables
 from tracking.report.__main__ import main
@@ -138,7 +139,7 @@ class Store:
         if tokens is not None:
             buffer = io.BytesIO()
             np.save(buffer, tokens)
-            record["files"] = {TOKENS_FILE: buffer.getvalue()}
+            record = dataclasses.replace(record, files={TOKENS_FILE: buffer.getvalue()})
         if status == "cut":  # what a driver killed mid-write leaves: a run without its status tag
             run_id = self.client.create_run(
                 self.recorder.experiment_id,

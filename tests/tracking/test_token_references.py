@@ -11,8 +11,8 @@ from mlflow import MlflowClient
 from servers import seeded_uri
 
 from tokengen.contract.machine.fingerprint import as_text
-from tokengen.contract.record import make_record
 from tokengen.contract.rules import resolve
+from tokengen.contract.trial_record import make_record
 from tracking.report.build import build_report
 from tracking.store.recorder import Recorder
 

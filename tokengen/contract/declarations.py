@@ -1,9 +1,10 @@
 """Every knob and every value of it, declared once: what it is, where it acts, its facts, its one-line doc.
 
 A new optimization is its implementation module plus one entry below (a new knob: one `Knob` and its
-values). The spec's knob fields, the CLI's flags and choices, Hydra's schema, the rules, the generated
-variant names, every report pairing, the pricing's keys, the terminal table and MLflow's params all
-read these entries, so none of them spells a knob or a value again. Torch-free: the planner and the
+values). The spec's knob fields, the CLI's flags and choices, Hydra's schema, the rules (each fact's, for any
+knob), the presets (declared below as families of values picked by their facts) and their names, every report
+pairing, the pricing's keys, the terminal table and MLflow's params all read these entries, so none of them spells
+a knob or a value again. Torch-free: the planner and the
 report import it without torch; `load` imports an implementation only where a trial runs.
 
 A knob says where it acts (the model as built, around each decode step, the loop, the process's
@@ -42,6 +43,8 @@ class Knob:
     doc: str
     keyed: bool = False  # hashed into the trial key at every value (the first release's knobs); else only away
     # from its plain value, so a new knob keeps every existing key
+    advances: bool = False  # LOOP: its values' `impl` is how a generation advances (an Advance factory, asked by the
+    # loop and the request server: tokengen/decode/advance.py); its plain value makes one token per row per forward
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,14 @@ class Declared:
     masked: bool = False  # caches: the model is given an explicit attention mask (a `no_mask` backend cannot run it)
     compile_cost: float = 0.0  # compile modes: compile time against compile=default (the pricing prior's guess)
     server: str | None = None  # engines: "module:attribute" of what serves request workloads (requests > 0)
+    overhead_s: float = 0.0  # engines: host seconds a step costs beyond our loop's (the pricing prior's guess)
+    greedy_only: bool = False  # refused with any sampling but greedy
+    max_batch: int | None = None  # the most rows (batch_size) it generates at once; None: any
+    needs_cache: bool = False  # needs a cache that keeps keys and values (family CACHED), not the full recompute
+    not_with_requests: bool = False  # runs one batch: refused with requests > 0
+    requests_only: bool = False  # serves requests: refused with requests = 0
+    compiles_fixed_only: bool = False  # compiles a fixed-shape cache only (generate() leaves a DynamicCache eager)
+    owns: str = ""  # what it brings of its own instead of what it `requires`, as its refusal says ("stop check")
 
 
 # fmt: off
@@ -116,13 +127,16 @@ DECLARED: tuple[Declared, ...] = (
        server="tokengen.engines.request_server:RequestServer",
        doc="this project's decode loop (and request server), composed from the other knobs"),
     _D("engine", "generate", "tokengen.engines.hf_generate:GenerateEngine", family=PEER, preset="hf_generate",
+       overhead_s=0.5e-3, greedy_only=True, requires=(("stop_check", "sync"),), owns="stop check",
+       compiles_fixed_only=True, not_with_requests=True,
        doc="transformers' model.generate(), greedy, on the same prompts and stop rule"),
     _D("engine", "generate_batch", None, family=PEER, preset="hf_generate_batch",
-       server="tokengen.engines.hf_generate_batch:GenerateBatchEngine",
+       server="tokengen.engines.hf_generate_batch:GenerateBatchEngine", overhead_s=1.0e-3, greedy_only=True,
        requires=(("cache", "static"), ("compile", "off"), ("stop_check", "sync"), ("batching", "continuous")),
+       owns="batching, paged cache and loop", requests_only=True,
        doc="transformers' continuous batching (generate_batch's manager, paged attention), for requests"),
     _D("batching", "static", None, doc="requests batch after batch: a batch ends with its longest"),
-    _D("batching", "continuous", None, preset="continuous",
+    _D("batching", "continuous", None, preset="continuous", requests_only=True,
        doc="a slot takes the next waiting request as soon as its own ends"),
     _D("quant", "none", None, doc="the model's weights in the trial's dtype"),
     _D("quant", "int8", "tokengen.knobs.quant:INT8", preset="int8", fidelity=LOSSY, weight_bits=8,
@@ -132,7 +146,7 @@ DECLARED: tuple[Declared, ...] = (
        doc="weight-only int4 (torchao, tinygemm's tile-packed layout): a quarter of bfloat16's weight bytes"),
     _D("attention", "auto", None, doc="torch picks the fastest SDPA backend that can run the step"),
     _D("attention", "math", "tokengen.knobs.attention:MATH", preset="sdpa_math", fidelity=EQUIVALENT,
-       doc="SDPA's reference math kernel: plain matmuls and softmax, every input shape"),
+       doc="SDPA's reference math kernel: unfused matmuls and softmax, every input shape"),
     _D("attention", "efficient", "tokengen.knobs.attention:EFFICIENT", preset="sdpa_efficient", fidelity=EQUIVALENT,
        cuda_only=True, doc="memory-efficient attention (xFormers' kernel): tiles without materializing the scores"),
     _D("attention", "flash", "tokengen.knobs.attention:FLASH", preset="sdpa_flash", fidelity=EQUIVALENT, no_mask=True,
@@ -140,6 +154,40 @@ DECLARED: tuple[Declared, ...] = (
     _D("attention", "cudnn", "tokengen.knobs.attention:CUDNN", preset="sdpa_cudnn", fidelity=EQUIVALENT,
        cuda_only=True, min_capability=(8, 0), doc="cuDNN's fused attention"),
 )
+EVERY, AWAY = "every", "away"  # a preset axis's values: every one of its knob's, or every one but the plain one
+
+
+@dataclass(frozen=True)
+class Presets:
+    """A family of presets (tokengen/contract/variants.py names them from their values' words): the values each axis
+    picks, crossed in order, every other knob at its plain value and each picked value's `requires` held."""
+
+    doc: str
+    axes: tuple[tuple[str, object], ...]  # (knob, EVERY | AWAY | {fact: wanted}) in crossing order; a wanted tuple:
+    # any of its members
+
+
+def presets(doc: str, **axes) -> Presets:
+    return Presets(doc, tuple(axes.items()))
+
+
+_GROWING = {"family": CACHED, "fixed_shapes": False}
+_GENERATE = {"family": PEER, "not_with_requests": True}
+PRESETS: tuple[Presets, ...] = (
+    presets("the article's baseline, the reference every variant is checked against", cache={"family": RECOMPUTE}),
+    presets("our loop on a growing cache, eager, with every stop check", cache=_GROWING, stop_check=EVERY),
+    presets("a growing cache under each other allocator", cache=_GROWING, allocator=AWAY),
+    presets("our loop on fixed shapes (what a compiled step keeps): every compile mode, every stop check",
+            cache={"fixed_shapes": True}, compile=EVERY, stop_check=EVERY),
+    presets("request workloads: fixed shapes, every compile mode, every stop check that ends a request, refilled slots",
+            cache={"fixed_shapes": True}, compile=EVERY, stop_check={"family": (REFERENCE, LAGGED)},
+            batching={"requests_only": True}),
+    presets("generate() on its own growing cache", engine=_GENERATE, cache=_GROWING),
+    presets("generate() on fixed shapes, eager and compiled", engine=_GENERATE, cache={"fixed_shapes": True},
+            compile=EVERY),
+    presets("transformers' request server with what it requires", engine={"family": PEER, "requests_only": True}),
+)
+"""The presets `all` expands to, in this order; a value of a knob an axis crosses joins them by its facts alone."""
 # fmt: on
 
 
@@ -148,14 +196,15 @@ KNOBS = tuple(k.field for k in KNOB_DECLARATIONS)
 assert set(KNOBS) == {d.knob for d in DECLARED}, "every value belongs to a declared knob, every knob has values"
 
 
-def declare(new: Knob, *new_values: Declared) -> None:
-    """Declares a knob and its values (its plain one first) at run time, as if written above: a plug-in's way in.
-    Call it before anything imports tokengen.contract.spec, whose TrialSpec takes its knob fields from here."""
-    global KNOB_DECLARATIONS, DECLARED, KNOBS
+def declare(new: Knob, *new_values: Declared, new_presets: tuple[Presets, ...] = ()) -> None:
+    """Declares a knob and its values (its plain one first), and any presets of its own, at run time, as if written
+    above: a plug-in's way in. Call it before anything imports tokengen.contract.spec, whose TrialSpec takes its knob
+    fields from here (and tokengen.contract.variants, which makes the presets once)."""
+    global KNOB_DECLARATIONS, DECLARED, KNOBS, PRESETS
     if new.field in KNOBS or not new_values or any(v.knob != new.field for v in new_values):
         raise ValueError(f"knob {new.field!r}: declared already, or given no values of its own")
     KNOB_DECLARATIONS, DECLARED = (*KNOB_DECLARATIONS, new), (*DECLARED, *new_values)
-    KNOBS = (*KNOBS, new.field)
+    KNOBS, PRESETS = (*KNOBS, new.field), (*PRESETS, *new_presets)
 
 
 def knob(field: str) -> Knob:
@@ -181,7 +230,7 @@ _INDEX: tuple = ((), {}, {})  # (DECLARED as indexed, knob -> its values, (knob,
 
 def _index() -> tuple:
     """DECLARED by knob and by (knob, name), made again whenever DECLARED is another tuple (`declare`): a
-    grid's planning asks for hundreds of thousands of values, and a scan of DECLARED each time was most of it."""
+    grid's planning asks for hundreds of thousands of values, and a scan of DECLARED each time would be most of it."""
     global _INDEX
     if _INDEX[0] is not DECLARED:
         by_knob: dict[str, list[Declared]] = {}

@@ -11,6 +11,20 @@ import re
 # a trial's status, in its record and as the MLflow tag `status`
 FINISHED, FAILED = "finished", "failed"
 TRIAL_KEY = "trial_key"  # the MLflow tag of a trial's run that holds its key (the record's `key`)
+
+# MLflow tags a query or a reader names: every search filter and tag look-up is built from these. A record's own
+# field is tagged by its name (tokengen/contract/record.py); those a query names are here too, and
+# tests/repository/test_store_names.py holds each to its field
+STATUS = "status"  # a trial's run: FINISHED or FAILED, tagged last (a run without it was cut short)
+ATTEMPT = "attempt"  # a trial's run: 1, or 2.. for a remeasure of its key
+ATTEMPT_ID = "attempt_id"  # a trial's run: one per journaled result, so each is recorded once
+VARIANT = "variant"  # a trial's run: its label (TrialSpec.variant), a param and, to be searched, a tag
+SWEEP_TAG = "sweep"  # every run of a sweep, its trials' and its parent's: the sweep's name
+SWEEP_PARENT = "sweep_parent"  # a sweep's parent run: the sweep's name (the latest run of a name speaks for it)
+REUSED_TRIALS = "reused_trials"  # the parent run: how many of its plan's trials earlier runs had finished
+PLANNED_WORKERS = "planned_workers"  # the parent run: each pool's workers, as the estimate counted them
+STOPPED = "stopped"  # the parent run of a sweep stopped by what it could not write: why
+FAILED_TRIALS = "failed_trials"  # the parent run, once every result is in: how many trials failed
 OUT_OF_SPACE = "OutOfSpace"  # a trial's error type when its folder's disk is full: the sweep stops (exit 3)
 
 # a compile's cache state, in the record's `compile_cache` (tokengen/measure/compile_counters.py): inductor's
@@ -38,7 +52,6 @@ PLAN_ESTIMATE_FILE = "plan.csv"  # on a sweep's parent run (and reports/<sweep>/
 PLAN_TEXT_FILE = "plan.md"  # the same plan as the dry run prints it
 ARTIFACT_FILES = (TOKENS_FILE, TORCH_TRACE, NSYS_REP_FILE, *NSYS_SUMMARIES.values())
 """The trial's files that travel back to the driver (the record and log travel as text)."""
-TRANSPORT = ("files", "log")
 DEADLINE_ENV = "TOKENGEN_DEADLINE"
 """A trial process's environment: the time.time() at which the sweep kills it (its timeout); runs=auto stops
 its runs in time for the instrumented run rather than be killed."""

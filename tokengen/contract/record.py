@@ -8,8 +8,12 @@ facts), a `param` (set by the sweep: the pinned GPU type), or `record` (kept in 
 result.json only). The CLI's JSON, the recorder, the report's reader, the terminal table and the
 tests all derive from this class, so a field renamed here is renamed, or fails, everywhere. A result
 saves itself to a dict and to JSON and builds itself back from either, or from a trial's result.json
-(`from_dict`, `from_json`): the same object, a NaN read back equal to the NaN it was. Torch-free: the
-sweep driver and the report import it without torch.
+(`from_dict`, `from_json`): the same object, a NaN read back equal to the NaN it was. A value not of its
+field's declared type is refused where the result is made, in one line that names the field, so a typo
+never travels on to the last stage. `tokens_generated` and `tokens_per_s` count the tokens a generation
+says it produced (tokengen.decode.loop.Generation.produced), which is batch x steps wherever a step makes one
+token per row, so an older store's figures mean the same. A trial's spec and result together are a `TrialRecord`
+(tokengen/contract/trial_record.py). Torch-free: the sweep driver and the report import it without torch.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ import dataclasses
 import functools
 import json
 import math
+import numbers
 import re
 import typing
 from dataclasses import dataclass
 
 from tokengen.contract.names import FINISHED
-from tokengen.contract.spec import SPEC_FIELDS, SpecError, TrialSpec, parse_field
+from tokengen.contract.spec import SPEC_FIELDS, SpecError, parse_field
 
 METRIC, SERIES, TAG, PARAM, RECORD = "metric", "series", "tag", "param", "record"
 
@@ -32,7 +37,7 @@ def _f(role: str, default=None):
     return dataclasses.field(default=default, metadata={"role": role})
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrialResult:
     # identity
     key: str | None = _f(TAG)  # TrialSpec.key(), or the sweep's key of a GPU-pinned trial
@@ -43,7 +48,8 @@ class TrialResult:
     accelerator_type: str | None = _f(PARAM)  # the GPU type a sweep pinned the trial to
     # work done
     steps: int | None = _f(METRIC)  # decode steps of the last timed run (requests: forwards, prefills included)
-    tokens_generated: int | None = _f(METRIC)  # batch x steps, padding included (requests: slots x forwards)
+    tokens_generated: int | None = _f(METRIC)  # tokens produced, padding included: batch x steps where a step makes
+    # one token per row (requests: slots x forwards)
     useful_tokens: int | None = _f(METRIC)  # tokens before each row's end: padding excluded
     rows_ended: int | None = _f(METRIC)  # rows that ended before max_seqlen (under stop=model: at their own EOS)
     # time (seconds; the runs' median unless said)
@@ -57,13 +63,13 @@ class TrialResult:
     runtime_ci_rel: float | None = _f(METRIC)  # the mean's 95% interval half-width / mean (Student t; None for 1 run)
     runs_done: int | None = _f(METRIC)  # timed runs made: `runs`, or what runs=auto took
     warmup_done: int | None = _f(METRIC)  # warmup runs made (runs=auto warms on until a run settles)
-    tokens_per_s: float | None = _f(METRIC)  # batch x steps / median runtime
+    tokens_per_s: float | None = _f(METRIC)  # tokens_generated / median runtime
     useful_tokens_per_s: float | None = _f(METRIC)  # useful tokens / median runtime
     request_latency_p50_s: float | None = _f(METRIC)  # requests: run start -> the host learns one ended (median run)
     request_latency_p90_s: float | None = _f(METRIC)
     slot_occupancy: float | None = _f(METRIC)  # requests: useful tokens / (slots x forwards), the rest idle or padding
     ttft_s: float | None = _f(METRIC)  # time to first token: prefill + first sample (instrumented run)
-    tpot_s: float | None = _f(METRIC)  # time per output token after the first: (median - ttft) / (steps - 1)
+    tpot_s: float | None = _f(METRIC)  # time per output token after the first: (median - ttft) / (row's tokens - 1)
     step_latency_median_s: float | None = _f(METRIC)
     step_latency_p90_s: float | None = _f(METRIC)
     first_run_s: float | None = _f(METRIC)  # the first run, compile included
@@ -171,14 +177,35 @@ class TrialResult:
     node_started_at: float | None = _f(METRIC)  # time.time() when the trial began on its node
     node_finished_at: float | None = _f(METRIC)
 
+    def __post_init__(self) -> None:
+        """Every value of its field's declared type (a whole number where a float is declared reads as that float;
+        a numpy scalar as its Python value); TypeError in one line that names the field otherwise."""
+        values = self.__dict__  # a report reads thousands of runs: each field looked up once
+        for name, kind in _KINDS.items():
+            value = values[name]
+            if (value is None and name in _OPTIONAL) or type(value) is kind:
+                continue
+            checked = _checked(kind, value)
+            if checked is _REFUSED:
+                raise TypeError(
+                    f"TrialResult.{name}={value!r}: a {type(value).__name__} where {kind.__name__} is declared"
+                )
+            if checked is not value:
+                object.__setattr__(self, name, checked)
+
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every field by name, in declaration order; a list copied, never shared."""
+        fields = dict(self.__dict__)
+        for name in _LISTS:
+            if fields[name] is not None:
+                fields[name] = list(fields[name])
+        return fields
 
     @classmethod
     def from_dict(cls, record: dict) -> TrialResult:
-        """The result a record holds: this class's own dict, or the flat record (make_record, result.json)
+        """The result a record holds: this class's own dict, or the flat record (TrialRecord.to_dict, result.json)
         whose spec fields sit beside the result's; a field it leaves out takes its default. TypeError
-        names a field that neither the spec nor the result declares, as make_record does."""
+        names a field that neither the spec nor the result declares, or a value not of its field's type."""
         undeclared = unknown_fields(record)
         if undeclared:
             raise TypeError(f"TrialResult.from_dict: fields neither the spec nor the result declares: {undeclared}")
@@ -200,6 +227,22 @@ class TrialResult:
         return all(_same(getattr(self, name), getattr(other, name)) for name in RESULT_FIELDS)
 
 
+_REFUSED = object()
+
+
+def _checked(kind: type, value):
+    """`value` as a field of `kind` holds it, or _REFUSED; a bool is never a number."""
+    if kind is bool or isinstance(value, bool):
+        return value if kind is bool and isinstance(value, bool) else _REFUSED
+    if kind is int:
+        return value if type(value) is int else int(value) if isinstance(value, numbers.Integral) else _REFUSED
+    if kind is float:
+        return value if type(value) is float else float(value) if isinstance(value, numbers.Real) else _REFUSED
+    if kind is list:
+        return value if type(value) is list else list(value) if isinstance(value, tuple) else _REFUSED
+    return value if isinstance(value, kind) else _REFUSED
+
+
 def _same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
@@ -213,7 +256,9 @@ ROLES: dict[str, str] = {f.name: f.metadata["role"] for f in dataclasses.fields(
 ROLES.update({name: PARAM for name in SPEC_FIELDS})
 RECORD_FIELDS = SPEC_FIELDS + RESULT_FIELDS
 """Every name a record may carry, spec fields first."""
+_RECORD_NAMES = frozenset(RECORD_FIELDS)
 _TYPES = typing.get_type_hints(TrialResult)
+_OPTIONAL = frozenset(name for name, kind in _TYPES.items() if type(None) in typing.get_args(kind))
 
 
 def with_role(role: str) -> tuple[str, ...]:
@@ -222,12 +267,7 @@ def with_role(role: str) -> tuple[str, ...]:
 
 def unknown_fields(record: dict) -> list[str]:
     """Names in `record` that neither the spec nor the result declares."""
-    return sorted(set(record) - set(RECORD_FIELDS))
-
-
-def make_record(spec: TrialSpec, **result) -> dict:
-    """The flat record: spec fields, then the result's (TypeError on a name not declared above)."""
-    return {**spec.to_dict(), **TrialResult(**result).to_dict()}
+    return sorted(set(record) - _RECORD_NAMES)
 
 
 @functools.cache  # read for every metric of every run a report loads
@@ -236,6 +276,10 @@ def base_type(name: str) -> type:
     kind = _TYPES[name]
     args = [a for a in typing.get_args(kind) if a is not type(None)]
     return typing.get_origin(args[0]) or args[0] if args else kind
+
+
+_KINDS = {name: base_type(name) for name in RESULT_FIELDS}
+_LISTS = tuple(name for name, kind in _KINDS.items() if kind is list)
 
 
 def typed(name: str, value):
@@ -266,12 +310,12 @@ def typed(name: str, value):
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colours, as Ray puts in the errors it passes on
 
 
-def plain(text: str) -> str:
+def without_colours(text: str) -> str:
     """Text without terminal colour codes: what a report, a tag or a log line can show."""
     return ANSI_CODES.sub("", text)
 
 
 def first_line(exc: BaseException, limit: int = 200) -> str:
     """An exception as a failed record's message and a one-line error: its first line, cut at `limit`."""
-    text = plain(str(exc)).strip()
+    text = without_colours(str(exc)).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:limit]

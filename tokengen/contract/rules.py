@@ -1,8 +1,9 @@
 """Which trials can run, and why not: every rule about the spec's values and their combinations.
 
-Torch-free and the only place that answers "can this run?": the planner drops a grid's points with
-`incompatibility`'s reason, refuses a wrong value with `problem`'s, and the trial process adds what
-its machine lacks (`check_runnable`). Each reason is one line that names the fix.
+Torch-free and the only place that answers "can this run?" (with the rule of each fact a value declares, for any
+knob: tokengen/contract/fact_rules.py): the planner drops a grid's points with `incompatibility`'s reason, refuses a
+wrong value with `problem`'s, and the trial process adds what its machine lacks (`check_runnable`). Each reason is
+one line that names the fix.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from tokengen.contract.declarations import BOUND, declared, trial_values
 from tokengen.contract.declarations import KNOBS as DECLARED_KNOBS
 from tokengen.contract.declarations import PEER as PEER_FAMILY
 from tokengen.contract.declarations import values as knob_values
+from tokengen.contract.fact_rules import FACT_RULES
 from tokengen.contract.forms import parse_sampling, parse_stop, parse_window
 from tokengen.contract.model_facts import is_local_path, model_facts
 from tokengen.contract.spec import CHOICES, SpecError, TrialSpec, parse_field
 from tokengen.contract.variants import CUSTOM, VARIANTS, knobs_for, label_for
 
-PEER = "generate_batch"  # transformers' continuous batching, the request workloads' peer
 CUDA_ONLY: dict[str, tuple[str, ...]] = {
     knob: cuda for knob in DECLARED_KNOBS if (cuda := tuple(d.name for d in knob_values(knob) if d.cuda_only))
 }
@@ -77,12 +78,12 @@ def incompatibility(spec: TrialSpec) -> str | None:
         return reason
     if declared("compile", spec.compile).cuda_graphs and not declared("cache", spec.cache).fixed_shapes:
         return f"compile={spec.compile} needs cache=static: CUDA graphs want fixed shapes"
-    return value_incompatibility(spec) or peer_incompatibility(spec) or serving_incompatibility(spec)
+    return value_incompatibility(spec) or facts_incompatibility(spec) or serving_incompatibility(spec)
 
 
 def value_incompatibility(spec: TrialSpec) -> str | None:
-    """What a value's declared facts rule out: the dtypes it runs in, a backend that takes no mask beside a
-    cache that passes one (on CUDA, where the kernel refuses it)."""
+    """What a value's declared facts rule out on the trial's device and dtype: the dtypes it runs in, a backend that
+    takes no mask beside a cache that passes one (on CUDA, where the kernel refuses it)."""
     cache = declared("cache", spec.cache)
     for value in trial_values(spec.knobs):
         if value.dtypes and spec.dtype not in value.dtypes:
@@ -98,59 +99,42 @@ def value_incompatibility(spec: TrialSpec) -> str | None:
     return None
 
 
-def peer_incompatibility(spec: TrialSpec) -> str | None:
-    """What transformers' generate() cannot be asked to do, so a grid drops such peers with the reason."""
-    if declared("engine", spec.engine).family != PEER_FAMILY:
-        return None
-    if spec.sampling != "greedy":
-        return (
-            f"engine={spec.engine} is greedy only (generate() samples with its own random draws): use sampling=greedy"
-        )
-    if spec.stop_check != PLAIN.stop_check:
-        return f"engine={spec.engine} has its own stop check: use stop_check={PLAIN.stop_check}"
-    if spec.compile != PLAIN.compile and not declared("cache", spec.cache).fixed_shapes:
-        return f"engine={spec.engine} compiles only with cache=static (generate() does not compile a dynamic cache)"
+def facts_incompatibility(spec: TrialSpec) -> str | None:
+    """What the declared facts of the trial's values rule out among its other fields, whichever knob a value
+    belongs to (tokengen/contract/fact_rules.py): each fact over every value before the next fact, so a grid drops a
+    point for the same first reason whatever the knob order."""
+    values = trial_values(spec.knobs)
+    for rule in FACT_RULES:
+        for value in values:
+            reason = rule(spec, value)
+            if reason:
+                return reason
     return None
 
 
 def serving_problem(spec: TrialSpec) -> str | None:
-    """What is wrong with the spec's request workload, in one line naming the fix, or None."""
+    """What is wrong with the spec's request workload, or among its values' declared facts, in one line naming the
+    fix, or None."""
     if not isinstance(spec.requests, int) or spec.requests < 0:
         return f"requests must be an integer >= 0 (got {spec.requests!r}): 0 runs one batch, N > 0 serves N requests"
-    return choice_problem(spec) or serving_incompatibility(spec)
+    return choice_problem(spec) or facts_incompatibility(spec) or serving_incompatibility(spec)
 
 
 def serving_incompatibility(spec: TrialSpec) -> str | None:
-    """Why the spec's knobs cannot serve its workload (or a batch cannot take its knobs), or None: a
-    grid that crosses variants with workloads drops such points with this reason."""
-    if spec.requests == 0:
-        if spec.engine == PEER:
-            return "engine=generate_batch serves requests: set requests=N (N > 0)"
-        if spec.batching == "continuous":
-            return (
-                "batching=continuous refills slots with waiting requests: set requests=N (N > 0) or use batching=static"
-            )
+    """Why our request server cannot serve the spec's workload with its knobs, or None (a value that serves requests
+    only, or never, says so in its declared facts): a grid that crosses variants with workloads drops such points with
+    this reason."""
+    if spec.requests == 0 or declared("engine", spec.engine).server is None:
         return None
-    if spec.engine == "generate":
-        return "engine=generate runs one batch: use engine=generate_batch (variant hf_generate_batch) for requests"
     if spec.sampling != "greedy":
         return (
             f"sampling={spec.sampling} with requests: a request's draws would depend on its slot; use sampling=greedy"
         )
-    if spec.engine == PEER:
-        wrong = [
-            f"{k}={getattr(spec, k)}" for k, v in declared("engine", spec.engine).requires if getattr(spec, k) != v
-        ]
-        if wrong:
-            return (
-                f"engine=generate_batch has its own batching, paged cache and loop ({', '.join(wrong)}): "
-                "use variant hf_generate_batch"
-            )
-        return None
-    if spec.cache != "static":
-        return (
-            f"requests with cache={spec.cache}: slots keep their own positions in per-slot KV buffers; use cache=static"
-        )
+    if declared("engine", spec.engine).family == PEER_FAMILY:
+        return None  # transformers' server: its own cache and loop, as its declared requirements hold
+    if not declared("cache", spec.cache).fixed_shapes:
+        fixed = " or cache=".join(c.name for c in knob_values("cache") if c.fixed_shapes)
+        return f"requests with cache={spec.cache}: slots keep their own positions in per-slot KV buffers; use cache={fixed}"
     if declared("stop_check", spec.stop_check).family == BOUND:
         return f"requests end through the stop check: use stop_check={PLAIN.stop_check} (or a lagged check)"
     return None

@@ -2,101 +2,63 @@
 
 A preset is a setting of the knobs (tokengen.contract.spec.KNOBS) and nothing else, so a variant's name can always be
 recovered from a spec's knobs (`label_for`, which names every other combination the same way) and a grid may give
-knobs without naming a variant. Names are the
-declared words joined: the cache (`kv_cache`, `static_cache`; `static_` + the compile mode's word once compiled),
-then the stop check's (`_deferred`), then the allocator's or the batching's; transformers' engines start with
-their own word (`hf_generate_cudagraph`). So a declared value gets its presets with no line here:
-
-- our loop: the baseline (no cache) once; every other cache with every stop check; the compile modes on caches of
-  fixed shapes only (the one shape a compiled decode step keeps); an allocator on a growing cache, eager;
-- request workloads: fixed-shape caches, every compile mode, every stop check that ends a request (not `none`),
-  refilled slots (`_continuous`);
-- generate(): every cache that keeps keys and values, its compiled modes on fixed shapes, its own stop check;
-  generate_batch: its paged cache and continuous batching, eager.
+knobs without naming a variant. Which presets there are is declared (`PRESETS`: families of values picked by their
+facts and crossed); their names are the values' declared words joined (`_name`): the cache's (`kv_cache`,
+`static_cache`; `static_` + the compile mode's word once compiled), then the stop check's (`_deferred`), then the
+allocator's or the batching's; transformers' engines start with their own word (`hf_generate_cudagraph`). So a
+declared value joins the presets its facts fit, with no line here.
 """
 
 from __future__ import annotations
 
 import itertools
 
-from tokengen.contract.declarations import BOUND, CACHED, RECOMPUTE, Declared, declared, names, plain, values
+from tokengen.contract.declarations import AWAY, EVERY, PEER, PRESETS, Declared, Presets, declared, names, plain, values
+from tokengen.contract.declarations import trial_values as values_of
 from tokengen.contract.spec import KNOBS
 
 PLAIN = {knob: plain(knob).name for knob in KNOBS}
 
 
-def _named(*parts: Declared) -> tuple[str, dict]:
-    """A preset's name (the parts' words) and its knobs (the plain setting, then each part's value)."""
-    knobs = {**PLAIN, **{p.knob: p.name for p in parts}}
-    return "_".join(p.preset for p in parts if p.preset), knobs
+def _picked(knob: str, pick) -> tuple[Declared, ...]:
+    """The values of `knob` a preset axis picks: EVERY, AWAY (all but the plain one), or those with the given facts."""
+    if pick == EVERY:
+        return values(knob)
+    if pick == AWAY:
+        return values(knob)[1:]
+    wanted = {fact: want if isinstance(want, tuple) else (want,) for fact, want in pick.items()}
+    return tuple(d for d in values(knob) if all(getattr(d, fact) in want for fact, want in wanted.items()))
 
 
-def _stem(cache: Declared, mode: Declared) -> str:
-    """static_cache eager, static_<mode> compiled: a compiled preset's name says its mode in the cache's place."""
-    return cache.preset if not mode.preset else f"{cache.preset.split('_')[0]}_{mode.preset}"
+def _name(knobs: dict) -> str:
+    """A preset's name: its values' words in knob order, a compiled mode's word in its cache's second word's place
+    (static_cache, static_compiled). A transformers peer's starts with its engine's word and says no value its engine
+    requires, nor a growing cache (generate()'s own): its compiled mode's word, else its cache's first word
+    (hf_generate, hf_generate_static, hf_generate_compiled, hf_generate_batch)."""
+    engine = declared("engine", knobs["engine"])
+    words = {d.knob: d.preset for d in values_of(knobs) if (d.knob, d.name) not in engine.requires}
+    cache, mode = words.pop("cache", ""), words.pop("compile", "")
+    if engine.family == PEER:
+        lead = words.pop("engine")
+        stem = mode or (cache.split("_")[0] if cache and declared("cache", knobs["cache"]).fixed_shapes else "")
+        return "_".join(filter(None, [lead, stem, *words.values()]))
+    stem = f"{cache.split('_')[0]}_{mode}" if mode else cache
+    return "_".join(filter(None, [stem, *words.values()]))
 
 
-def _loop_presets():
-    for cache in values("cache"):
-        if cache.family == RECOMPUTE:
-            yield _named(cache)  # the article's baseline, the reference every variant is checked against
+def _family(family: Presets):
+    """(name, knobs) of each preset of a declared family, a combination whose values' requirements clash left out."""
+    axes = [_picked(knob, pick) for knob, pick in family.axes]
+    for combination in itertools.product(*axes):
+        picked = {d.knob: d.name for d in combination}
+        required = dict(pair for d in combination for pair in d.requires)
+        if any(picked.get(knob, name) != name for knob, name in required.items()):
             continue
-        for mode in values("compile"):
-            if mode.preset and not cache.fixed_shapes:
-                continue
-            for check in values("stop_check"):
-                name = "_".join(filter(None, (_stem(cache, mode), check.preset)))
-                yield name, {**PLAIN, "cache": cache.name, "compile": mode.name, "stop_check": check.name}
-        if not cache.fixed_shapes:
-            for allocator in values("allocator")[1:]:
-                yield _named(cache, allocator)
+        knobs = {**PLAIN, **required, **picked}
+        yield _name(knobs), knobs
 
 
-def _request_presets():
-    continuous = [b for b in values("batching") if b.preset]
-    for cache in (c for c in values("cache") if c.fixed_shapes):
-        for mode in values("compile"):
-            for check in (c for c in values("stop_check") if c.family != BOUND):
-                for batching in continuous:
-                    words = (_stem(cache, mode), check.preset, batching.preset)
-                    yield (
-                        "_".join(filter(None, words)),
-                        {
-                            **PLAIN,
-                            "cache": cache.name,
-                            "compile": mode.name,
-                            "stop_check": check.name,
-                            "batching": batching.name,
-                        },
-                    )
-
-
-def _peer_presets():
-    for engine in values("engine")[1:]:
-        if engine.impl is None:  # serves requests only: its own paged cache, continuous batching
-            cache = next(c for c in values("cache") if c.fixed_shapes)
-            yield (
-                engine.preset,
-                {
-                    **PLAIN,
-                    "engine": engine.name,
-                    "cache": cache.name,
-                    "batching": next(b.name for b in values("batching") if b.preset),
-                },
-            )
-            continue
-        for cache in (c for c in values("cache") if c.family == CACHED):
-            for mode in values("compile"):
-                if mode.preset and not cache.fixed_shapes:
-                    continue
-                word = mode.preset or (cache.preset.split("_")[0] if cache.fixed_shapes else "")
-                yield (
-                    "_".join(filter(None, (engine.preset, word))),
-                    {**PLAIN, "engine": engine.name, "cache": cache.name, "compile": mode.name},
-                )
-
-
-VARIANTS: dict[str, dict] = dict([*_loop_presets(), *_request_presets(), *_peer_presets()])
+VARIANTS: dict[str, dict] = dict(preset for family in PRESETS for preset in _family(family))
 """The presets: the knob settings a grid names (`grid.variant=[...]`) and `all` expands to."""
 _BY_KNOBS = {tuple(knobs[k] for k in KNOBS): name for name, knobs in VARIANTS.items()}
 

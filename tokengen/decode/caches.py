@@ -55,7 +55,7 @@ def causal_mask(model, length: int) -> torch.Tensor | None:
 
     Why: with no cache (and with a static cache's multi-token prefill), transformers 5.17-5.24's
     mask code reads a device tensor on the host inside every forward (`find_packed_sequence_indices`'
-    `.all()`; `q_offset == 0` in `_ignore_causal_mask_sdpa`), a hidden sync. None where a plain
+    `.all()`; `q_offset == 0` in `_ignore_causal_mask_sdpa`), a hidden sync. None where a simple
     causal mask would be wrong or unusable (sliding-window layers, flash or flex attention): those
     models build their own.
     """

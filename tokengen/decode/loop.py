@@ -1,8 +1,9 @@
 """One decode loop, composed from the trial's orthogonal knobs.
 
 The cache decides what a step feeds the model, the sampler picks the token, the stop policy pads
-and marks ended sequences, and the stop check decides when the host finds out. Everything a step
-does is enqueued on the device; only the stop check ever waits for it.
+and marks ended sequences, the advance decides how a step moves the rows on (tokengen/decode/advance.py:
+one token per row per forward, unless a declared value names another), and the stop check decides when
+the host finds out. Everything a step does is enqueued on the device; only the stop check ever waits for it.
 
 Step 0 is the prefill: one forward over the whole prompt (B, P) and the first sampled token, so
 the latency of step 0 is the time to first token. Every later step feeds the newest token (cache
@@ -18,8 +19,10 @@ import torch
 
 from tokengen.contract.declarations import declared, load
 from tokengen.contract.spec import TrialSpec
+from tokengen.decode.advance import AdvanceCounts, advance_for
 from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.ranges import NO_RANGES, NoRanges
+from tokengen.decode.rows import BatchRows
 from tokengen.decode.sampling import make_sampler
 from tokengen.decode.stopping import StopPolicy
 from tokengen.models import eos_ids
@@ -27,9 +30,15 @@ from tokengen.models import eos_ids
 
 @dataclass
 class Generation:
-    tokens: torch.Tensor  # (B, P + steps): the prompt (BOS column first), then the generated tokens
-    steps: int  # decode steps whose tokens count (step 0 = prefill + first token)
+    tokens: torch.Tensor  # (B, P + columns): the prompt (BOS column first), then the generated tokens
+    steps: int  # decode steps (advances) whose tokens count (step 0 = prefill + first token)
     prompt_len: int = 1  # P: tokens[:, P:] are the generated ones
+    produced: int | None = None  # tokens generated, padding included; None: B x steps, one per row per step
+    counts: AdvanceCounts | None = None  # what the advances did (None: an engine with no advance of ours)
+
+    def __post_init__(self) -> None:
+        if self.produced is None:
+            self.produced = self.tokens.shape[0] * self.steps
 
 
 def compile_model(model: torch.nn.Module, mode: str) -> torch.nn.Module:
@@ -63,6 +72,7 @@ class Generator:
         self.prompts = prompt_ids(
             self.config, spec.batch_size, spec.prompt_len, spec.seed, self.device, spec.max_seqlen
         )  # (B, P)
+        self.advance = advance_for(spec)
 
     def step_logits(self, tokens: torch.Tensor, i: int) -> torch.Tensor:
         """Decode step i's logits (B, V): the prefill at step 0, one decode forward after."""
@@ -82,15 +92,22 @@ class Generator:
         finished = torch.zeros(spec.batch_size, dtype=torch.bool, device=self.device)
         sample = make_sampler(spec.sampling, spec.seed, self.device)
         self.cache.reset()
-
-        def step(i: int) -> None:
-            with ranges.forward():
-                logits = self.step_logits(tokens, i)  # (B, V)
-            new_tokens = self.policy.apply(sample(logits), finished, i)  # (B,)
-            tokens[:, prompt_len + i] = new_tokens
+        rows = BatchRows(
+            tokens, finished, sample, self.policy, self.step_logits, self.cache, self.model, prompt_len, ranges
+        )
+        self.advance.start(rows)
 
         def all_finished() -> torch.Tensor:
-            return torch.all(finished)
+            return torch.all(rows.finished)
 
-        steps = self.stop_check(wrap_step(step) if wrap_step else step, all_finished, spec.max_seqlen, ranges)
-        return Generation(tokens=tokens[:, : prompt_len + steps], steps=steps, prompt_len=prompt_len)
+        step = wrap_step(self.advance) if wrap_step else self.advance
+        steps = self.stop_check(step, all_finished, spec.max_seqlen, ranges)
+        never_asks = declared("stop_check", spec.stop_check).overrun is None  # runs max_seqlen columns, padded
+        columns = spec.max_seqlen if never_asks else self.advance.columns(steps)
+        return Generation(
+            tokens=rows.tokens[:, : prompt_len + columns],
+            steps=steps,
+            prompt_len=prompt_len,
+            produced=rows.rows * columns,
+            counts=self.advance.counts(),
+        )

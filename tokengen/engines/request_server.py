@@ -13,6 +13,9 @@ Every step is one forward over all S slots and per-slot KV buffers (tokengen.eng
 step (S, 1), whose shapes are fixed so torch.compile and CUDA graphs apply, or an admission step
 (S, P) that prefills any number of admitted requests in the forward that moves every other slot on.
 
+Each step calls the trial's advance (tokengen/decode/advance.py) on the run's slots (`_SlotLane`): one token
+per slot per forward, the admission's included.
+
 The host never schedules from the lengths it drew: the stop policy forces EOS on the device (as
 tokengen.decode.stopping.StopPolicy does) and marks the slot finished there, and the host learns of it only
 through the trial's stop check, which it runs until some slot holds a request that has ended unseen;
@@ -38,6 +41,7 @@ import torch
 from tokengen.contract.declarations import declared, load
 from tokengen.contract.forms import parse_stop
 from tokengen.contract.spec import TrialSpec
+from tokengen.decode.advance import advance_for
 from tokengen.decode.loop import Generation, compile_model
 from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.ranges import NO_RANGES, NoRanges, RelayRanges
@@ -56,6 +60,10 @@ class Served(Generation):
     latencies_s: list[float] = field(default_factory=list)  # (N,) run start -> the host learns it ended
     slots: int = 1
 
+    def __post_init__(self) -> None:
+        if self.produced is None:  # slot-steps: every slot makes a token per forward, idle or padding included
+            self.produced = self.slots * self.steps
+
 
 def request_lengths(spec: TrialSpec, tokens: torch.Tensor, eos: list[int]) -> torch.Tensor:
     """(N,) generated tokens of each request up to its end, EOS included (tokengen.decode.stopping.row_lengths)."""
@@ -69,7 +77,7 @@ def serving_figures(runs: list[Served], useful: int) -> dict:
     return {
         "request_latency_p50_s": statistics.median(percentile(r.latencies_s, 50) for r in runs),
         "request_latency_p90_s": statistics.median(percentile(r.latencies_s, 90) for r in runs),
-        "slot_occupancy": useful / (last.slots * last.steps) if last.steps else None,
+        "slot_occupancy": useful / last.produced if last.produced else None,
     }
 
 
@@ -96,6 +104,27 @@ class _RunSteps(RelayRanges):
         return self.inner.step(self.offset + i)
 
 
+class _SlotLane:
+    """One run's slots as the advance moves them on (tokengen/decode/advance.py's Lane): a step's forward is an
+    admission where the host has admitted requests (`admitting`), else a decode step; a kept token goes to the
+    request its slot serves."""
+
+    def __init__(self, server: "RequestServer", state: _Slots, sample, ranges: NoRanges):
+        self.server, self.state, self.sample, self.ranges = server, state, sample, ranges
+        self.rows, self.cache, self.model = server.slots, server.cache, server.model
+        self.admitting: tuple[list[int], list[int]] | None = None  # (slots, requests) the next step admits
+
+    def forward(self, i: int) -> torch.Tensor:
+        with self.ranges.forward():
+            if self.admitting:  # the segment's first step
+                admitting, self.admitting = self.admitting, None
+                return self.server._admit(self.state, *admitting)
+            return self.server._decode(self.state)
+
+    def keep(self, new: torch.Tensor, i: int) -> None:
+        self.server._keep(self.state, new)
+
+
 class RequestServer:
     """Built once per trial (compiled decode, per-slot KV buffers, prompts, lengths), called once per run.
 
@@ -114,6 +143,7 @@ class RequestServer:
         # positions 0 .. P + max_seqlen - 2: the last token is never fed back
         self.cache = SlotKV(model, self.slots, spec.prompt_len, spec.prompt_len + spec.max_seqlen - 1)
         self.stop_check = load("stop_check", spec.stop_check)
+        self.advance = advance_for(spec)
         prompts = prompt_ids(
             model.config, self.count, spec.prompt_len, spec.seed, self.device, spec.max_seqlen
         )  # (N, P)
@@ -138,10 +168,10 @@ class RequestServer:
             new = torch.where(ended, self.eos[0], new)
         return new, ended | (generated + 1 >= self.spec.max_seqlen)
 
-    def _keep(self, state: _Slots, logits: torch.Tensor, sample) -> None:
+    def _keep(self, state: _Slots, sampled: torch.Tensor) -> None:
         """Every slot's new token (S,): kept in its request's row, ended there by the stop rule; a slot
         past its end writes to the spare row."""
-        new, ended = self._end(sample(logits), state.request, state.generated)  # (S,), (S,)
+        new, ended = self._end(sampled, state.request, state.generated)  # (S,), (S,)
         row = torch.where(state.finished, self.count, state.request)  # (S,)
         column = self.prompt_len + state.generated.clamp(max=self.spec.max_seqlen - 1)  # (S,)
         state.tokens[row, column] = new
@@ -149,8 +179,8 @@ class RequestServer:
         state.generated += 1
         state.last.copy_(new)
 
-    def _admit(self, state: _Slots, slots: list[int], requests: list[int], sample) -> None:
-        """The admission step: the requests take the slots (k of S) and every slot makes a token."""
+    def _admit(self, state: _Slots, slots: list[int], requests: list[int]) -> torch.Tensor:
+        """The admission step's forward: the requests take the slots (k of S); logits (S, V) for every slot."""
         # built on the host in pinned memory, then one non-blocking copy: the host never waits for the device here
         staged = torch.full((self.slots,), self.count, dtype=torch.long, pin_memory=self.pinned)
         staged[slots] = torch.tensor(requests, dtype=torch.long)
@@ -161,12 +191,12 @@ class RequestServer:
         state.finished &= ~admitted
         state.unseen |= admitted
         fed = torch.where(admitted[:, None], self.prompts[incoming], state.last[:, None])  # (S, P)
-        self._keep(state, self.cache.admit(self.eager, fed, admitted), sample)
+        return self.cache.admit(self.eager, fed, admitted)
 
-    def _decode(self, state: _Slots, sample) -> None:
+    def _decode(self, state: _Slots) -> torch.Tensor:
         if self.graphed:
             torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are dead
-        self._keep(state, self.cache.decode(self.model, state.last), sample)
+        return self.cache.decode(self.model, state.last)  # (S, V)
 
     def _fresh(self) -> _Slots:
         slots, spec = self.slots, self.spec
@@ -186,20 +216,16 @@ class RequestServer:
     def __call__(self, wrap_step: Callable | None = None, ranges: NoRanges = NO_RANGES) -> Served:
         """Serve every request once; `wrap_step` lets a timer see each step (admissions included)."""
         spec, state = self.spec, self._fresh()
-        sample = make_sampler(spec.sampling, spec.seed, self.device)
+        lane = _SlotLane(self, state, make_sampler(spec.sampling, spec.seed, self.device), ranges)
+        self.advance.start(lane)
         steps = _RunSteps(ranges)
         held: list[int | None] = [None] * self.slots  # the host's view: the request each slot serves
         ended_at = [0.0] * self.count
-        queued, forwards, admitting = 0, 0, None
+        queued, forwards = 0, 0
 
         def step(i: int) -> None:
-            nonlocal forwards, admitting
-            with ranges.forward():
-                if admitting:  # the segment's first step
-                    self._admit(state, *admitting, sample)
-                    admitting = None
-                else:
-                    self._decode(state, sample)
+            nonlocal forwards
+            self.advance(i)
             forwards += 1
 
         marked = wrap_step(step) if wrap_step else step
@@ -212,9 +238,9 @@ class RequestServer:
                     ended_at[held[s]], held[s] = learned, None
             take = free[: self.count - queued] if spec.batching == "continuous" or len(free) == self.slots else []
             if take:
-                admitting = (take, list(range(queued, queued + len(take))))
+                lane.admitting = (take, list(range(queued, queued + len(take))))
                 queued += len(take)
-                for s, r in zip(*admitting):
+                for s, r in zip(*lane.admitting):
                     held[s] = r
             if all(h is None for h in held):
                 break
@@ -228,4 +254,5 @@ class RequestServer:
             prompt_len=spec.prompt_len,
             latencies_s=ended_at,
             slots=self.slots,
+            counts=self.advance.counts(),
         )

@@ -3,7 +3,7 @@ and the CUDA-graph skips of a compile mode that replays CUDA graphs (its declara
 
 A graph break or a recompile silently turns a compiled row into a partly eager one, and a skipped
 CUDA graph (torch says "skipping cudagraphs due to ...", once, in a log) turns a `static_cudagraph*`
-row into plain compiled timings. So a trial reads the counters over its warmup and timed runs and
+row into compiled timings without CUDA graphs. So a trial reads the counters over its warmup and timed runs and
 the record says what ran: `cuda_graphs` is `ran` or `skipped` for a CUDA-graph trial, and the
 report never shows a skipped one as a CUDA-graph result.
 

@@ -7,8 +7,8 @@ compiling. Imported by the forkserver (sweeps/execution/trial_process.py PRELOAD
 
 Only imports and one hash: no thread, no process, nothing of CUDA (a fork must start CUDA afresh:
 tests/sweeps/test_compiler_imports.py checks all three). On a CUDA build nothing is done: importing inductor
-there imports triton, and no GPU run has yet shown that harmless to the forked trials (transformers' models were not:
-tokengen/measure/model_imports.py).
+there imports triton, whose import is not shown harmless to the forked trials on a GPU (transformers' models are
+not: tokengen/measure/model_imports.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Did the machine interfere with the timed runs? Evidence gathered around them, and a verdict.
 
-A busy machine once printed a KV-cache "speedup" of 0.06x with no mark. A `Watch` around the timed
-runs records what the trial's own clock cannot see; `verdict` makes it `measurement`: ok | noisy
+On a busy machine a trial's own clock can show a KV-cache "speedup" of 0.06x with nothing to say why. A
+`Watch` around the timed runs records what that clock cannot see; `verdict` makes it `measurement`: ok | noisy
 (spread above target after the most runs allowed) | contended (interference seen), with reasons.
 Stdlib only, no torch; NVML (`pynvml`) is imported only for a CUDA trial; without it GPU fields are None.
 

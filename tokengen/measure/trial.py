@@ -10,7 +10,9 @@ timed runs; its evidence and verdict (`measurement`: ok | noisy | contended, `me
 go into the record beside `runs_done` and `runtime_ci_rel`.
 
 Returns the result record (tokengen.contract.record) as one flat dict: spec fields, key, status,
-figures, environment. A request workload (requests > 0, tokengen.engines.request_server) counts its
+figures, environment. Its work is the tokens the generation says it produced (`Generation.produced`, padding
+included): batch x steps where each step makes one token per row, more where an advance appends several
+(tokengen/decode/advance.py). A request workload (requests > 0, tokengen.engines.request_server) counts its
 work in slot-steps (batch_size slots x forwards run) and its useful tokens from its requests, and
 adds the requests' latency percentiles and the slots' occupancy.
 """
@@ -29,10 +31,10 @@ import torch
 from tokengen import models
 from tokengen.contract.fidelity import DEFAULT_GATE, GATE_ENV
 from tokengen.contract.names import DEADLINE_ENV
-from tokengen.contract.record import make_record
 from tokengen.contract.rules import check_runnable
 from tokengen.contract.spec import AUTO_RUNS, TrialSpec
 from tokengen.contract.trained import record_facts
+from tokengen.contract.trial_record import make_record
 from tokengen.decode.stopping import row_lengths
 from tokengen.engines import make_generator
 from tokengen.engines.request_server import request_lengths, serving_figures
@@ -66,8 +68,9 @@ class TimedRuns:
 
 
 def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str = ".") -> dict:
-    """The result record; with `tokens_path`, the last run's tokens are saved there (int64 .npy);
-    with profiling on, one more run writes its trace under `profile_dir`."""
+    """The flat record result.json holds (TrialRecord.to_dict: made typed, so a figure of the wrong type fails
+    here); with `tokens_path`, the last run's tokens are saved there (int64 .npy); with profiling on, one more
+    run writes its trace under `profile_dir`."""
     started = time.perf_counter()
     check_runnable(spec)
     set_allocator(spec.allocator, spec.device)
@@ -113,7 +116,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         **record_facts(spec.model),  # a trained checkpoint's held-out loss, corpus and steps
         trial_wall_s=time.perf_counter() - started,  # model build, compile, every run
         **environment(spec.device, spec.model),
-    )
+    ).to_dict()
 
 
 def warm(generate, spec: TrialSpec, first_run_s: float) -> int:
@@ -206,9 +209,11 @@ def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]
         useful = int(request_lengths(spec, result.tokens, eos).sum())
         requests = serving_figures(runs.served, useful)
     else:
-        lengths = row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, result.tokens, eos, steps)
+        columns = result.tokens.shape[1] - result.prompt_len  # generated columns (steps, one token per step)
+        lengths = row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, result.tokens, eos, columns)
         useful, ended, requests = int(lengths.sum()), int((lengths < spec.max_seqlen).sum()), {}
-    generated = spec.batch_size * steps  # slot-steps for requests: padding and idle slots included
+    generated = result.produced  # slot-steps for requests: padding and idle slots included
+    per_row = generated // spec.batch_size  # each row's (slot's) tokens: steps, one token per row per step
     weight_bytes = models.weight_bytes(model)
     bandwidth = weight_bytes * steps / median / 1e9
     peak = peak_bandwidth_gbs(torch.cuda.get_device_name() if spec.device == "cuda" else None)
@@ -224,7 +229,7 @@ def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]
         useful_tokens_per_s=useful / median,
         **requests,
         ttft_s=ttft,
-        tpot_s=(median - ttft) / (steps - 1) if steps > 1 else None,
+        tpot_s=(median - ttft) / (per_row - 1) if per_row > 1 else None,
         step_latency_median_s=statistics.median(step_latencies),
         step_latency_p90_s=clocks.percentile(step_latencies, 90),
         energy_j=energy_j,

@@ -51,7 +51,7 @@ def ranking_changes(pairs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFra
     done = done[["variant", *dict.fromkeys(c for c in read if c in done)]]  # of a pair's hundreds of columns
     rows, noise = [], 0
     for _, group in done.assign(_point=match_keys(done, keyed)).groupby("_point", sort=False):
-        group = plain_rows(group.set_index("variant"))  # plain rows: a point's pairs of variants number ~1,000
+        group = plain_rows(group.set_index("variant"))  # rows as dicts: a point's pairs of variants number ~1,000
         names = sorted(group, key=rank)
         runtimes = {s: np.array([float(group[n][f"runtime_mean_s_{s}"]) for n in names]) for s in "ab"}
         firsts, seconds = np.triu_indices(len(names), 1)  # every pair, in combinations' order

@@ -91,8 +91,8 @@ def match(side_a: Side, side_b: Side) -> tuple[pd.DataFrame, pd.DataFrame, list[
     first_a = pd.Series(keys_a, index=a.index).drop_duplicates()
     first_a = first_a[first_a.isin(list(first_b))]
     read = dict.fromkeys(["variant", *columns, *PER_SIDE, *PAIR_READS])  # what pair() reads of a trial
-    plain_a, plain_b = (plain_rows(t, read) for t in (a, b))  # dicts, not a Series per row
-    rows = [pair(plain_a[label], plain_b[first_b[key]], side_a, side_b, columns) for label, key in first_a.items()]
+    dicts_a, dicts_b = (plain_rows(t, read) for t in (a, b))  # dicts, not a Series per row
+    rows = [pair(dicts_a[label], dicts_b[first_b[key]], side_a, side_b, columns) for label, key in first_a.items()]
     pairs = pd.DataFrame(rows).assign(_a=list(first_a.index), _b=[first_b[key] for key in first_a])
     kept, matched = ["variant", *MATCH, "gpu_type", "status"], set(first_a)
     only_a, only_b = a[[k not in first_b for k in keys_a]], b[[k not in matched for k in keys_b]]

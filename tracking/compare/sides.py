@@ -7,13 +7,14 @@ from dataclasses import dataclass, fields
 
 import pandas as pd
 
+from sweeps.planning.config import SweepSettings
 from tokengen.contract.machine.fingerprint import FACTS, from_text
-from tokengen.contract.names import FINISHED
+from tokengen.contract.names import FINISHED, SWEEP_PARENT
 from tokengen.contract.record import first_line as one_line
 from tokengen.contract.spec import AUTO_RUNS, MEASUREMENT, TrialSpec
 from tracking.measurement import summary_line
 from tracking.report.figures.baselines import key_part
-from tracking.store.reading import ReportError, SavedSettings, SweepRuns, load_sweep, open_experiment, parent_run
+from tracking.store.reading import ReportError, SweepRuns, load_sweep, open_experiment, parent_run
 from tracking.store.search import search
 
 DEFAULT_EXPERIMENT = "tokengen"
@@ -53,8 +54,8 @@ def load_side(label: str, text: str, uri: str, experiment: str = DEFAULT_EXPERIM
             raise ReportError(f"cannot read tracking store {uri} ({one_line(exc)}): fix --uri") from None
         parent = parent_run(client, experiment_id, sweep)
         if parent is None:
-            found = search(client, experiment_id, "tags.sweep_parent LIKE '%'")
-            names = sorted({r.data.tags["sweep_parent"] for r in found})
+            found = search(client, experiment_id, f"tags.{SWEEP_PARENT} LIKE '%'")
+            names = sorted({r.data.tags[SWEEP_PARENT] for r in found})
             known = ", ".join(names[:KNOWN_SHOWN]) + (", ..." if len(names) > KNOWN_SHOWN else "")
             raise ReportError(
                 f"no sweep named '{sweep}' in {uri} experiment '{experiment}' "
@@ -82,6 +83,17 @@ def _setting(value) -> str:
     return "unknown" if value is None else str(value)
 
 
+def compared_settings(sweep: SweepSettings) -> dict[str, object]:
+    """The sweep's settings that change what a trial measures or what it costs, by the name each is set with."""
+    return {
+        "sweep.prices": sweep.prices,  # USD per device-hour by type: the cost columns
+        "sweep.cpus_per_trial": sweep.cpus_per_trial,
+        "sweep.inductor_cache": sweep.inductor_cache,
+        "sweep.remeasure": sweep.remeasure,
+        "sweep.accelerator_types": sweep.accelerator_types,
+    }
+
+
 def facts_of(side: Side) -> dict[str, str]:
     """What the side's finished trials were measured with and its sweep's settings, one text per fact."""
     done = side.runs.trials[side.runs.trials["status"] == FINISHED]
@@ -92,8 +104,7 @@ def facts_of(side: Side) -> dict[str, str]:
     out["trial.runs"] = ", ".join("auto" if v == str(AUTO_RUNS) else v for v in out["trial.runs"].split(", "))
     made = pd.to_numeric(pd.Series(done.get("runs_done", []), dtype=object), errors="coerce").dropna().astype(int)
     out["timed runs made"] = "-".join(str(v) for v in sorted({made.min(), made.max()})) if len(made) else "unknown"
-    saved = side.runs.settings
-    return {**out, **{f"sweep.{f.name}": _setting(getattr(saved, f.name)) for f in fields(SavedSettings)}}
+    return {**out, **{name: _setting(value) for name, value in compared_settings(side.runs.settings).items()}}
 
 
 def differences(a: Side, b: Side) -> tuple[pd.DataFrame, str]:

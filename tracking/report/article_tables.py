@@ -60,7 +60,7 @@ def runtime_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     if not table["env_vs_baseline"].astype(bool).any():
         table = table.drop(columns=["env_vs_baseline"])
     disturbed = [speedup_unsure(m, b) for m, b in zip(rows["measurement"], rows["baseline_measurement"])]
-    if any(disturbed):  # on a quiet machine the table is as it always was
+    if any(disturbed):  # on a quiet machine the table has no measurement column
         table.insert(
             list(table.columns).index("tokens"),
             "measurement",

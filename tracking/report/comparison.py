@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from tokengen.contract.declarations import KNOBS, PEER, fidelity_of, in_family, knobs_except
+from tokengen.contract.declarations import KNOBS, PEER, fidelity_of, in_family, knobs_except, plain
 from tokengen.contract.fidelity import DEFAULT_GATE, below_gate, gated, verdict
 from tokengen.contract.machine.fingerprint import differences, from_text
 from tokengen.contract.machine.gpus import price_per_hour
@@ -71,7 +71,7 @@ def prepare(
         frame.loc[skipped, "variant"] = frame.loc[skipped, "variant"].astype(str) + " (CUDA graphs skipped)"
     frame = with_speedup(frame, match=REPORT_MATCH)
     base = baseline_of(frame, match=REPORT_MATCH)
-    in_sweep = frame["in_sweep"].to_dict()  # plain dicts below: frame.at per row costs seconds at this size
+    in_sweep = frame["in_sweep"].to_dict()  # dicts below: frame.at per row costs seconds at this size
     frame["baseline_in_sweep"] = [b is None or bool(in_sweep[b]) for b in base]
     frame["env_vs_baseline"] = env_vs_baseline(frame, base)
     held = gated_rows(frame)
@@ -109,7 +109,7 @@ def prepare(
 
 def row_knobs(frame: pd.DataFrame) -> list[dict]:
     """Each row's knobs (a store older than a knob has no column for it: its plain value)."""
-    records = frame[[k for k in KNOBS if k in frame]].to_dict("records")  # plain dicts: not a Series per row
+    records = frame[[k for k in KNOBS if k in frame]].to_dict("records")  # dicts: not a Series per row
     return [{k: record.get(k) for k in KNOBS} for record in records]
 
 
@@ -164,7 +164,7 @@ def vs_generate(frame: pd.DataFrame) -> tuple[pd.Series, list[bool]]:
     """Each trial's runtime over the fastest transformers generate() peer's at the same point (same
     workload and GPU type): below 1.0, ours is faster than the library people would use instead; and
     whether that peer's own measurement was not ok (the ratio then carries the mark)."""
-    engine = frame["engine"] if "engine" in frame else pd.Series("loop", index=frame.index)
+    engine = frame["engine"] if "engine" in frame else pd.Series(plain("engine").name, index=frame.index)
     done = frame["status"] == FINISHED
     peers = frame[done & engine.astype(str).isin(in_family("engine", PEER))]
     peers = peers.assign(

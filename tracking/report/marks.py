@@ -25,7 +25,7 @@ def _flag(value) -> bool:
 
 
 def flags(values: Iterable) -> list[bool]:
-    """Plain booleans, from bools, numpy's, or a pivot's 1.0, 0.0 and NaN."""
+    """Python booleans, from bools, numpy's, or a pivot's 1.0, 0.0 and NaN."""
     return [_flag(v) for v in values]
 
 

@@ -76,7 +76,7 @@ def overview_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         speedup_marks.append(speedup_marked)
         generate_marks.append(generate_marked)
     table = pd.DataFrame(out)
-    if not table["marked"].any():  # nothing marked: the overview is as it always was
+    if not table["marked"].any():  # nothing marked: the overview has no marked column
         table = table.drop(columns="marked")
     if table["vs_generate_geomean"].isna().all():
         table = table.drop(columns="vs_generate_geomean")

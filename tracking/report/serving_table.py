@@ -15,13 +15,14 @@ import math
 
 import pandas as pd
 
-from tokengen.contract.declarations import knobs_except
+from tokengen.contract.declarations import PEER, knobs_except, plain, values
 from tracking.report.comparison import POINT, REPORT_MATCH, finished, interval_text, varying
 from tracking.report.figures.baselines import as_float, match_keys, timed_runs
 from tracking.report.figures.intervals import ratio_interval, significant
 from tracking.report.marks import mark
 
-PEER_ENGINE = "generate_batch"
+PEER_ENGINES = [d.name for d in values("engine") if d.family == PEER and d.server]
+"""The transformers engines that serve requests: each request trial's peer."""
 SAME_KNOBS = knobs_except("batching")
 """A continuous trial's static partner differs from it in `batching` alone, where the sweep has one."""
 FIGURES = ["steps", "useful_tokens_per_s", "request_latency_p50_s", "request_latency_p90_s", "slot_occupancy"]
@@ -61,15 +62,16 @@ def serving_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         return None
     rows = rows.assign(
         _workload=match_keys(rows, REPORT_MATCH),
-        _engine=rows.get("engine", pd.Series("loop", index=rows.index)).astype(str),
-        _batching=rows.get("batching", pd.Series("static", index=rows.index)).astype(str),
+        _engine=rows.get("engine", pd.Series(plain("engine").name, index=rows.index)).astype(str),
+        _batching=rows.get("batching", pd.Series(plain("batching").name, index=rows.index)).astype(str),
     )
     out, marks = [], []
     for _, group in rows.groupby("_workload", sort=False):
         if len(group) < 2:
             continue
-        statics = group[(group["_batching"] == "static") & (group["_engine"] != PEER_ENGINE)]
-        peers = group[group["_engine"] == PEER_ENGINE]
+        peer = group["_engine"].isin(PEER_ENGINES)
+        statics = group[(group["_batching"] == plain("batching").name) & ~peer]
+        peers = group[peer]
         for _, row in group.iterrows():
             entry = {c: row.get(c) for c in varying(frame) + ["requests"] + POINT + ["variant"] + FIGURES}
             marks.append({c: bool(row["own_marked"]) for c in FIGURES if c != "steps"})  # a count, not a timing

@@ -2,8 +2,8 @@
 
 A store is copied through SQLite's backup API, which reads what is committed (its `-wal` included) under
 SQLite's own locks. Copying the file itself leaves the `-wal` behind, so a store whose driver was killed copies
-as an empty one, and a plain `open()` and close of the file in a process that holds SQLite's locks on it drops
-them (tracking/store/tables.py). The copy is a rollback-journal database: one file, whole, to pack or move.
+as an empty one, and in a process that holds SQLite's locks on the file, an `open()` and close of it outside
+SQLite drops them (tracking/store/tables.py). The copy is a rollback-journal database: one file, whole, to pack or move.
 """
 
 from __future__ import annotations

@@ -216,7 +216,7 @@ def _one_opener(uri: str):
 
 def write_ahead(uri: str) -> None:
     """A SQLite store switched to a write-ahead log, once (the mode is kept in the file): a commit then
-    syncs one append to <file>-wal, where a rollback journal took several syncs, a third of the time to
+    syncs one append to <file>-wal, where a rollback journal takes several syncs, a third of the time to
     record a result (benchmarks/record_rate.py). synchronous stays FULL: a commit is on disk when the
     journal (sweeps/delivery/journal.py) marks the result recorded, even across a power cut. Best effort:
     a store that cannot switch (read-only, busy for 20 s) keeps its mode, and the write check names why."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokengen.contract.names import FINISHED, TRIAL_KEY
+from tokengen.contract.names import FINISHED, STATUS, TRIAL_KEY
 from tokengen.contract.record import first_line
 from tokengen.measure.interference import OK
 from tracking.store.connect import TrackingError, check_reachable, check_uri, sqlite_path
@@ -67,7 +67,7 @@ def _read_tables(uri: str, experiment: str) -> pd.DataFrame:
         found = tables.experiment_id(experiment)
         if found is None:
             return pd.DataFrame()
-        return tables.runs(found, {"status": FINISHED, PARENT_TAG: None})
+        return tables.runs(found, {STATUS: FINISHED, PARENT_TAG: None})
 
 
 def _read_mlflow(uri: str, experiment: str) -> pd.DataFrame:
@@ -77,7 +77,9 @@ def _read_mlflow(uri: str, experiment: str) -> pd.DataFrame:
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return pd.DataFrame()
-    runs = [r for r in search(client, found.experiment_id, f"tags.status = '{FINISHED}'") if PARENT_TAG in r.data.tags]
+    runs = [
+        r for r in search(client, found.experiment_id, f"tags.{STATUS} = '{FINISHED}'") if PARENT_TAG in r.data.tags
+    ]
     return pd.DataFrame(
         [
             flat_row(

@@ -1,4 +1,4 @@
-"""A PostgreSQL tracking store: the URI MLflow's engine and libpq are given, and one plain login tried before
+"""A PostgreSQL tracking store: the URI MLflow's engine and libpq are given, and one direct login tried before
 MLflow's engine (which retries a refused one for minutes), so a refused or unreachable database is one line
 within seconds. The password comes from libpq's environment (PGPASSWORD) or ~/.pgpass, never the URI.
 """
@@ -39,7 +39,7 @@ def libpq_uri(uri: str) -> str:
 
 
 def postgres_problem(uri: str, timeout_s: float = CONNECT_TIMEOUT_S) -> str | None:
-    """One plain connection, before MLflow's engine (which retries a refused one for minutes): why the
+    """One direct connection (libpq's), before MLflow's engine (which retries a refused one for minutes): why the
     database cannot be used, in one line that names the fix, or None. The password comes from libpq's
     environment (PGPASSWORD) or ~/.pgpass, as for psql."""
     parsed = urllib.parse.urlsplit(uri)

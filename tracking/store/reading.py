@@ -12,7 +12,7 @@ import math
 import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -21,8 +21,22 @@ from mlflow import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
 from mlflow.utils.uri import is_local_uri
 
-from tokengen.contract.names import FINISHED, PLAN_ESTIMATE_FILE, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRIAL_KEY
+from sweeps.planning.config import SweepSettings, load_saved
+from tokengen.contract.names import (
+    ATTEMPT,
+    FINISHED,
+    PLAN_ESTIMATE_FILE,
+    PLAN_FILE,
+    RESULT_FILE,
+    STATUS,
+    SWEEP_CONFIG_FILE,
+    SWEEP_PARENT,
+    SWEEP_TAG,
+    TRIAL_KEY,
+    VARIANT,
+)
 from tokengen.contract.record import first_line
+from tokengen.contract.trial_record import TrialRecord
 from tracking.measurement import attempt_of, best, latest_series
 from tracking.store.connect import TrackingError, check_credentials, check_reachable, open_client
 from tracking.store.presence import missing_store
@@ -36,25 +50,6 @@ class ReportError(RuntimeError):
 
 
 @dataclass
-class SavedSettings:
-    """The sweep settings a report and a comparison read back from a sweep's saved configuration (sweep_config.json,
-    sweeps/planning/config.py's `sweep` group), those that change what a trial measures or what it costs; a
-    setting an older sweep did not save reads as None."""
-
-    prices: dict = field(default_factory=dict)  # USD per device-hour by type, for the cost columns
-    cpus_per_trial: int | None = None
-    inductor_cache: str | None = None
-    remeasure: int | None = None
-    accelerator_types: list | None = None
-
-    @classmethod
-    def from_saved(cls, saved: dict) -> SavedSettings:
-        group = saved.get("sweep") or {}
-        known = {f.name: group.get(f.name) for f in fields(cls)}
-        return cls(**{**known, "prices": dict(known["prices"] or {})})
-
-
-@dataclass
 class SweepRuns:
     uri: str
     experiment: str
@@ -64,7 +59,8 @@ class SweepRuns:
     trials: pd.DataFrame  # one row per trial key: its best attempt (tracking.measurement.best), `attempts` made
     client: MlflowClient
     outside_baselines: pd.DataFrame = field(default_factory=pd.DataFrame)  # finished baselines of other sweeps
-    settings: SavedSettings = field(default_factory=SavedSettings)  # as the sweep's parent run saved them
+    # the sweep's settings as its parent run saved them (sweep_config.json), typed by the sweep's own schema
+    settings: SweepSettings = field(default_factory=SweepSettings)
 
 
 def best_per_trial(frame: pd.DataFrame) -> pd.DataFrame:
@@ -118,7 +114,7 @@ def open_experiment(uri: str, experiment: str) -> tuple[MlflowClient, str]:
 
 def parent_run(client: MlflowClient, experiment_id: str, sweep: str | None):
     """The sweep's parent run (the latest of that name), or the latest sweep's when sweep is None."""
-    where = f"tags.sweep_parent = '{sweep}'" if sweep else "tags.sweep_parent LIKE '%'"
+    where = f"tags.{SWEEP_PARENT} = '{sweep}'" if sweep else f"tags.{SWEEP_PARENT} LIKE '%'"
     runs = client.search_runs(
         [experiment_id], filter_string=where, max_results=1, order_by=["attributes.start_time DESC"]
     )
@@ -139,11 +135,11 @@ def load_sweep(uri: str, experiment: str = "tokengen", sweep: str | None = None,
         )
     if parent is None:
         raise ReportError(f"no sweep in {uri} experiment '{experiment}': run python -m sweeps.run +grid=smoke first")
-    name = parent.data.tags["sweep_parent"]
+    name = parent.data.tags[SWEEP_PARENT]
     trials = best_per_trial(sweep_frame(uri, client, experiment_id, parent, name))
-    if not trials.empty and (trials["sweep"] != name).any():  # the key's best attempt is another sweep's
-        trials["reused_from"] = [s if s != name else None for s in trials["sweep"]]
-    settings = SavedSettings.from_saved(parent_artifact(client, parent, SWEEP_CONFIG_FILE) or {})
+    if not trials.empty and (trials[SWEEP_TAG] != name).any():  # the key's best attempt is another sweep's
+        trials["reused_from"] = [s if s != name else None for s in trials[SWEEP_TAG]]
+    settings = load_saved(parent_artifact(client, parent, SWEEP_CONFIG_FILE)).sweep
     return SweepRuns(uri, experiment, experiment_id, name, parent.info.run_id, trials, client, settings=settings)
 
 
@@ -151,16 +147,16 @@ def sweep_frame(uri: str, client: MlflowClient, experiment_id: str, parent, name
     """Every child run of the sweep, and the runs of other sweeps it reused, flat: a database's tables read in
     bulk (tracking/store/tables.py: Tables), a server's runs searched page by page."""
     if not in_bulk(uri):
-        runs = [r for r in search(client, experiment_id, f"tags.sweep = '{name}'") if PARENT_TAG in r.data.tags]
-        measured = {r.data.tags.get(TRIAL_KEY) for r in runs if attempt_of(r.data.tags.get("attempt")) == 1}
+        runs = [r for r in search(client, experiment_id, f"tags.{SWEEP_TAG} = '{name}'") if PARENT_TAG in r.data.tags]
+        measured = {r.data.tags.get(TRIAL_KEY) for r in runs if attempt_of(r.data.tags.get(ATTEMPT)) == 1}
         return frame_of(runs + reused_runs(client, experiment_id, parent, measured))
     with Tables(uri) as tables:
-        frame = tables.runs(int(experiment_id), {"sweep": name, PARENT_TAG: None})
+        frame = tables.runs(int(experiment_id), {SWEEP_TAG: name, PARENT_TAG: None})
         first = frame[frame["attempt"] == 1] if not frame.empty else frame
         wanted = reused_keys(client, parent, set(first.get(TRIAL_KEY, [])))
         if not wanted:
             return frame
-        done = tables.runs(int(experiment_id), {"status": FINISHED, PARENT_TAG: None})
+        done = tables.runs(int(experiment_id), {STATUS: FINISHED, PARENT_TAG: None})
     return pd.concat([frame, done[done[TRIAL_KEY].isin(wanted)]], ignore_index=True)
 
 
@@ -193,8 +189,8 @@ def reused_runs(client: MlflowClient, experiment_id: str, parent, measured: set[
         return []
     return [
         r
-        for r in search(client, experiment_id, f"tags.status = '{FINISHED}'")
-        if r.data.tags.get(TRIAL_KEY) in wanted and "mlflow.parentRunId" in r.data.tags
+        for r in search(client, experiment_id, f"tags.{STATUS} = '{FINISHED}'")
+        if r.data.tags.get(TRIAL_KEY) in wanted and PARENT_TAG in r.data.tags
     ]
 
 
@@ -204,11 +200,11 @@ def add_outside_baselines(runs: SweepRuns) -> None:
     mine = set(runs.trials["run_id"]) if not runs.trials.empty else set()
     if in_bulk(runs.uri):
         with Tables(runs.uri) as tables:
-            found = tables.runs(int(runs.experiment_id), {"variant": "baseline", "status": FINISHED, PARENT_TAG: None})
+            found = tables.runs(int(runs.experiment_id), {VARIANT: "baseline", STATUS: FINISHED, PARENT_TAG: None})
         others = found[~found["run_id"].isin(mine)] if not found.empty else found
         runs.outside_baselines = best_per_trial(others.reset_index(drop=True))
         return
-    found = search(runs.client, runs.experiment_id, f"tags.variant = 'baseline' and tags.status = '{FINISHED}'")
+    found = search(runs.client, runs.experiment_id, f"tags.{VARIANT} = 'baseline' and tags.{STATUS} = '{FINISHED}'")
     others = [r for r in found if r.info.run_id not in mine and PARENT_TAG in r.data.tags]
     runs.outside_baselines = best_per_trial(frame_of(others))
 
@@ -235,7 +231,7 @@ def fetch_artifacts(
 ) -> dict:
     """`load(path)` of artifact `name` of each listed row's run, by run id (None where it is missing); several at
     once where one is fetched over HTTP (a tracking server), one by one where all are on this disk (threads only
-    contend there: 3,254 token files took 0.35 s one by one, 0.88 s with eight threads)."""
+    contend there: 3,254 token files take 0.35 s one by one, 0.88 s with eight threads)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file buries the output
     rows = frame.loc[list(labels), ["run_id", "artifact_uri"]]
     runs = dict(zip(rows["run_id"].tolist(), rows["artifact_uri"].tolist()))
@@ -250,17 +246,24 @@ def fetch_artifacts(
 
 
 def fill_error_messages(client: MlflowClient, frame: pd.DataFrame) -> None:
-    """A failed trial's message lives in its result.json artifact (tags hold only its error type)."""
+    """A failed trial's message lives in its result.json artifact (tags hold only its error type), read as its
+    TrialRecord (a file that is not one reads as missing)."""
     if frame.empty:
         return
     if "error_message" not in frame:
         frame["error_message"] = None
     wanted = frame.index[(frame["status"] != FINISHED) & frame["error_message"].map(is_missing)]
-    records = fetch_artifacts(client, frame, wanted, RESULT_FILE, lambda path: json.loads(Path(path).read_text()))
+    records = fetch_artifacts(client, frame, wanted, RESULT_FILE, _record_in)
     for label in wanted:
         record = records.get(frame.at[label, "run_id"])
         if record:
-            frame.at[label, "error_message"] = record.get("error_message")
+            frame.at[label, "error_message"] = record.result.error_message
+
+
+def _record_in(path) -> TrialRecord:
+    """A run's result.json as the record it holds: its flat dict through the door, a field nobody declares now
+    left out."""
+    return TrialRecord.from_dict(json.loads(Path(path).read_text()), drop_undeclared=True)
 
 
 def fill_runtimes(client: MlflowClient, frame: pd.DataFrame, threads: int = 8) -> None:

@@ -20,8 +20,24 @@ from pathlib import Path
 from mlflow.entities import Metric, RunTag
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-from tokengen.contract.names import FINISHED, PLAN_FILE, RESULT_FILE, SWEEP_CONFIG_FILE, TRANSPORT, TRIAL_KEY, TRIAL_LOG
+from tokengen.contract.names import (
+    ATTEMPT,
+    ATTEMPT_ID,
+    FAILED_TRIALS,
+    FINISHED,
+    PLAN_FILE,
+    RESULT_FILE,
+    REUSED_TRIALS,
+    STATUS,
+    STOPPED,
+    SWEEP_CONFIG_FILE,
+    SWEEP_PARENT,
+    SWEEP_TAG,
+    TRIAL_KEY,
+    TRIAL_LOG,
+)
 from tokengen.contract.record import first_line
+from tokengen.contract.trial_record import TrialRecord
 from tracking.run_names import run_name
 from tracking.store.artifact_root import artifact_location
 from tracking.store.connect import (
@@ -130,13 +146,13 @@ class Recorder:
         and the runs of attempts whose recording was cut short (a full disk, a store gone mid-write)."""
         index = StoreIndex()
         for run_id, tags in self._tags({TRIAL_KEY: None}).items():
-            attempt = tags.get("attempt_id")
-            if attempt and not tags.get("status"):  # the status tag comes last: a write cut short lacks it
+            attempt = tags.get(ATTEMPT_ID)
+            if attempt and not tags.get(STATUS):  # the status tag comes last: a write cut short lacks it
                 index.half_written.setdefault(attempt, []).append(run_id)
                 continue
             if attempt:
                 index.attempts[attempt] = run_id
-            if tags.get("status") == FINISHED and tags.get(TRIAL_KEY):
+            if tags.get(STATUS) == FINISHED and tags.get(TRIAL_KEY):
                 index.finished.setdefault(tags[TRIAL_KEY], {})[tags.get("env_fingerprint")] = tags.get("env_facts")
         return index
 
@@ -150,8 +166,8 @@ class Recorder:
             if tags.get(TRIAL_KEY) in keys and PARENT_TAG in tags:
                 found.setdefault(tags[TRIAL_KEY], []).append(
                     {
-                        "attempt": tags.get("attempt"),
-                        "status": tags.get("status"),
+                        "attempt": tags.get(ATTEMPT),
+                        "status": tags.get(STATUS),
                         "measurement": tags.get("measurement"),
                         "measurement_reasons": tags.get("measurement_reasons"),
                         "runtime_cv": run.data.metrics.get("runtime_cv"),
@@ -191,14 +207,14 @@ class Recorder:
         self.parent_id = self._parent(name, config, resume)
         plan = {"planned": list(planned), "reused": list(reused)}
         self.client.log_text(self.parent_id, json.dumps(plan), PLAN_FILE)
-        self.client.set_tag(self.parent_id, "reused_trials", str(len(plan["reused"])))
+        self.client.set_tag(self.parent_id, REUSED_TRIALS, str(len(plan["reused"])))
         return self.parent_id
 
     def _parent(self, name: str, config: dict, resume: bool) -> str:
         if resume:
             runs = self.client.search_runs(
                 [self.experiment_id],
-                filter_string=f"tags.sweep_parent = '{name}'",
+                filter_string=f"tags.{SWEEP_PARENT} = '{name}'",
                 max_results=1,
                 order_by=["attributes.start_time DESC"],
             )
@@ -207,16 +223,14 @@ class Recorder:
                 self.client.update_run(self.parent_id, status="RUNNING")
                 self._close_orphans()
                 return self.parent_id
-        run = self.client.create_run(self.experiment_id, run_name=name, tags={"sweep_parent": name, "sweep": name})
+        run = self.client.create_run(self.experiment_id, run_name=name, tags={SWEEP_PARENT: name, SWEEP_TAG: name})
         self.client.log_text(run.info.run_id, json.dumps(config, indent=2, default=str), SWEEP_CONFIG_FILE)
         return run.info.run_id
 
     def _close_orphans(self) -> None:
         """Child runs a killed driver left half-written: KILLED, and never counted as finished."""
         orphans = search(
-            self.client,
-            self.experiment_id,
-            f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'",
+            self.client, self.experiment_id, f"tags.{PARENT_TAG} = '{self.parent_id}' and attributes.status = 'RUNNING'"
         )
         for run in orphans:
             self.client.set_terminated(run.info.run_id, "KILLED")
@@ -227,34 +241,32 @@ class Recorder:
         self._cut.setdefault(attempt, []).extend(run_ids)
 
     @failing_fast
-    def record_trial(self, record: dict) -> str:
-        """One child run with the trial's params, metrics, tags and artifacts; FAILED if it failed. A try cut
-        short by the store (full, gone) leaves a run without its status tag: the next try of the same
-        attempt deletes it first, and a rerun's index finds any it could not."""
+    def record_trial(self, record: TrialRecord) -> str:
+        """One child run with the trial's params, metrics, tags and artifacts (its result.json the record's flat
+        dict); FAILED if it failed. A try cut short by the store (full, gone) leaves a run without its status tag:
+        the next try of the same attempt deletes it first, and a rerun's index finds any it could not."""
+        flat = record.to_dict()
         tags = tags_of(record, self.sweep)
-        status = tags.pop("status")  # set last: a run cut short never counts as finished
-        attempt = record.get("attempt_id")
+        status = tags.pop(STATUS)  # set last: a run cut short never counts as finished
+        attempt = record.result.attempt_id
         while self._cut.get(attempt):  # one run per key and attempt: what an earlier try left goes first
             self.client.delete_run(self._cut[attempt][-1])
             self._cut[attempt].pop()
         run = self.client.create_run(
-            self.experiment_id,
-            run_name=run_name(record, self.names),
-            tags={"mlflow.parentRunId": self.parent_id, **tags},
+            self.experiment_id, run_name=run_name(flat, self.names), tags={PARENT_TAG: self.parent_id, **tags}
         )
         run_id = run.info.run_id
         if attempt:
             self._cut[attempt] = [run_id]  # until its status tag is set
-        result = {k: v for k, v in record.items() if k not in TRANSPORT}
-        files = {RESULT_FILE: json.dumps(result, indent=2).encode()}
-        if record.get("log"):
-            files[TRIAL_LOG] = record["log"].encode()
+        files = {RESULT_FILE: json.dumps(flat, indent=2).encode()}
+        if record.log:
+            files[TRIAL_LOG] = record.log.encode()
         # one folder for all (log_text makes one each); log_artifact, not log_artifacts, writes each file whole
         # (staged, then renamed): a disk that fills mid-file leaves no part of it and names its destination
         # the run's own repository: MLflow's client would read the whole run back from the store to find it
         repository = get_artifact_repository(run.info.artifact_uri, tracking_uri=self.client.tracking_uri)
         with tempfile.TemporaryDirectory() as tmp:
-            for name, blob in {**files, **(record.get("files") or {})}.items():
+            for name, blob in {**files, **record.files}.items():
                 Path(tmp, name).write_bytes(blob)
                 repository.log_artifact(str(Path(tmp, name)))
         # the files, the run's end, then one log_batch (MLflow commits its params, metrics, then tags): the status
@@ -264,7 +276,7 @@ class Recorder:
             run_id,
             metrics=metrics_of(record, int(time.time() * 1000)),
             params=params_of(record),
-            tags=[RunTag("status", status)],
+            tags=[RunTag(STATUS, status)],
             synchronous=True,
         )
         self._cut.pop(attempt, None)
@@ -278,10 +290,10 @@ class Recorder:
     @failing_fast
     def fail_sweep(self, why: str) -> None:
         """The sweep stopped on something it could not write (a full disk): its run says why, FAILED."""
-        self.client.set_tag(self.parent_id, "stopped", why[:MAX_PARAM_CHARS])
+        self.client.set_tag(self.parent_id, STOPPED, why[:MAX_PARAM_CHARS])
         self.client.set_terminated(self.parent_id, "FAILED")
 
     @failing_fast
     def end_sweep(self, failed: int) -> None:
-        self.client.set_tag(self.parent_id, "failed_trials", str(failed))
+        self.client.set_tag(self.parent_id, FAILED_TRIALS, str(failed))
         self.client.set_terminated(self.parent_id, "FAILED" if failed else "FINISHED")

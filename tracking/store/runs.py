@@ -4,7 +4,10 @@ Every reader of the store (the report, the cost model's history, remeasure, the 
 run through `flat_row`: tags, then metrics, then params (params win a shared name); a series
 (runtime_s) is the whole list its tag holds, None for a run recorded before series had one; the
 report's derived figures (tracking/store/derived.py) are never read back as data; a field added to
-the spec since the run was recorded gets its default; a run without its status tag was cut short.
+the spec since the run was recorded gets its default; a run without its status tag was cut short. Each run is
+read typed first (`stored_run`: a StoredRun holding the trial's TrialRecord, a value of the wrong type refused in
+one line that names the run), then flattened into the frame's row. A record is written as a run from its
+TrialRecord (`tags_of`, `params_of`, `metrics_of`).
 """
 
 from __future__ import annotations
@@ -12,13 +15,15 @@ from __future__ import annotations
 import functools
 import json
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
 from tokengen.contract.declarations import KNOBS, plain
-from tokengen.contract.names import FAILED, TRIAL_KEY
-from tokengen.contract.record import METRIC, PARAM, SERIES, TAG, base_type, typed, with_role
+from tokengen.contract.names import FAILED, SWEEP_TAG, TRIAL_KEY
+from tokengen.contract.record import METRIC, PARAM, RECORD_FIELDS, SERIES, TAG, base_type, typed, with_role
 from tokengen.contract.spec import LABELS, SPEC_FIELDS, TrialSpec
+from tokengen.contract.trial_record import TrialRecord
 from tracking.measurement import attempt_of
 
 PARENT_TAG = "mlflow.parentRunId"
@@ -52,6 +57,7 @@ PARAMS, METRICS, SERIES_FIELDS = with_role(PARAM), with_role(METRIC), with_role(
 TAGS = with_role(TAG) + LABELS  # the label is a param and, for filtering, a tag
 MAX_PARAM_CHARS = 6000
 _SPEC_DEFAULTS = TrialSpec().to_dict()
+_DECLARED = frozenset(RECORD_FIELDS)
 
 
 def series_of(text) -> list | None:
@@ -96,17 +102,47 @@ def typed_metric(name: str, value):
     return typed(name, value)
 
 
+RUN_FACTS = ("run_id", "run_name", "run_status", "start_time", "artifact_uri", "parent_run_id")
+"""A run's own facts, first in its row: MLflow's, not the trial's."""
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One trial's run as the store holds it, read typed before it is a frame's row: the run's own facts, the
+    trial's record (TrialRecord: each value of its field's declared type), and what else its tags and metrics
+    say (the sweep, the trial key, the GPU type). `names`: what the run holds, in the order read, so its row
+    has the columns the current frame has and no more."""
+
+    run_id: str  # RUN_FACTS, in their order
+    run_name: str | None
+    run_status: str
+    start_time: object
+    artifact_uri: object
+    parent_run_id: str | None
+    record: TrialRecord
+    other: dict
+    names: tuple[str, ...]
+
+    def row(self) -> dict:
+        """The run as a flat row: its facts, then each name it holds."""
+        flat = self.record.to_dict()
+        row = {name: getattr(self, name) for name in RUN_FACTS}
+        row.update((name, flat[name] if name in flat else self.other[name]) for name in self.names)
+        return row
+
+
 def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, metrics: dict, params: dict) -> dict:
-    """One run as a flat record, from its parts (a search's run or rows of MLflow's own tables)."""
-    row = {
-        "run_id": run_id,
-        "run_name": tags.get("mlflow.runName"),
-        "run_status": status,
-        "start_time": start_time,
-        "artifact_uri": artifact_uri,
-        "parent_run_id": tags.get(PARENT_TAG),
-    }
-    row.update({k: typed_text(k, v) for k, v in tags.items() if _read_back(k, True)})
+    """One run as a flat row, from its parts (a search's run or rows of MLflow's own tables), read typed first
+    (stored_run)."""
+    return stored_run(run_id, status, start_time, artifact_uri, tags, metrics, params).row()
+
+
+def stored_run(
+    run_id: str, status: str, start_time, artifact_uri, tags: dict, metrics: dict, params: dict
+) -> StoredRun:
+    """One run, typed: its record read through the door (TrialRecord.from_dict; a name nobody declares is one of
+    the run's other values), a value of the wrong type refused in one line that names the run."""
+    row = {k: typed_text(k, v) for k, v in tags.items() if _read_back(k, True)}
     row.update({k: typed_metric(k, v) for k, v in metrics.items() if _read_back(k, False)})
     row.update({k: typed_text(k, v) for k, v in params.items()})
     for name in SERIES_FIELDS:
@@ -122,7 +158,21 @@ def flat_row(run_id: str, status: str, start_time, artifact_uri, tags: dict, met
         )
     gpu = row.get("accelerator_type") or row.get("env_gpu_name")
     row["gpu_type"] = gpu if isinstance(gpu, str) and gpu else None
-    return row
+    try:
+        record = TrialRecord.from_dict(row, drop_undeclared=True)
+    except (TypeError, ValueError) as exc:  # SpecError is a ValueError
+        raise TypeError(f"run {run_id} in the store: {exc}") from None
+    return StoredRun(
+        run_id,
+        tags.get("mlflow.runName"),
+        status,
+        start_time,
+        artifact_uri,
+        tags.get(PARENT_TAG),
+        record,
+        {name: value for name, value in row.items() if name not in _DECLARED},
+        tuple(row),
+    )
 
 
 def flatten(run) -> dict:
@@ -158,33 +208,36 @@ def metric_value(value) -> float | None:
     return None
 
 
-def metrics_of(record: dict, timestamp: int) -> list:
+def metrics_of(record: TrialRecord, timestamp: int) -> list:
     """The record's metrics, and each series as one metric stepped by run index."""
     from mlflow.entities import Metric  # here: the SQLite history reads runs without MLflow
 
-    metrics = [Metric(name, v, timestamp, 0) for name in METRICS if (v := metric_value(record.get(name))) is not None]
+    flat = record.to_dict()
+    metrics = [Metric(name, v, timestamp, 0) for name in METRICS if (v := metric_value(flat[name])) is not None]
     for name in SERIES_FIELDS:
-        for step, value in enumerate(record.get(name) or []):
+        for step, value in enumerate(flat[name] or []):
             if (v := metric_value(value)) is not None:
                 metrics.append(Metric(name, v, timestamp, step))
     return metrics
 
 
-def params_of(record: dict) -> list:
+def params_of(record: TrialRecord) -> list:
     from mlflow.entities import Param
 
-    return [Param(name, str(record[name])[:MAX_PARAM_CHARS]) for name in PARAMS if name in record]
+    flat = record.to_dict()
+    return [Param(name, str(flat[name])[:MAX_PARAM_CHARS]) for name in PARAMS]
 
 
-def tags_of(record: dict, sweep: str) -> dict[str, str]:
+def tags_of(record: TrialRecord, sweep: str) -> dict[str, str]:
     """The record's tags, and each series whole as a JSON list (a search returns tags, not metric history:
     the report reads every timed run from there)."""
-    tags = {"sweep": sweep, TRIAL_KEY: record["key"]}
+    flat = record.to_dict()
+    tags = {SWEEP_TAG: sweep, TRIAL_KEY: record.key}
     for name in TAGS:
-        if record.get(name) is not None:
-            tags[name] = str(record[name])[:MAX_PARAM_CHARS]
+        if flat[name] is not None:
+            tags[name] = str(flat[name])[:MAX_PARAM_CHARS]
     for name in SERIES_FIELDS:
-        values = [v for v in record.get(name) or [] if metric_value(v) is not None]
+        values = [v for v in flat[name] or [] if metric_value(v) is not None]
         text = _series_text(values)
         if text:
             tags[name] = text

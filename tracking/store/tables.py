@@ -22,9 +22,9 @@ from tracking.store.runs import flat_row
 
 
 def read_only_sqlite(path: str) -> sqlite3.Connection:
-    """A read-only connection on a SQLite store, opened by SQLite alone: no plain `open()` of the file, whose
-    close would drop every POSIX lock this process holds on it (SQLite's included), so that the next process
-    to close its connection took itself for the last one and checkpointed and unlinked `-wal` and `-shm` under
+    """A read-only connection on a SQLite store, opened by SQLite alone: no `open()` of the file outside SQLite,
+    whose close would drop every POSIX lock this process holds on it (SQLite's included), so that the next process
+    to close its connection would take itself for the last one and checkpoint and unlink `-wal` and `-shm` under
     a live driver. Where SQLite cannot open it read-only (a WAL store whose folder this reader may not write:
     read-only media, another user's folder), the store is read from a private copy that replays its `-wal`,
     or, with no `-wal`, as immutable."""

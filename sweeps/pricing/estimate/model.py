@@ -144,7 +144,7 @@ class CostModel:
         return expected_steps(trial) * float(ratios.median()) if len(ratios) else float(expected_steps(trial))
 
     def run(self, trial: Mapping) -> tuple[Span, str]:
-        """One plain run's seconds and the basis: the family's law, its prior ratio, or the prior."""
+        """One timed run's seconds and the basis: the family's law, its prior ratio, or the prior."""
         kind = self.device_kind(trial)
         fam, steps = family(trial, kind), self.steps(trial)
         law_fit = self.laws.get(fam)

@@ -80,7 +80,7 @@ def prepare(history: pd.DataFrame | None) -> pd.DataFrame:
     mean, first = frame["runtime_mean_s"], frame["first_run_s"]
     without_first = (runs * mean - first) / (runs - 1)  # warmup=0: the first run is among the timed ones
     steady = mean.where(~((warmup == 0) & first.notna()), without_first.where(runs > 1))
-    steady = steady.where(steady.notna() | ~frame["compile"].isin(in_family("compile", EAGER)), mean)  # first ~ plain
+    steady = steady.where(steady.notna() | ~frame["compile"].isin(in_family("compile", EAGER)), mean)  # first ~ timed
     frame["timed_runs_done"] = runs
     frame["steady_run_s"] = steady.where(steady > 0)
     frame["compile_s"] = (first - frame["steady_run_s"]).clip(lower=0)

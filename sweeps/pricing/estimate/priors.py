@@ -16,7 +16,7 @@ import numpy as np
 from sweeps.pricing.estimate.hardware import DEFAULT_GPU, GPUS, CpuSpeed, cpu_speed, gpu_spec
 from sweeps.pricing.estimate.span import Span
 from sweeps.pricing.estimate.trials import batches, compile_mode, compiles, law, number, text
-from tokengen.contract.declarations import KNOBS, weight_bits
+from tokengen.contract.declarations import KNOBS, trial_values, weight_bits
 from tokengen.contract.model_shapes import PRESET_SHAPES, ModelShape, shape_of
 from tokengen.contract.spec import DTYPE_BYTES
 
@@ -35,9 +35,8 @@ STEP_OVERHEAD_S = {
     ("cpu", "fused"): (0.5e-3, 0.05e-3),
     ("cpu", "graphed"): (0.5e-3, 0.05e-3),
 }
-ENGINE_OVERHEAD_S = {"loop": 0.0, "generate": 0.5e-3, "generate_batch": 1.0e-3}  # logits processors, stop criteria
 # A cold compile=default by size family, times the mode's declared compile_cost: on a CPU with inductor's C++
-# codegen; on CUDA the host's work: gpt2 (base) took 15.9 s on an H200 node (docs/results.md, "On a GPU").
+# codegen; on CUDA the host's work: gpt2 (base) takes 15.9 s on an H200 node (docs/results.md, "On a GPU").
 CPU_COMPILE_PRIOR_S = {"small": 30.0, "base": 60.0, "large": 105.0, "huge": 180.0}
 CUDA_COMPILE_PRIOR_S = {"small": 8.0, "base": 16.0, "large": 40.0, "huge": 80.0}
 WARM_COMPILE_SHARE = 0.2  # a twin loading its graphs from the sweep's shared cache against their cold compile:
@@ -90,18 +89,19 @@ def step_seconds(trial: Mapping, shape: ModelShape, speed: Rates) -> np.ndarray:
     attention = 4.0 * shape.layers * shape.hidden * (context - new / 2)  # QK^T and AV, per new token (causal)
     flops = rows * new * (2.0 * shape.streamed_params + attention)
     size = DTYPE_BYTES.get(text(trial, "dtype"), 4)
-    bits = weight_bits({k: text(trial, k) for k in KNOBS})  # quantized weights at their declared bits
+    values = trial_values({k: text(trial, k) for k in KNOBS})
+    bits = weight_bits({v.knob: v.name for v in values})  # quantized weights at their declared bits
     cache_reads = 0.0 if recompute else rows * 2.0 * shape.layers * shape.kv_dim * context * size
     memory = shape.streamed_params * (bits / 8 if bits else size) + cache_reads
     mode = compile_mode(trial)
     kind = "eager" if mode is None or not compiles(trial) else "graphed" if mode.cuda_graphs else "fused"
     fixed, per_layer = STEP_OVERHEAD_S[(device_of(trial), kind)]
-    overhead = fixed + per_layer * shape.layers + ENGINE_OVERHEAD_S.get(text(trial, "engine"), 0.0)
+    overhead = fixed + per_layer * shape.layers + sum(v.overhead_s for v in values)  # a library's own loop, declared
     return np.maximum(memory / speed.bytes_per_s, flops / speed.flops_per_s) + overhead
 
 
 def prior_run(trial: Mapping, gpu: str | None = None, cpu: CpuSpeed | None = None) -> Span:
-    """One plain run's seconds (every batch's steps)."""
+    """One timed run's seconds (every batch's steps)."""
     shape = shape_of(text(trial, "model"))
     speed = rates(trial, gpu, cpu)
     seconds = batches(trial) * float(step_seconds(trial, shape or FALLBACK_SHAPE, speed).sum())

@@ -17,7 +17,7 @@ DEFAULTS: dict = {**{name: getattr(TrialSpec(), name, None) for name in FIELDS_R
 """TrialSpec's default of each field read (torch-free): a history row lacking another field is not taken for a
 default. An unnamed variant is named by its knobs (family), not as the spec's baseline."""
 INSTRUMENTED_RUNS = 1  # benchmark.run_trial runs the generator once more with a per-step timer
-PROFILE_SLOWDOWN = {"off": 0.0, "torch": 2.0, "nsys": 1.3, "auto": 2.0}  # a profiled run in plain runs (a guess)
+PROFILE_SLOWDOWN = {"off": 0.0, "torch": 2.0, "nsys": 1.3, "auto": 2.0}  # a profiled run in timed runs (a guess)
 AUTO = "auto"
 
 

@@ -2,8 +2,8 @@
 
 A process group or a session is not enough to end what a trial started: Nsight Systems' agent
 (`nsys --start-agent`) forks twice and calls setsid, so it leaves the trial's session at once and
-its parent exits; killing the session leaves it running (once seen spinning on a core for ten
-minutes). A process that asks to be a child subreaper inherits such orphans as its children, so they
+its parent exits; killing the session leaves it running, and one whose profile failed can spin on a core
+for minutes. A process that asks to be a child subreaper inherits such orphans as its children, so they
 stay its descendants, findable by their parent PIDs and ended one by one. Stdlib only: the sweep's
 launcher (sweeps/execution/process_guard.py) and `python -m tokengen` under nsys both use it.
 """

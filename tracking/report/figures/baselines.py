@@ -16,7 +16,7 @@ MATCH = [*WORKLOAD_FIELDS, "accelerator_type"]
 
 
 def key_part(value) -> str:
-    """One field of a match key; built in plain Python so None, NaN and 4 vs 4.0 all key alike."""
+    """One field of a match key; built in Python, not pandas, so None, NaN and 4 vs 4.0 all key alike."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float) and value.is_integer():
@@ -87,7 +87,7 @@ def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[st
     base = baseline_of(frame, baseline, match)
     columns = {name: [] for name in ("speedup", "speedup_low", "speedup_high", "significant", "compared")}
     wanted = [c for c in ("status", "runtime_mean_s", "runtime_std_s", "runs", "runs_done", "steps") if c in frame]
-    rows = plain_rows(frame, wanted)  # plain dicts: a row Series per trial costs seconds at thousands of trials
+    rows = plain_rows(frame, wanted)  # dicts: a row Series per trial costs seconds at thousands of trials
     for label, b in base.items():
         row = rows[label]
         if b is None or row["status"] != FINISHED or not _positive(row["runtime_mean_s"]):
@@ -136,6 +136,6 @@ def _stats(row) -> tuple[float, float, int]:
 
 
 def stats_of(rows: pd.DataFrame) -> list[tuple[float, float, int]]:
-    """_stats of every row, read from plain records (a Series per row costs a thousand times more)."""
+    """_stats of every row, read from dict records (a Series per row costs a thousand times more)."""
     columns = [c for c in ("runtime_mean_s", "runtime_std_s", "runs_done", "runs") if c in rows]
     return [_stats(record) for record in rows[columns].to_dict("records")]

@@ -65,7 +65,7 @@ def check_tokens(frame: pd.DataFrame, base: pd.Series, client=None) -> tuple[pd.
     """Per row: a verdict ('ok', 'MISMATCH (k/N)', 'agree k/N', 'n/a' without checksums, '' for a
     baseline or a trial without a reference), the agreeing steps, and how many token files were downloaded.
     `base` holds each row's reference's label; `client` reads the token files (None: checksums only). The
-    columns are read as plain dicts: a pandas look-up per row costs seconds at thousands of trials."""
+    columns are read as dicts: a pandas look-up per row costs seconds at thousands of trials."""
     named = ("tokens_sha256", "steps", "status", "run_id", "prompt_len", "stop_check", "matmul_precision", "dtype")
     column = {c: frame[c].to_dict() if c in frame else dict.fromkeys(frame.index) for c in named}
     sha, steps = column["tokens_sha256"], column["steps"]
