@@ -130,6 +130,7 @@ gpu_tests=(
   "tests/tokengen/test_gpu.py::test_torch_profile_on_cuda_sees_the_gpu_idle_between_synced_steps"
   "tests/tokengen/test_gpu.py::test_energy_meter_counts_joules_while_the_gpu_works"
   "tests/tokengen/test_gpu.py::test_on_a_gpu_every_quantized_value_runs_and_is_measured_against_the_plain_model"
+  "tests/tokengen/test_speculate.py::test_on_a_gpu_the_verify_replays_as_a_cuda_graph_and_keeps_the_tokens"
 )
 if [ -z "$py" ]; then
   skip "gpu tests" "no python with torch and transformers"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokengen.contract.declarations import KNOBS, plain
+from tokengen.contract.declarations import KNOBS, SPECULATIVE, plain
 from tokengen.contract.trained import model_label
 from tokengen.measure.interference import OK
 
@@ -42,6 +42,7 @@ def render(record: dict) -> str:
         "Throughput:",
         f"  Steps: {r['steps']}   Tokens/s: {r['tokens_per_s']:.1f}   Useful tokens/s: {r['useful_tokens_per_s']:.1f}",
         *ended_lines(r),
+        *load_lines(r),
         f"  Time to first token: {_ms(r['ttft_s'])}   Time per output token: {_ms(r['tpot_s'])}",
         f"  Step latency: median {r['step_latency_median_s'] * 1e3:.3f} ms, p90 {r['step_latency_p90_s'] * 1e3:.3f} ms",
         f"  Weight streaming: {bandwidth}",
@@ -51,6 +52,7 @@ def render(record: dict) -> str:
         f"  Fragmentation (peak):   {frag}",
         f"  Process peak RSS:       {_gb(r['peak_rss_bytes'])}",
         *profile_lines(r),
+        *speculation_lines(r),
         *fidelity_lines(r),
         f"tokens_sha256 {r['tokens_sha256'][:16]}...  key {r['key']}",
         rule,
@@ -64,6 +66,24 @@ def ended_lines(r: dict) -> list[str]:
         return []
     how = "at their own EOS" if r.get("stop") == "model" else "at their drawn length"
     return [f"  Rows ended before max_seqlen {how}: {r['rows_ended']} of {r['batch_size']}"]
+
+
+def load_lines(r: dict) -> list[str]:
+    """A request workload's latencies from each request's arrival and its verdict under the SLO
+    (tokengen/measure/load_figures.py)."""
+    if r.get("request_ttft_p50_s") is None:
+        return []
+    rates = ""
+    if r.get("offered_rate_rps") is not None:
+        rates = f"offered {r['offered_rate_rps']:.2f} req/s, achieved {r['achieved_rate_rps']:.2f}, "
+    slo = f"p{r['slo_percentile']:g} TTFT <= {r['slo_ttft_s'] * 1e3:g} ms, TPOT <= {r['slo_tpot_s'] * 1e3:g} ms"
+    return [
+        f"  Requests ({r['requests_measured']} measured): {rates}goodput {r['goodput_rps']:.2f} req/s",
+        f"  TTFT p50/p99: {_ms(r['request_ttft_p50_s'])} / {_ms(r['request_ttft_p99_s'])}   "
+        f"TPOT p50/p99: {_ms(r['request_tpot_p50_s'])} / {_ms(r['request_tpot_p99_s'])}   "
+        f"SLO ({slo}): {'met' if r['slo_met'] else 'not met'}",
+        *([f"  Note: {r['serving_note']}"] if r.get("serving_note") else []),
+    ]
 
 
 def runs_text(r: dict) -> str:
@@ -104,8 +124,24 @@ def profile_lines(r: dict) -> list[str]:
     ]
 
 
+def speculation_lines(r: dict) -> list[str]:
+    """For a trial whose advance verified proposals: how many it accepted, and what proposing cost."""
+    if r.get("forwards_per_token") is None:
+        return []
+
+    def figure(name: str, form: str) -> str:
+        return "n/a" if r.get(name) is None else format(r[name], form)
+
+    return [
+        f"Speculation: acceptance {figure('acceptance_rate', '.1%')}, {figure('accepted_per_verify', '.2f')} "
+        f"proposed tokens accepted per verify forward, {figure('forwards_per_token', '.3f')} forwards per token, "
+        f"proposing {figure('proposer_share', '.1%')} of the run"
+    ]
+
+
 def fidelity_lines(r: dict) -> list[str]:
-    """For a trial held to the gate: its verdict and the figures behind it (nothing for an exact trial)."""
+    """For a trial held to the gate: its verdict and the figures behind it (nothing for an exact trial); for a
+    speculative one, its tokens against its plain twin's."""
     if not r.get("fidelity_verdict"):
         return []
 
@@ -113,6 +149,11 @@ def fidelity_lines(r: dict) -> list[str]:
         return "n/a" if r.get(name) is None else format(r[name], form)
 
     step = r.get("first_divergence_step")
+    if r.get("fidelity") == SPECULATIVE:
+        return [
+            f"Tokens against the same trial without speculation: {r['fidelity_verdict']} "
+            f"({figure('rows_exact', 'd')} of {r['batch_size']} rows equal bit for bit)"
+        ]
     return [
         f"Fidelity: {r['fidelity_verdict']} (gate {100 * r['fidelity_gate']:.0f}% top-1 agreement with the reference)",
         f"  Teacher-forced: top-1 agreement {figure('top1_agreement', '.2%')}, max logit diff "

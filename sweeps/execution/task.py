@@ -20,6 +20,7 @@ from sweeps.execution.trial_process import TrialRequest, run_trial_process
 from sweeps.planning.config import SweepSettings
 from sweeps.planning.settings import SHARED
 from tokengen.contract.machine.user_folders import own_subfolder, workdir
+from tokengen.contract.slo import Slo
 from tokengen.contract.trial_record import TrialRecord
 
 
@@ -55,6 +56,7 @@ def trial_task(
         timeout_s=sweep.trial_timeout_s,
         threads=threads,
         fidelity_gate=sweep.fidelity_gate,
+        slo=Slo(sweep.slo_ttft_ms, sweep.slo_tpot_ms, sweep.slo_percentile),
         shared_from=shared_from,
         share=sweep.inductor_cache == SHARED,
     )

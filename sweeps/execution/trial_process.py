@@ -56,6 +56,7 @@ from tokengen.contract.names import (
     TRIAL_LOG,
 )
 from tokengen.contract.record import first_line
+from tokengen.contract.slo import SLO_ENV, Slo
 from tokengen.contract.spec import SPEC_FIELDS
 from tokengen.contract.trial_record import TrialRecord
 
@@ -85,6 +86,7 @@ class TrialRequest:
     threads: int | None = None  # torch threads (a CPU trial's share of its node)
     inductor_dir: str | None = None  # a shared compile cache, else one inside the folder
     fidelity_gate: float = DEFAULT_GATE  # the sweep's gate, for a gated trial's own verdict
+    slo: Slo = Slo()  # the sweep's SLO, for a request trial's goodput and verdict
     shared_from: str | None = None  # the key of the trial whose compiled graphs this one is handed (SHARED_IN)
     share: bool = False  # offer its own compiled graphs to its twins (sweep.inductor_cache=shared)
 
@@ -116,6 +118,7 @@ def run_trial_process(request: TrialRequest, handed: bytes | None = None) -> Tri
     env = trial_environment(os.environ, request.spec["allocator"], inductor, request.threads)
     env[DEADLINE_ENV] = f"{time.time() + request.timeout_s:.3f}"
     env[GATE_ENV] = repr(float(request.fidelity_gate))
+    env[SLO_ENV] = request.slo.to_env()
     started = time.perf_counter()
     process = warm_context(compiles(request.spec)).Process(
         target=_child, args=(request, env, os.getpid()), daemon=False

@@ -53,6 +53,11 @@ class SweepSettings:
     # a trial with equivalent or lossy values (an attention kernel, quantized weights) passes at this share of
     # steps whose top-1 token is the reference model's (tokengen/contract/fidelity.py; MLPerf's 99% of reference)
     fidelity_gate: float = 0.99
+    # request workloads' service level objective (tokengen/contract/slo.py): the chosen percentile of TTFT and of TPOT
+    # within these limits, and goodput counted against them; MLPerf's llama3.1-8b Server figures by default
+    slo_ttft_ms: float = 2000.0
+    slo_tpot_ms: float = 100.0
+    slo_percentile: float = 99.0
     # USD for one device for one hour, per accelerator type (`cpu`: one CPU trial's node), for the report's cost
     # column: example on-demand list prices (2026, tokengen/contract/machine/gpus.py), not quotes; set yours with
     # sweep.prices.<TYPE>=...

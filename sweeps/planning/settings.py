@@ -14,6 +14,7 @@ import shutil
 import subprocess
 
 from tokengen.contract.machine.user_folders import FolderRefused, cache_root, workdir
+from tokengen.contract.slo import slo_problem
 from tokengen.contract.spec import SpecError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -65,6 +66,9 @@ def check_settings(sweep: dict) -> None:
             f"sweep.fidelity_gate={gate!r}: give the top-1 agreement a lossy trial must reach, a fraction "
             "in (0, 1], e.g. sweep.fidelity_gate=0.99"
         )
+    slo = slo_problem(sweep.slo_ttft_ms, sweep.slo_tpot_ms, sweep.slo_percentile)
+    if slo:
+        raise SpecError(slo)
     guard = sweep.memory_guard
     if guard is not None and (not _number(guard) or guard <= 0):
         raise SpecError(

@@ -31,6 +31,9 @@ def refused(config: dict, capsys) -> str:
     return lines[0]
 
 
+POINT = "error: grid point {'variant': 'baseline', 'batch_size': 2, 'max_seqlen': 6"  # the small sweep's first
+
+
 @pytest.mark.parametrize(
     "override, line",
     [
@@ -55,6 +58,8 @@ def refused(config: dict, capsys) -> str:
             "tracking.uri=sqlite:///mlflow.db",
         ),
         ("tracking.uri=./mlruns", "error: tracking.uri=./mlruns is MLflow's file store"),
+        ("+grid.request_rate=[-1]", f"{POINT}, 'request_rate': -1}}: request_rate=-1.0: give requests per second"),
+        ("+grid.burstiness=[0]", f"{POINT}, 'burstiness': 0}}: burstiness=0.0: give a gamma shape above 0"),
     ],
     ids=[
         "unknown-axis",
@@ -66,6 +71,8 @@ def refused(config: dict, capsys) -> str:
         "unknown-scheme",
         "file-store",
         "bare-path",
+        "negative-rate",
+        "burstiness-0",
     ],
 )
 def test_bad_input_is_one_line_before_ray(tmp_path, capsys, override, line):
@@ -115,6 +122,7 @@ def test_an_unwritable_working_directory_is_refused_before_the_store_is_touched(
         ("sweep.retries=-1", "error: sweep.retries=-1: give 0 or more retries"),
         ("sweep.inductor_cache=bogus", "error: sweep.inductor_cache='bogus': use one of shared, cold"),
         ("sweep.prices=oops", "error: sweep.prices='oops': give USD per device-hour by type"),
+        ("sweep.slo_percentile=101", "error: sweep.slo_percentile=101.0: give the percentile of requests held to"),
         (
             "tracking.uri=http://user:hunter2@127.0.0.1:9",
             "error: tracking.uri carries credentials: use tracking.uri=http://127.0.0.1:9 and put them in",
@@ -130,6 +138,7 @@ def test_an_unwritable_working_directory_is_refused_before_the_store_is_touched(
         "retries",
         "inductor",
         "prices",
+        "slo-percentile",
         "uri-creds",
     ],
 )
@@ -139,6 +148,17 @@ def test_every_sweep_setting_is_checked_in_one_line(tmp_path, capsys, override, 
     assert "hunter2" not in seen
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / ".sweeps" / "journal").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing written where the sweep runs"
+
+
+def test_a_request_trace_that_is_not_a_csv_of_numbers_is_one_line_before_ray(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("0.0,8,4\n0.5,eight,4\n")
+    overrides = ("grid.variant=[static_cache]", "trial.requests=2", "trial.stop=never", f"trial.request_trace={trace}")
+    line = refused(small_sweep(tmp_path, *overrides, seeded=False), capsys)
+    assert line.startswith("error: grid point {") and line.endswith(
+        f"request_trace={trace} row 2 is '0.5,eight,4': give a CSV of numbers, one request a row: "
+        "arrival time (s), prompt length, output length"
+    ), line
 
 
 def test_cuda_trials_on_a_machine_without_a_gpu_are_refused_before_ray_and_leave_no_journal(tmp_path, capsys):

@@ -200,6 +200,14 @@ def test_fit_basis_predicts_an_unseen_point_with_every_part():
     assert got.seconds == pytest.approx(truth, rel=0.05)
 
 
+def test_a_load_trials_run_lasts_at_least_its_arrivals_span():
+    """Requests arriving at 2 per second: 21 of them take 10 s to arrive, however fast the steps."""
+    history = synthetic(cached_step, "dynamic")
+    fields = dict(variant="dynamic-off", batch_size=8, prompt_len=16, max_seqlen=64, requests=21)
+    offline, loaded = (estimate(trial(**fields, request_rate=rate), fit(history, cpu=CPU)) for rate in (0.0, 2.0))
+    assert offline.parts["run"] < 10.0 and loaded.parts["run"] == pytest.approx(10.0)
+
+
 def test_without_warmup_the_compiled_first_run_is_taken_out_of_the_mean():
     model = fit(synthetic(cached_step, "dynamic", compile="default", warmup=0), cpu=CPU)
     wanted = trial(compile="default", variant="dynamic-default", warmup=0)

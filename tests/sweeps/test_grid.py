@@ -46,9 +46,11 @@ COUNTS = {
     "scaling": 192,
     "harness": 12,
     "serving": 12,
+    "load": 4 * 4 * 2,  # variants x rates x burstiness
     "gpu": 15,
-    "gpu_more": 18,
+    "gpu_more": 18 + 3,  # and speculative decoding under CUDA graphs: the twin, prompt lookup, the draft
     "quant": 2 * 2 * (1 + 4 * 2),
+    "speculative": 1 + 3 * 7 + 3,  # baseline; kv_cache, static_cache, hf_generate x every speculate value; compiled
 }
 
 
@@ -114,7 +116,9 @@ def test_the_gpu_grids_hold_the_articles_point_with_generates_peers_and_rehearse
         "kv_cache_int8",
         "static_cudagraph",
         "static_cudagraph_int8",
-    }  # rows that end at the model's own EOS, and int8 judged on logits that predict
+        "static_cudagraph_lookup4",
+        "static_cudagraph_draft4",
+    }  # rows that end at the model's own EOS, int8 judged on logits that predict, speculation under CUDA graphs
     assert {t.spec.key() for t in trials}.isdisjoint({t.spec.key() for t in more})
     # scripts/gpu_sweep.sh --rehearse: the same grids on the CPU, models shrunk, CUDA-only rows dropped with reasons
     for grid in ("gpu", "gpu_more"):

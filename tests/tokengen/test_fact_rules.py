@@ -50,7 +50,7 @@ def _cases(knob: str):
             "use cache=dynamic or cache=static",
             {"cache": "static"},
         ),
-        "not_with_requests": ({"not_with_requests": True}, {"requests": 4}, "or requests=0", {"requests": 0}),
+        "not_with_requests": ({"not_with_requests": True}, {"requests": 4}, "requests=0", {"requests": 0}),
         "requests_only": ({"requests_only": True}, {}, "set requests=N (N > 0)", {"requests": 4}),
         "compiles_fixed_only": (
             {"compiles_fixed_only": True},

@@ -12,7 +12,8 @@ environment, the engine), what a report sets its values beside (the workload's b
 at the knob's plain value, a family of peers, the library's generate()), whether its values change the
 compiled graph, and whether it was in the first release's trial key. A value says whether it keeps the
 reference's exact tokens (`exact`), does the same math with other kernels (`equivalent`) or changes the
-numbers (`lossy`): the last two are held to an accuracy gate instead of a checksum (tokengen/contract/fidelity.py).
+numbers (`lossy`): the last two are held to an accuracy gate instead of a checksum (tokengen/contract/fidelity.py);
+a `speculative` value's tokens are proven against its plain twin's, bit for bit.
 
 Families group a stop check's values by the peer a report sets them beside: a lagged check beside the
 reference one (table (d)), every checked loop beside the no-check bound (table (e)).
@@ -28,6 +29,7 @@ EAGER, COMPILED = "eager", "compiled"  # compile modes
 RECOMPUTE, CACHED = "recompute", "cached"  # caches: the full prefix every step, or keys and values kept
 OURS, PEER = "ours", "peer"  # engines: this project's loops, transformers' own
 EXACT, EQUIVALENT, LOSSY = "exact", "equivalent", "lossy"  # what a value keeps of the reference's numbers
+SPECULATIVE = "speculative"  # or: its tokens are proven against its plain twin's, bit for bit (speculative decoding)
 MODEL, STEP, LOOP, PROCESS, ENGINE = "model", "step", "loop", "process", "engine"  # where a knob acts
 BASELINE, PLAIN, FAMILY = "baseline", "plain", "family"  # what a report sets a knob's values beside (or PEER)
 
@@ -58,12 +60,13 @@ class Declared:
     cuda_only: bool = False  # needs a CUDA device; refused in one line elsewhere
     min_capability: tuple[int, int] | None = None  # CUDA compute capability it needs (8.0: A100, L40S, H100, H200)
     dtypes: tuple[str, ...] = ()  # the only dtypes it runs in (empty: any)
-    fidelity: str = EXACT  # EXACT | EQUIVALENT | LOSSY: the proof its tokens are held to
+    fidelity: str = EXACT  # EXACT | EQUIVALENT | LOSSY | SPECULATIVE: the proof its tokens are held to
     weight_bits: int | None = None  # bits per weight of the model's linear layers (None: the dtype's)
     requires: tuple[tuple[str, str], ...] = ()  # other knobs' values it needs, (knob, value) each
     no_mask: bool = False  # attention backends that take no explicit mask: refused with a masked cache on CUDA
     cuda_graphs: bool = False  # compile modes: replays decode as CUDA graphs, so the cache must keep fixed shapes
     overrun: int | None = 0  # stop checks: steps it may enqueue past sync's end; None: always runs max_seqlen steps
+    reads_behind: int = 0  # stop checks: a wait after step i reads step i - reads_behind's flag (when tokens are held)
     fixed_shapes: bool = False  # caches: tensors allocated once at fixed addresses (CUDA graphs, compiled presets)
     masked: bool = False  # caches: the model is given an explicit attention mask (a `no_mask` backend cannot run it)
     compile_cost: float = 0.0  # compile modes: compile time against compile=default (the pricing prior's guess)
@@ -76,6 +79,9 @@ class Declared:
     requests_only: bool = False  # serves requests: refused with requests = 0
     compiles_fixed_only: bool = False  # compiles a fixed-shape cache only (generate() leaves a DynamicCache eager)
     owns: str = ""  # what it brings of its own instead of what it `requires`, as its refusal says ("stop check")
+    needs_draft: bool = False  # proposes with the model's draft companion: refused for a model with none
+    advancing_requires: tuple[tuple[str, str], ...] = ()  # engines: other knobs' values it needs to run an advancing
+    # knob's value its own way (generate()'s own speculation: eager, on a dynamic cache)
 
 
 # fmt: off
@@ -89,6 +95,8 @@ KNOB_DECLARATIONS: tuple[Knob, ...] = (
     Knob("batching", LOOP, PLAIN, graph=False, doc="how request workloads fill the batch's slots"),
     Knob("quant", MODEL, PLAIN, graph=True, doc="weight-only quantization of the model's linear layers"),
     Knob("attention", STEP, PLAIN, graph=True, doc="the scaled-dot-product-attention backend a step may use"),
+    Knob("speculate", LOOP, PLAIN, graph=True, advances=True,
+         doc="greedy speculative decoding: k tokens proposed, verified in one forward of k + 1 positions"),
 )
 
 _D = Declared
@@ -112,9 +120,11 @@ DECLARED: tuple[Declared, ...] = (
     _D("stop_check", "sync", "tokengen.decode.stop_checks:sync_check", family=REFERENCE,
        doc="the article's check: the host reads the finished flag every step and waits for the device"),
     _D("stop_check", "pipelined", "tokengen.decode.stop_checks:pipelined_check", family=LAGGED, preset="pipelined",
-       cuda_only=True, overrun=1, doc="the article's ping-pong: two streams, the host reads the last step's flag"),
+       cuda_only=True, overrun=1, reads_behind=1,
+       doc="the article's ping-pong: two streams, the host reads the last step's flag"),
     _D("stop_check", "deferred", "tokengen.decode.stop_checks:deferred_check", family=LAGGED, preset="deferred",
-       cuda_only=True, overrun=1, doc="one stream, the host reads step i-1's pinned flag while the device runs step i"),
+       cuda_only=True, overrun=1, reads_behind=1,
+       doc="one stream, the host reads step i-1's pinned flag while the device runs step i"),
     _D("stop_check", "every_k", "tokengen.decode.every_k:every_k_check", family=LAGGED, preset="every_k",
        overrun=3, doc="the host reads the finished flag every 4th step only: 4x fewer waits, the same tokens"),
     _D("stop_check", "none", "tokengen.decode.stop_checks:no_check", family=BOUND, preset="nocheck", overrun=None,
@@ -128,7 +138,7 @@ DECLARED: tuple[Declared, ...] = (
        doc="this project's decode loop (and request server), composed from the other knobs"),
     _D("engine", "generate", "tokengen.engines.hf_generate:GenerateEngine", family=PEER, preset="hf_generate",
        overhead_s=0.5e-3, greedy_only=True, requires=(("stop_check", "sync"),), owns="stop check",
-       compiles_fixed_only=True, not_with_requests=True,
+       compiles_fixed_only=True, not_with_requests=True, advancing_requires=(("cache", "dynamic"), ("compile", "off")),
        doc="transformers' model.generate(), greedy, on the same prompts and stop rule"),
     _D("engine", "generate_batch", None, family=PEER, preset="hf_generate_batch",
        server="tokengen.engines.hf_generate_batch:GenerateBatchEngine", overhead_s=1.0e-3, greedy_only=True,
@@ -153,6 +163,15 @@ DECLARED: tuple[Declared, ...] = (
        doc="FlashAttention: fused, tiled, online softmax; on CUDA it takes no explicit mask"),
     _D("attention", "cudnn", "tokengen.knobs.attention:CUDNN", preset="sdpa_cudnn", fidelity=EQUIVALENT,
        cuda_only=True, min_capability=(8, 0), doc="cuDNN's fused attention"),
+    _D("speculate", "none", None, doc="one forward, one token per row per step"),
+    *(_D("speculate", f"lookup{k}", f"tokengen.decode.speculate:LOOKUP{k}", family="lookup", preset=f"lookup{k}",
+         fidelity=SPECULATIVE, greedy_only=True, max_batch=1, needs_cache=True, not_with_requests=True,
+         doc=f"prompt lookup: the {k} tokens after the row's last 3-, 2- or 1-gram's latest earlier match, verified")
+      for k in (2, 4, 8)),
+    *(_D("speculate", f"draft{k}", f"tokengen.decode.speculate:DRAFT{k}", family="draft", preset=f"draft{k}",
+         fidelity=SPECULATIVE, greedy_only=True, max_batch=1, needs_cache=True, not_with_requests=True,
+         needs_draft=True, doc=f"a draft model (the model's smaller companion) proposes {k} tokens greedily, verified")
+      for k in (2, 4, 8)),
 )
 EVERY, AWAY = "every", "away"  # a preset axis's values: every one of its knob's, or every one but the plain one
 
@@ -279,9 +298,13 @@ def trial_values(knobs: dict) -> list[Declared]:
 
 
 def fidelity_of(knobs: dict) -> str:
-    """The proof a trial's tokens are held to: exact unless some value is equivalent or lossy (lossy wins)."""
+    """The proof a trial's tokens are held to: exact unless some value is speculative, equivalent or lossy (lossy wins,
+    then equivalent: a gated value's reference is every knob plain)."""
     kinds = {d.fidelity for d in trial_values(knobs)}
-    return LOSSY if LOSSY in kinds else EQUIVALENT if EQUIVALENT in kinds else EXACT
+    for kind in (LOSSY, EQUIVALENT, SPECULATIVE):
+        if kind in kinds:
+            return kind
+    return EXACT
 
 
 def weight_bits(knobs: dict) -> int | None:

@@ -1,18 +1,19 @@
 """The rule each declared fact of a value makes, for whichever knob the value belongs to: one function per fact.
 
 A value declares what it needs of the rest of the trial (tokengen/contract/declarations.py: `greedy_only`,
-`requires`, `compiles_fixed_only`, `max_batch`, `needs_cache`, `requests_only`, `not_with_requests`); each function
-here reads one of those facts off any value and answers with the reason the trial cannot run, in one line that names
-the fix, or None. tokengen/contract/rules.py asks them all, in `FACT_RULES`' order, of every value of a trial, so a
-new value's facts are enforced with no line written here.
+`requires`, `advancing_requires`, `compiles_fixed_only`, `max_batch`, `needs_cache`, `needs_draft`, `requests_only`,
+`not_with_requests`); each function here reads one of those facts off any value and answers with the reason the
+trial cannot run, in one line that names the fix, or None. tokengen/contract/rules.py asks them all, in `FACT_RULES`'
+order, of every value of a trial, so a new value's facts are enforced with no line written here.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from tokengen.contract.declarations import CACHED, Declared, declared, plain, values
+from tokengen.contract.declarations import CACHED, Declared, declared, knob, plain, trial_values, values
 from tokengen.contract.spec import TrialSpec
+from tokengen.contract.trained import COMPANIONS, draft_of
 from tokengen.contract.variants import label_for
 
 
@@ -41,6 +42,28 @@ def requirements(spec: TrialSpec, value: Declared) -> str | None:
         return f"{_this(value)} has its own {value.owns}" + (f" ({got})" if several else "") + f": use {fix}"
     needed = ", ".join(f"{knob}={name}" for knob, name in value.requires)
     return f"{_this(value)} needs {needed} (got {got}): use {fix}"
+
+
+def advancing_requirements(spec: TrialSpec, value: Declared) -> str | None:
+    """An engine that runs an advancing knob's value its own way only with other knobs' values (generate()'s own
+    speculation runs eager, on a dynamic cache): refused where the trial advances otherwise than one token a step."""
+    if not value.advancing_requires:
+        return None
+    advancing = [d for d in trial_values(spec.knobs) if knob(d.knob).advances and d.impl is not None]
+    wrong = [(k, name) for k, name in value.advancing_requires if str(getattr(spec, k)) != name]
+    if not advancing or not wrong:
+        return None
+    needed = ", ".join(f"{k}={name}" for k, name in value.advancing_requires)
+    got = ", ".join(f"{k}={getattr(spec, k)}" for k, _ in wrong)
+    fix = ", ".join(f"{k}={name}" for k, name in wrong)
+    return f"{_this(value)} runs {_this(advancing[0])} only with {needed} (got {got}): use {fix}"
+
+
+def needs_draft(spec: TrialSpec, value: Declared) -> str | None:
+    if not value.needs_draft or draft_of(spec.model) is not None:
+        return None
+    with_one = " or model=".join(COMPANIONS)
+    return f"{_this(value)} proposes with the model's draft companion, and model {spec.model} has none: use model={with_one}"
 
 
 def compiles_fixed_only(spec: TrialSpec, value: Declared) -> str | None:
@@ -90,9 +113,11 @@ def not_with_requests(spec: TrialSpec, value: Declared) -> str | None:
 FACT_RULES: tuple[Callable[[TrialSpec, Declared], str | None], ...] = (
     greedy_only,
     requirements,
+    advancing_requirements,
     compiles_fixed_only,
     max_batch,
     needs_cache,
+    needs_draft,
     requests_only,
     not_with_requests,
 )

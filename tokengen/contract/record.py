@@ -28,7 +28,7 @@ import typing
 from dataclasses import dataclass
 
 from tokengen.contract.names import FINISHED
-from tokengen.contract.spec import SPEC_FIELDS, SpecError, parse_field
+from tokengen.contract.spec import FIELD_TYPES, SPEC_FIELDS, SpecError, parse_field
 
 METRIC, SERIES, TAG, PARAM, RECORD = "metric", "series", "tag", "param", "record"
 
@@ -68,6 +68,43 @@ class TrialResult:
     request_latency_p50_s: float | None = _f(METRIC)  # requests: run start -> the host learns one ended (median run)
     request_latency_p90_s: float | None = _f(METRIC)
     slot_occupancy: float | None = _f(METRIC)  # requests: useful tokens / (slots x forwards), the rest idle or padding
+    # requests under load (tokengen/measure/load_figures.py): each request's figures from its own arrival, warm-up
+    # and drain left out, the median over the timed runs of each run's p50/p90/p99 (a p99 of < 100 requests: their
+    # maximum) and mean; queue: arrival -> its prefill; ttft: -> the host holds its first token; tpot: first -> last
+    # token over the tokens after the first; itl: the host's gaps between its tokens; e2e: -> its last token
+    request_queue_p50_s: float | None = _f(METRIC)
+    request_queue_p90_s: float | None = _f(METRIC)
+    request_queue_p99_s: float | None = _f(METRIC)
+    request_queue_mean_s: float | None = _f(METRIC)
+    request_ttft_p50_s: float | None = _f(METRIC)
+    request_ttft_p90_s: float | None = _f(METRIC)
+    request_ttft_p99_s: float | None = _f(METRIC)
+    request_ttft_mean_s: float | None = _f(METRIC)
+    request_tpot_p50_s: float | None = _f(METRIC)
+    request_tpot_p90_s: float | None = _f(METRIC)
+    request_tpot_p99_s: float | None = _f(METRIC)
+    request_tpot_mean_s: float | None = _f(METRIC)
+    request_itl_p50_s: float | None = _f(METRIC)
+    request_itl_p90_s: float | None = _f(METRIC)
+    request_itl_p99_s: float | None = _f(METRIC)
+    request_itl_mean_s: float | None = _f(METRIC)
+    request_e2e_p50_s: float | None = _f(METRIC)
+    request_e2e_p90_s: float | None = _f(METRIC)
+    request_e2e_p99_s: float | None = _f(METRIC)
+    request_e2e_mean_s: float | None = _f(METRIC)
+    requests_measured: int | None = _f(METRIC)  # the requests those figures count (warm-up and drain left out)
+    offered_rate_rps: float | None = _f(METRIC)  # their arrival rate: the drawn schedule's own (None: offline)
+    achieved_rate_rps: float | None = _f(METRIC)  # their completion rate: below offered, the server falls behind
+    output_tokens_per_s: float | None = _f(METRIC)  # every request's tokens, first arrival -> last token
+    arrival_error_median_s: float | None = _f(METRIC)  # an arrival registered less its scheduled time (the clock's)
+    arrival_error_p99_s: float | None = _f(METRIC)
+    goodput_rps: float | None = _f(METRIC)  # requests/s within both SLO limits (tokengen/contract/slo.py)
+    slo_met: bool | None = _f(METRIC)  # the SLO's percentile of TTFT and of TPOT within its limits
+    slo_ttft_s: float | None = _f(METRIC)  # the SLO it was judged by
+    slo_tpot_s: float | None = _f(METRIC)
+    slo_percentile: float | None = _f(METRIC)
+    serving_note: str | None = _f(TAG)  # falling behind; a p99 that is a maximum
+    request_trace_sha256: str | None = _f(TAG)  # the content of the request_trace file served
     ttft_s: float | None = _f(METRIC)  # time to first token: prefill + first sample (instrumented run)
     tpot_s: float | None = _f(METRIC)  # time per output token after the first: (median - ttft) / (row's tokens - 1)
     step_latency_median_s: float | None = _f(METRIC)
@@ -125,8 +162,9 @@ class TrialResult:
     # tokens
     tokens_sha256: str | None = _f(TAG)  # the last timed run's, docs/design.md's checksum
     deterministic: bool | None = _f(METRIC)  # every timed run returned the same tokens
-    # fidelity: a trial with equivalent or lossy values against the reference model (tokengen/measure/agreement.py)
-    fidelity: str | None = _f(TAG)  # exact | equivalent | lossy (tokengen.contract.declarations); None: exact
+    # fidelity: a trial with equivalent or lossy values against the reference model (tokengen/measure/agreement.py),
+    # a speculative one against its plain twin (tokengen/measure/speculation_proof.py)
+    fidelity: str | None = _f(TAG)  # equivalent | lossy | speculative (tokengen.contract.declarations); None: exact
     fidelity_verdict: str | None = _f(TAG)  # tokengen.contract.fidelity.verdict at fidelity_gate
     fidelity_gate: float | None = _f(METRIC)  # the top-1 agreement it had to reach
     top1_agreement: float | None = _f(METRIC)  # teacher-forced: steps whose argmax is the reference's
@@ -135,6 +173,12 @@ class TrialResult:
     top1_margin_median: float | None = _f(METRIC)  # the reference's median top-1 minus top-2 logit
     rows_exact: int | None = _f(METRIC)  # free-running: rows whose tokens are the reference's
     first_divergence_step: int | None = _f(METRIC)  # free-running: first step where a row differs (None: none)
+    divergence_margin: float | None = _f(METRIC)  # speculative: the twin's top-1 minus top-2 logit at that step
+    # speculation: a generation whose advance verifies proposals (tokengen/decode/speculate.py), its last timed run
+    accepted_per_verify: float | None = _f(METRIC)  # proposed tokens accepted per verify forward (mean, 0..k)
+    acceptance_rate: float | None = _f(METRIC)  # accepted / proposed
+    forwards_per_token: float | None = _f(METRIC)  # the model's forwards per generated token of a row (plain: 1.0)
+    proposer_share: float | None = _f(METRIC)  # the run's time spent proposing (draft forwards, n-gram search)
     # profiling
     profile_window: str | None = _f(TAG)
     profile_trace: str | None = _f(TAG)
@@ -284,7 +328,9 @@ _LISTS = tuple(name for name, kind in _KINDS.items() if kind is list)
 
 def typed(name: str, value):
     """A value read back from MLflow (text params and tags, float metrics) as the record types it;
-    names the record does not declare pass through unchanged."""
+    names the record does not declare pass through unchanged (a text spec field's "" stays "": request_trace unset)."""
+    if value == "" and name in SPEC_FIELDS and FIELD_TYPES[name] is str:
+        return value
     if value is None or (isinstance(value, float) and math.isnan(value)) or value in ("None", ""):
         return None
     if name in SPEC_FIELDS:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 
+from tokengen.contract.arrivals import arrival_problem
 from tokengen.contract.declarations import BOUND, declared, trial_values
 from tokengen.contract.declarations import KNOBS as DECLARED_KNOBS
 from tokengen.contract.declarations import PEER as PEER_FAMILY
@@ -117,7 +118,7 @@ def serving_problem(spec: TrialSpec) -> str | None:
     fix, or None."""
     if not isinstance(spec.requests, int) or spec.requests < 0:
         return f"requests must be an integer >= 0 (got {spec.requests!r}): 0 runs one batch, N > 0 serves N requests"
-    return choice_problem(spec) or facts_incompatibility(spec) or serving_incompatibility(spec)
+    return arrival_problem(spec) or choice_problem(spec) or facts_incompatibility(spec) or serving_incompatibility(spec)
 
 
 def serving_incompatibility(spec: TrialSpec) -> str | None:
@@ -131,6 +132,11 @@ def serving_incompatibility(spec: TrialSpec) -> str | None:
             f"sampling={spec.sampling} with requests: a request's draws would depend on its slot; use sampling=greedy"
         )
     if declared("engine", spec.engine).family == PEER_FAMILY:
+        if spec.request_rate or spec.request_trace:
+            return (
+                f"engine={spec.engine} serves offline only here (its manager is not fed requests as they arrive): "
+                "use request_rate=0 and no request_trace, or our server (engine=loop)"
+            )
         return None  # transformers' server: its own cache and loop, as its declared requirements hold
     if not declared("cache", spec.cache).fixed_shapes:
         fixed = " or cache=".join(c.name for c in knob_values("cache") if c.fixed_shapes)

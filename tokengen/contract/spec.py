@@ -87,6 +87,10 @@ class TrialSpec:
     prompt_len: int = _field(1, WORKLOAD)  # 1 = BOS only (the article); P > 1: BOS + P-1 seeded ids per row
     matmul_precision: str = _field("highest", WORKLOAD)  # high = TF32, as the article runs float32
     requests: int = _field(0, WORKLOAD)  # 0: one batch of batch_size rows; N > 0: N requests served by batch_size slots
+    # when requests arrive (tokengen/contract/arrivals.py): 0 offline, all at the start; R > 0 requests/s, open loop
+    request_rate: float = _field(0.0, WORKLOAD)
+    burstiness: float = _field(1.0, WORKLOAD)  # the gaps' gamma shape: 1 Poisson, below 1 burstier (vLLM's)
+    request_trace: str = _field("", WORKLOAD)  # an absolute path: a CSV of arrival time, prompt and output length
     # runs=auto (0): at least min_runs, then until the 95% interval of the mean runtime is within target_ci of the
     # mean (half-width / mean), at most max_runs (tokengen/measure/run_count.py); a fixed count ignores them
     min_runs: int = _field(3, MEASUREMENT)

@@ -29,8 +29,8 @@ from typing import Callable, Protocol
 
 import torch
 
-from tokengen.contract.declarations import LOOP, knobs_where, load
-from tokengen.contract.spec import TrialSpec
+from tokengen.contract.declarations import LOOP, knobs_where, load, plain
+from tokengen.contract.spec import SpecError, TrialSpec
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,21 @@ class AdvanceCounts:
     forwards: int = 0  # the model's forwards run by the advances (a draft model's own not included)
     proposed: int = 0  # tokens proposed for a verify forward
     accepted: int = 0  # proposed tokens the verify forward kept
+    verifies: int = 0  # forwards that verified proposals (several positions at once)
+    proposer_s: float = 0.0  # seconds spent proposing (draft forwards, n-gram search)
+
+    def figures(self, row_tokens: float, seconds: float) -> dict:
+        """The record's figures of a generation whose advances proposed ({} for one that never did): tokens
+        accepted per verify forward, acceptance, the model's forwards per token of a row (1.0 for one token per
+        forward), the proposer's share of the run's `seconds`."""
+        if not (self.verifies or self.proposer_s):
+            return {}
+        return {
+            "accepted_per_verify": self.accepted / self.verifies if self.verifies else None,
+            "acceptance_rate": self.accepted / self.proposed if self.proposed else None,
+            "forwards_per_token": self.forwards / row_tokens if row_tokens else None,
+            "proposer_share": self.proposer_s / seconds if seconds else None,
+        }
 
 
 class Lane(Protocol):
@@ -91,6 +106,20 @@ class OneToken:
 
     def counts(self) -> AdvanceCounts:
         return AdvanceCounts(forwards=self.forwards)
+
+
+def generate_arguments(model: torch.nn.Module, spec: TrialSpec) -> tuple[dict, dict]:
+    """What transformers' generate() is given to advance as the trial's advancing value does (its own speculation,
+    the value's peer): (GenerationConfig fields, call arguments), from the value's factory; ({}, {}) at the plain
+    value. A value whose factory has no such counterpart is refused in one line."""
+    for knob in knobs_where(acts=LOOP, advances=True):
+        make = load(knob, getattr(spec, knob))
+        if make is not None:
+            if not hasattr(make, "generate_arguments"):
+                engine = plain("engine").name
+                raise SpecError(f"{knob}={getattr(spec, knob)} has no generate() counterpart: use engine={engine}")
+            return make.generate_arguments(model, spec)
+    return {}, {}
 
 
 def advance_for(spec: TrialSpec) -> Advance:

@@ -23,6 +23,7 @@ from transformers import (
 from tokengen.contract.declarations import RECOMPUTE, declared, load
 from tokengen.contract.forms import parse_stop
 from tokengen.contract.spec import SpecError, TrialSpec
+from tokengen.decode.advance import generate_arguments
 from tokengen.decode.loop import Generation
 from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.ranges import NO_RANGES, NoRanges
@@ -83,6 +84,7 @@ def hf_generate(
     spec: TrialSpec,
     logits_processors: Sequence[LogitsProcessor] = (),
     compile_config: CompileConfig | None = None,
+    speculation: tuple[dict, dict] = ({}, {}),
 ) -> torch.Tensor:
     """(B, P + steps) tokens from greedy model.generate() on the trial's prompts, prompt included:
     rows end at their own EOS (stop=model, any of a list of EOS ids), never (stop=never), or at
@@ -90,7 +92,8 @@ def hf_generate(
     everything (use_cache=False), dynamic and static use generate()'s caches of the same names.
 
     `logits_processors` run after ours (a step timer can watch through one); `compile_config` is
-    generate()'s own compilation of its decode step."""
+    generate()'s own compilation of its decode step; `speculation` its own speculative decoding (GenerationConfig
+    fields, call arguments: tokengen.decode.advance.generate_arguments)."""
     if not comparable(spec):
         raise SpecError(f"sampling={spec.sampling} has no generate() peer: use sampling=greedy")
     config = model.config
@@ -109,11 +112,17 @@ def hf_generate(
         pad_token_id=eos[0] if eos else 0,
         compile_config=compile_config,
         **cache,
+        **speculation[0],
     )
     processors = LogitsProcessorList([*rules.pop("logits_processor", []), *logits_processors])
     attention_mask = torch.ones_like(prompts)
     return model.generate(
-        prompts, attention_mask=attention_mask, generation_config=generation, logits_processor=processors, **rules
+        prompts,
+        attention_mask=attention_mask,
+        generation_config=generation,
+        logits_processor=processors,
+        **rules,
+        **speculation[1],
     )
 
 
@@ -166,7 +175,9 @@ class GenerateEngine:
     """transformers' `model.generate()` on the trial's prompts, greedy, with the trial's cache and
     stop rule (tokengen.engines.hf_generate). compile=default is generate()'s own compilation of the decode
     step (a CompileConfig with the mode's torch.compile keywords, allowed on every device so the CPU
-    compiles too)."""
+    compiles too). A trial's advancing value (speculate) is run as generate()'s own speculation at the same k: prompt
+    lookup, or its assisted generation with the same draft model; there its logits processors run once per verified
+    position (and prompt lookup's on stand-in logits before a forward), so the step timer's marks are not forwards."""
 
     def __init__(self, model: torch.nn.Module, spec: TrialSpec):
         self.model, self.spec = model, spec
@@ -175,6 +186,7 @@ class GenerateEngine:
         if options is not None:
             self.compile_config = CompileConfig(**options)
             self.compile_config._compile_all_devices = True  # generate() otherwise compiles on CUDA only
+        self.speculation = generate_arguments(model, spec)
 
     @torch.inference_mode()
     def __call__(self, wrap_step: Callable | None = None, ranges: NoRanges = NO_RANGES) -> Generation:
@@ -190,7 +202,11 @@ class GenerateEngine:
             watcher.start()
         try:
             tokens = hf_generate(
-                self.model, self.spec, logits_processors=watchers, compile_config=self.compile_config
+                self.model,
+                self.spec,
+                logits_processors=watchers,
+                compile_config=self.compile_config,
+                speculation=self.speculation,
             )  # (B, P + steps)
         finally:
             for watcher in watchers:

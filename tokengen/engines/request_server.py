@@ -24,9 +24,18 @@ check (pipelined, deferred) has by then run one step more: every slot's state is
 it (a live slot has its next token; an ended slot writes only to a spare row), so nothing needs to
 be dropped. The server counts its steps itself: the forwards run, admission steps included.
 
-A request's latency is the time from the run's start (every request is queued then: offline mode)
-to the moment the host learns that the request ended (its last token's step, with a sync check), as
-a server would answer it.
+Requests arrive as the trial's arrival fields say (tokengen/contract/arrivals.py): offline, every request is queued
+when the run starts; at a `request_rate` or from a `request_trace`, open loop, on the host clock
+(tokengen/engines/arrival_clock.py): a request is admitted only once it has arrived, in arrival order; a server
+with no request in hand sleeps until the next one arrives, and a continuous server with a free slot ends its
+segment at the first step boundary after an arrival (the arrival flag joins the stop check's condition, so it is
+learned at the check's cadence, as an end is). Static batching admits what has arrived, up to S, once every slot
+is free. Under a trace each request reads its own prompt length (the admission step prefills each slot's own) and
+ends at its own output length.
+
+A request's `latencies_s` runs from the run's start to when the host learns that it ended; the run also keeps each
+request's arrival, registration and admitting forward, and when the host began each forward and held its tokens
+(tokengen/engines/host_times.py): tokengen/measure/load_figures.py makes each request's latencies from them.
 """
 
 from __future__ import annotations
@@ -38,15 +47,18 @@ from typing import Callable
 
 import torch
 
+from tokengen.contract.arrivals import schedule_for
 from tokengen.contract.declarations import declared, load
 from tokengen.contract.forms import parse_stop
 from tokengen.contract.spec import TrialSpec
 from tokengen.decode.advance import advance_for
 from tokengen.decode.loop import Generation, compile_model
 from tokengen.decode.prompts import prompt_ids
-from tokengen.decode.ranges import NO_RANGES, NoRanges, RelayRanges
+from tokengen.decode.ranges import NO_RANGES, NoRanges
 from tokengen.decode.sampling import make_sampler
 from tokengen.decode.stopping import row_lengths, target_lengths
+from tokengen.engines.arrival_clock import ArrivalClock
+from tokengen.engines.host_times import HostTimes
 from tokengen.engines.slot_cache import SlotKV
 from tokengen.measure.clocks import percentile
 from tokengen.models import eos_ids
@@ -59,6 +71,12 @@ class Served(Generation):
 
     latencies_s: list[float] = field(default_factory=list)  # (N,) run start -> the host learns it ended
     slots: int = 1
+    # the run's clock, in seconds after its start (tokengen/engines/arrival_clock.py, host_times.py)
+    arrivals_s: list[float] = field(default_factory=list)  # (N,) each request's scheduled arrival (offline: 0)
+    registered_s: list[float] = field(default_factory=list)  # (N,) when the server registered it
+    admitted_at: list[int] = field(default_factory=list)  # (N,) the forward that admitted it (its prefill)
+    entered_s: list[float] = field(default_factory=list)  # (F,) when the host began each forward
+    held_s: list[float] = field(default_factory=list)  # (F,) when the host held each forward's tokens
 
     def __post_init__(self) -> None:
         if self.produced is None:  # slot-steps: every slot makes a token per forward, idle or padding included
@@ -66,7 +84,11 @@ class Served(Generation):
 
 
 def request_lengths(spec: TrialSpec, tokens: torch.Tensor, eos: list[int]) -> torch.Tensor:
-    """(N,) generated tokens of each request up to its end, EOS included (tokengen.decode.stopping.row_lengths)."""
+    """(N,) generated tokens of each request up to its end, EOS included (tokengen.decode.stopping.row_lengths; a
+    trace's output lengths)."""
+    schedule = schedule_for(spec)
+    if schedule is not None and schedule.output_lens is not None:
+        return torch.tensor(schedule.output_lens)
     return row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, tokens, eos, spec.max_seqlen)
 
 
@@ -91,17 +113,6 @@ class _Slots:
     finished: torch.Tensor  # (S,) bool: its request has ended, or it holds none
     unseen: torch.Tensor  # (S,) bool: it holds a request whose end the host has not yet learned
     tokens: torch.Tensor  # (N + 1, P + max_seqlen)
-
-
-class _RunSteps(RelayRanges):
-    """A stop check numbers its steps from 0 in every segment; profiling windows count the run's forwards."""
-
-    def __init__(self, inner: NoRanges):
-        super().__init__(inner)
-        self.offset = 0
-
-    def step(self, i: int):
-        return self.inner.step(self.offset + i)
 
 
 class _SlotLane:
@@ -152,7 +163,18 @@ class RequestServer:
         self.eos = torch.tensor(eos_ids(model.config) or [-1], device=self.device)
         self.pad = (eos_ids(model.config) or [-1])[0]  # a host copy: reading eos[0] back would wait for the device
         self.pinned = self.device.type == "cuda"
+        self.reads_behind = declared("stop_check", spec.stop_check).reads_behind
+        schedule = schedule_for(spec)
+        self.clock = ArrivalClock(schedule and schedule.times_s, self.count)
+        self.arrivals = list(schedule.times_s) if schedule else [0.0] * self.count
+        self.prompt_lens = None
         targets = target_lengths(spec.stop, self.count, spec.max_seqlen, spec.seed)
+        if schedule is not None and schedule.output_lens is not None:  # a trace: its lengths end its requests
+            self.kind, targets = "trace", torch.tensor(schedule.output_lens)
+            lengths = torch.tensor([*schedule.prompt_lens, spec.prompt_len])  # (N + 1,)
+            beyond = torch.arange(spec.prompt_len)[None, :] >= lengths[:, None]  # (N + 1, P): past its own prompt
+            self.prompts = self.prompts.masked_fill(beyond.to(self.device), self.pad)
+            self.prompt_lens = lengths.to(self.device)
         if targets is not None:  # (N + 1,): the spare row ends at once
             self.targets = torch.cat([targets, torch.ones(1, dtype=torch.long)]).to(self.device)
 
@@ -191,7 +213,8 @@ class RequestServer:
         state.finished &= ~admitted
         state.unseen |= admitted
         fed = torch.where(admitted[:, None], self.prompts[incoming], state.last[:, None])  # (S, P)
-        return self.cache.admit(self.eager, fed, admitted)
+        lengths = None if self.prompt_lens is None else self.prompt_lens[incoming]  # (S,): a trace's prompt lengths
+        return self.cache.admit(self.eager, fed, admitted, lengths)
 
     def _decode(self, state: _Slots) -> torch.Tensor:
         if self.graphed:
@@ -218,36 +241,53 @@ class RequestServer:
         spec, state = self.spec, self._fresh()
         lane = _SlotLane(self, state, make_sampler(spec.sampling, spec.seed, self.device), ranges)
         self.advance.start(lane)
-        steps = _RunSteps(ranges)
         held: list[int | None] = [None] * self.slots  # the host's view: the request each slot serves
-        ended_at = [0.0] * self.count
+        ended_at, admitted_at = [0.0] * self.count, [0] * self.count
         queued, forwards = 0, 0
 
         def step(i: int) -> None:
             nonlocal forwards
+            times.enter()
             self.advance(i)
             forwards += 1
 
         marked = wrap_step(step) if wrap_step else step
         start = time.perf_counter()
+        times = HostTimes(ranges, self.reads_behind, start)  # also numbers the segments' steps for a profiler
+        clock = self.clock
+        clock.start(start)
         free = list(range(self.slots))
-        while True:
-            learned = time.perf_counter() - start
-            for s in free:
-                if held[s] is not None:
-                    ended_at[held[s]], held[s] = learned, None
-            take = free[: self.count - queued] if spec.batching == "continuous" or len(free) == self.slots else []
-            if take:
-                lane.admitting = (take, list(range(queued, queued + len(take))))
-                queued += len(take)
-                for s, r in zip(*lane.admitting):
-                    held[s] = r
-            if all(h is None for h in held):
-                break
-            steps.offset = forwards
-            self.stop_check(marked, lambda: (state.finished & state.unseen).any(), spec.max_seqlen + 1, steps)
-            free = [s for s, done in enumerate(state.finished.tolist()) if done]  # the host reads the mask
-            state.unseen &= ~state.finished
+        try:
+            while True:
+                learned = time.perf_counter() - start
+                for s in free:
+                    if held[s] is not None:
+                        ended_at[held[s]], held[s] = learned, None
+                waiting = clock.arrived - queued  # arrived, not yet admitted: never one that has not arrived
+                take = free[:waiting] if spec.batching == "continuous" or len(free) == self.slots else []
+                if take:
+                    lane.admitting = (take, list(range(queued, queued + len(take))))
+                    queued += len(take)
+                    for s, r in zip(*lane.admitting):
+                        held[s], admitted_at[r] = r, forwards
+                if all(h is None for h in held):
+                    if queued == self.count:
+                        break
+                    clock.wait_beyond(queued)  # nothing in hand: sleep until the next request arrives
+                    continue
+                # a continuous server with a slot to spare also ends its segment once another request arrives
+                watch = spec.batching == "continuous" and len(take) < len(free)
+
+                def ended_or_arrived(watch=watch, queued=queued) -> torch.Tensor:
+                    ended = (state.finished & state.unseen).any()
+                    return ended | True if watch and clock.arrived > queued else ended
+
+                self.stop_check(marked, ended_or_arrived, spec.max_seqlen + 1, times)
+                free = [s for s, done in enumerate(state.finished.tolist()) if done]  # the host reads the mask
+                times.end_segment(forwards)
+                state.unseen &= ~state.finished
+        finally:
+            clock.stop()
         return Served(
             tokens=state.tokens[: self.count],
             steps=forwards,
@@ -255,4 +295,9 @@ class RequestServer:
             latencies_s=ended_at,
             slots=self.slots,
             counts=self.advance.counts(),
+            arrivals_s=list(self.arrivals),
+            registered_s=list(clock.registered_s),
+            admitted_at=admitted_at,
+            entered_s=times.entered_s,
+            held_s=times.held_s,
         )

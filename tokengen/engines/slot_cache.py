@@ -13,7 +13,8 @@ new columns at per-slot indices and returns the whole buffer, and the mask says 
   while every other slot takes its decode step in the same forward: its token in query 0, written at
   its position; its P - 1 padding queries write to spare columns T..T+P-2 that no mask ever shows.
   One forward admits any number of requests and moves every other slot on: no slot waits for a
-  prefill, and the shape is fixed, (S, P), whatever the number admitted.
+  prefill, and the shape is fixed, (S, P), whatever the number admitted. A request of a shorter prompt
+  (p < P, a trace's) fills columns 0..p-1 and writes its padding queries to the spare columns too.
 
 Positions and masks reach the model explicitly (`position_ids`, a 4-D `attention_mask`, which
 transformers uses as it is, so its mask code and its host syncs never run). Full-attention layers
@@ -90,12 +91,12 @@ class SlotKV:
         zero = torch.zeros((), dtype=self.dtype, device=allowed.device)
         return zero.masked_fill(~allowed, torch.finfo(self.dtype).min)
 
-    def _advance(self, admitted: torch.Tensor | None = None) -> None:
-        """Next columns: an admitted slot's is P, every other slot's one further, held at the last
-        usable column (a slot past its end writes there until it is refilled)."""
+    def _advance(self, admitted: torch.Tensor | None = None, lengths: torch.Tensor | None = None) -> None:
+        """Next columns: an admitted slot's is its prompt's length, every other slot's one further, held at
+        the last usable column (a slot past its end writes there until it is refilled)."""
         self.positions.add_(1).clamp_(max=self.length - 1)
         if admitted is not None:
-            self.positions.masked_fill_(admitted, self.prompt_len)
+            self.positions.copy_(torch.where(admitted, lengths, self.positions))
 
     def decode(self, model, last: torch.Tensor) -> torch.Tensor:
         """Every slot feeds last (S,) at its position; logits (S, V)."""
@@ -111,14 +112,19 @@ class SlotKV:
         self._advance()
         return out.logits[:, -1, :]  # (S, 1, V) -> (S, V)
 
-    def admit(self, model, tokens: torch.Tensor, admitted: torch.Tensor) -> torch.Tensor:
-        """One forward over tokens (S, P): admitted (S,) slots' prompts, and every other slot's decode
-        step (its token in column 0); logits (S, V) at each row's last real token. Run eagerly on the
-        model's decoder, so the LM head projects one position per row, not P."""
+    def admit(
+        self, model, tokens: torch.Tensor, admitted: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """One forward over tokens (S, P): admitted (S,) slots' prompts (each `lengths` (S,) long, P where
+        None), and every other slot's decode step (its token in column 0); logits (S, V) at each row's
+        last real token. Run eagerly on the model's decoder, so the LM head projects one position per row, not P."""
         prompt_len = tokens.shape[1]
+        if lengths is None:
+            lengths = torch.full_like(self.positions, prompt_len)
         query = self.columns[:prompt_len]  # (P,)
         spare = self.length + query - 1  # (P,): columns no mask shows (query 0's entry is never used)
-        self.write_at = torch.where(admitted[:, None], query, torch.where(query == 0, self.positions[:, None], spare))
+        real = admitted[:, None] & (query[None, :] < lengths[:, None])  # (S, P): a prompt's own ids
+        self.write_at = torch.where(real, query, torch.where(query == 0, self.positions[:, None], spare))
         positions = torch.where(admitted[:, None], query, self.positions[:, None])  # (S, P): padding repeats the slot's
         seen = self.columns[None, None, :]  # (1, 1, T + P - 1)
         allowed = torch.where(
@@ -133,7 +139,7 @@ class SlotKV:
             use_cache=True,
             **{self.kwarg: self.cache},
         )  # allowed: (S, P, T + P - 1)
-        last = torch.where(admitted, prompt_len - 1, 0)  # (S,)
+        last = torch.where(admitted, lengths - 1, 0)  # (S,)
         hidden = out.last_hidden_state.take_along_dim(last[:, None, None], dim=1)  # (S, 1, E)
-        self._advance(admitted)
+        self._advance(admitted, lengths)
         return model.get_output_embeddings()(hidden)[:, 0, :]  # (S, V)

@@ -10,6 +10,9 @@ KV cache, eager; the trial's prompts, sampling and stop rule). Then:
   decisive its logits are: tiny on random weights);
 - free-running (batch workloads): rows of the trial's own last run whose generated tokens match the
   reference's exactly, and the first step where any row differs.
+
+A speculative trial (speculative decoding) is proven against its plain twin instead, bit for bit
+(tokengen/measure/speculation_proof.py).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import torch
 
 from tokengen import models
 from tokengen.contract import fidelity
-from tokengen.contract.declarations import EXACT, KNOBS, fidelity_of, plain
+from tokengen.contract.declarations import EXACT, KNOBS, SPECULATIVE, fidelity_of, plain
 from tokengen.contract.spec import TrialSpec
 from tokengen.knobs import around_steps
 
@@ -39,6 +42,10 @@ def measure(spec: TrialSpec, model: torch.nn.Module, tokens: torch.Tensor | None
     kind = fidelity_of(spec.knobs)
     if kind == EXACT:
         return {}
+    if kind == SPECULATIVE:  # proven against its plain twin's tokens instead
+        from tokengen.measure import speculation_proof
+
+        return speculation_proof.measure(spec, model, tokens)
     from tokengen.engines import make_generator
 
     reference = reference_spec(spec)

@@ -14,7 +14,8 @@ figures, environment. Its work is the tokens the generation says it produced (`G
 included): batch x steps where each step makes one token per row, more where an advance appends several
 (tokengen/decode/advance.py). A request workload (requests > 0, tokengen.engines.request_server) counts its
 work in slot-steps (batch_size slots x forwards run) and its useful tokens from its requests, and
-adds the requests' latency percentiles and the slots' occupancy.
+adds the requests' latency percentiles and the slots' occupancy, and each request's latencies from its arrival,
+the rates, goodput and the SLO's verdict (tokengen/measure/load_figures.py; the SLO from SLO_ENV, the sweep's).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ import numpy
 import torch
 
 from tokengen import models
+from tokengen.contract.arrivals import trace_sha256
 from tokengen.contract.fidelity import DEFAULT_GATE, GATE_ENV
 from tokengen.contract.names import DEADLINE_ENV
 from tokengen.contract.rules import check_runnable
+from tokengen.contract.slo import SLO_ENV, Slo
 from tokengen.contract.spec import AUTO_RUNS, TrialSpec
 from tokengen.contract.trained import record_facts
 from tokengen.contract.trial_record import make_record
@@ -44,6 +47,7 @@ from tokengen.measure.checksum import tokens_array, tokens_sha256
 from tokengen.measure.energy import EnergyMeter, nvml_device_handle
 from tokengen.measure.environment import environment, peak_bandwidth_gbs
 from tokengen.measure.interference import CONTENDED, Watch, record_fields, verdict
+from tokengen.measure.load_figures import load_figures
 from tokengen.measure.memory import live_allocator_tag, set_allocator
 from tokengen.measure.profiler.window import profile_run
 from tokengen.measure.run_count import AUTO, RunPolicy, run_until_sure, warm_until_settled
@@ -206,8 +210,13 @@ def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]
     eos = models.eos_ids(model.config)
     ended = None
     if spec.requests:
-        useful = int(request_lengths(spec, result.tokens, eos).sum())
+        lengths = request_lengths(spec, result.tokens, eos).tolist()
+        useful = sum(lengths)
         requests = serving_figures(runs.served, useful)
+        if result.held_s:  # our server's clock (a peer keeps none: its requests' figures stay unmeasured)
+            requests |= load_figures(runs.served, lengths, Slo.from_env(os.environ.get(SLO_ENV)))
+        if spec.request_trace:
+            requests["request_trace_sha256"] = trace_sha256(spec.request_trace)
     else:
         columns = result.tokens.shape[1] - result.prompt_len  # generated columns (steps, one token per step)
         lengths = row_lengths(spec.stop, spec.seed, spec.max_seqlen, spec.prompt_len, result.tokens, eos, columns)
@@ -239,4 +248,5 @@ def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]
         weight_bytes=weight_bytes,
         weight_bandwidth_gbs=bandwidth,
         weight_bandwidth_pct_of_peak=100.0 * bandwidth / peak if peak else None,
+        **(counts.figures(useful / spec.batch_size, runs.runtimes[-1]) if (counts := result.counts) else {}),
     )

@@ -24,6 +24,7 @@ from tokengen.contract.declarations import plain
 from tokengen.contract.names import FINISHED, PLAN_FILE, TRIAL_KEY, path_component
 from tokengen.contract.record import first_line
 from tracking.report import article_tables, comparison
+from tracking.report.advance_tables import advance_tables
 from tracking.report.compile_table import compile_table
 from tracking.report.figures.references import summary as reference_summary
 from tracking.report.figures.run_figures import figures
@@ -32,6 +33,7 @@ from tracking.report.frames import measurement_summary, results_frame, runs_fram
 from tracking.report.gpu_tables import cost_table, gpu_cost_table, gpu_tables
 from tracking.report.headline import headline, points_table
 from tracking.report.knob_tables import knob_tables
+from tracking.report.load_tables import goodput_table, peak_table, slo_text
 from tracking.report.markdown import to_markdown
 from tracking.report.marks import is_marked
 from tracking.report.notes import NOTES
@@ -60,6 +62,8 @@ OWN_FILES = (
     "runtime_vs_seqlen.png",
     "speedup_vs_batch.png",
     "memory.png",
+    "latency_vs_rate.png",
+    "pareto.png",
 )
 
 
@@ -150,6 +154,10 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
             (f"`{knob}` against its plain value ({plain(knob).name})", NOTES["knob"], table)
             for knob, table in knob_tables(frame)
         ],
+        *[
+            (f"`{knob}` against its plain value ({plain(knob).name}), with the library's own", NOTES["advance"], table)
+            for knob, table in advance_tables(frame)
+        ],
         *[(f"(f) {value} by GPU type", NOTES["f"], table) for value, table in gpu_tables(frame)],
         ("(f) Tokens/s, cost and energy by GPU type", NOTES["f"] + " " + NOTES["cost"], gpu_cost_table(frame)),
         ("Cost and energy per useful token", NOTES["cost"], cost_table(frame)),
@@ -160,6 +168,12 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
             NOTES["serving"],
             serving_table(frame),
         ),
+        (
+            "Serving under load: goodput against the SLO",
+            NOTES["load"].format(slo=slo_text(frame)),
+            goodput_table(frame),
+        ),
+        ("Serving under load: the highest rate meeting the SLO", NOTES["peak"], peak_table(frame)),
         ("(g) Failed trials", "", article_tables.failed_table(frame)),
     ]
     body = [line for section in sections for line in _section(*section)]
@@ -232,6 +246,7 @@ def build_report(
 ) -> Report:
     """Load the sweep from MLflow, compare, and write report.md, results.csv and the plots; `write`:
     publish the comparison in MLflow too (figures on the runs, description, view)."""
+    from tracking.report.load_plots import LOAD_PLOTS
     from tracking.report.plots import PLOTS
 
     runs = load_sweep(uri, experiment, sweep)
@@ -247,7 +262,7 @@ def build_report(
     directory.mkdir(parents=True, exist_ok=True)
     for name in OWN_FILES:
         (directory / name).unlink(missing_ok=True)
-    plots = {title: path for title, draw in PLOTS.items() if (path := draw(frame, directory))}
+    plots = {title: path for title, draw in {**PLOTS, **LOAD_PLOTS}.items() if (path := draw(frame, directory))}
     text, main = render(runs, frame, plots)
     planned, plan_files = plan_against_actual(runs, directory)  # the estimate the sweep recorded, beside what it took
     if planned:

@@ -9,8 +9,8 @@ import math
 
 import pandas as pd
 
-from tokengen.contract.declarations import KNOBS, PEER, fidelity_of, in_family, knobs_except, plain
-from tokengen.contract.fidelity import DEFAULT_GATE, below_gate, gated, verdict
+from tokengen.contract.declarations import KNOBS, PEER, SPECULATIVE, fidelity_of, in_family, knobs_except, plain
+from tokengen.contract.fidelity import DEFAULT_GATE, below_gate, gated, speculative_verdict, verdict
 from tokengen.contract.machine.fingerprint import differences, from_text
 from tokengen.contract.machine.gpus import price_per_hour
 from tokengen.contract.names import FINISHED
@@ -120,13 +120,21 @@ def gated_rows(frame: pd.DataFrame) -> pd.Series:
 
 
 def fidelity_verdicts(rows: pd.DataFrame) -> list[str]:
-    """Each gated trial's verdict, judged at the gate its sweep measured it with (tokengen.contract.fidelity)."""
+    """Each gated trial's verdict, judged at the gate its sweep measured it with (tokengen.contract.fidelity); a
+    speculative one's against its plain twin, from its record's proof."""
     gates = pd.to_numeric(rows["fidelity_gate"], errors="coerce").fillna(DEFAULT_GATE)
-    margins = rows["top1_margin_median"] if "top1_margin_median" in rows else [None] * len(rows)
+    column = {c: rows[c] if c in rows else [None] * len(rows) for c in PROOF}
     return [
-        verdict(fidelity_of(k), as_float(a), g, m, as_float(mg))
-        for k, a, g, m, mg in zip(row_knobs(rows), rows["top1_agreement"], gates, rows["model"], margins)
+        speculative_verdict(as_float(step), as_float(margin), dtype, not math.isnan(as_float(exact)))
+        if (kind := fidelity_of(k)) == SPECULATIVE
+        else verdict(kind, as_float(a), g, m, as_float(mg))
+        for k, a, g, m, mg, step, margin, exact, dtype in zip(
+            row_knobs(rows), rows["top1_agreement"], gates, rows["model"], *column.values(), rows["dtype"]
+        )
     ]
+
+
+PROOF = ("top1_margin_median", "first_divergence_step", "divergence_margin", "rows_exact")
 
 
 def env_vs_baseline(frame: pd.DataFrame, base: pd.Series) -> list[str]:

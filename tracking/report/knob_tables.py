@@ -60,5 +60,7 @@ def knob_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
 
 
 def knob_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(knob, table) for every knob declared to be compared with its plain value that the sweep varied."""
-    return [(knob, table) for knob in knobs_where(beside=PLAIN) if (table := knob_table(frame, knob)) is not None]
+    """(knob, table) for every knob declared to be compared with its plain value that the sweep varied (a knob that
+    changes how a generation advances has a table of its own: tracking/report/advance_tables.py)."""
+    knobs = knobs_where(beside=PLAIN, advances=False)
+    return [(knob, table) for knob in knobs if (table := knob_table(frame, knob)) is not None]

@@ -48,6 +48,15 @@ NOTES = {
     "start, slot occupancy (slot-steps that produced a useful token); vs_static and vs_peer: useful "
     "tokens/s over the static-batching and generate_batch trials of the same workload, with 95% "
     "intervals; same_tokens: the checksum equals the static trial's.",
+    "load": "Requests arriving over time (request_rate, burstiness or a request_trace), open loop; each figure from "
+    "a request's own arrival, warm-up and drain left out, the median over the timed runs: offered rate (the drawn "
+    "schedule's own), achieved rate (completions; below offered, the server falls behind, said in serving_note), "
+    "TTFT and TPOT p50/p99 (a p99 of fewer than 100 requests is their maximum, said there too), output tokens/s, "
+    "goodput (requests/s within both limits) and slo_met, under the SLO {slo}.",
+    "peak": "Per load curve and variant: the highest offered rate among the grid's rates at which the SLO was met "
+    "and the server kept up, its goodput there, and the lowest rate above it that failed: the peak lies between the "
+    "two, to the grid's resolution; failed_below counts the lower rates that failed all the same (noise, or a "
+    "machine that others share).",
     "compile": "Each compiled graph's cold compile (cold_first_run_s: the first run of the trial that compiled it) "
     "beside its twins' warm loads of it (sweep.inductor_cache=shared): how many, their median first run "
     "and time to unpack the graphs, warm over cold. (a)'s first_run_s is each trial's own.",
@@ -56,4 +65,13 @@ NOTES = {
     "streams; tokens: the trial's verdict (a lossy or equivalent value's top-1 agreement with the reference "
     "model, judged at the sweep's gate; an exact value's tokens against its reference, as in (a)).",
     "idle": "From the profiled run: GPU idle time and host sync time per decode step, GPU busy share.",
+    "advance": "Each trial beside its twin at the knob's plain value (the workload and every other knob equal, the "
+    "engine too: transformers' own speculation beside plain generate()): vs_plain = the twin's runtime_mean_s / "
+    "the trial's, with its 95% interval; acceptance_rate = accepted / proposed tokens, accepted_per_verify = "
+    "proposed tokens accepted per verify forward (each verify also makes one token of its own), "
+    "forwards_per_token = the model's forwards per generated token (1.0 one token at a time), proposer_share = the "
+    "run's time spent proposing (draft forwards, n-gram search); vs_library = the fastest transformers engine's "
+    "runtime at the same point and value over ours (above 1.0: ours is faster); tokens: bit for bit against the "
+    "twin run in the trial's process, `ok`, or the first step where a row diverged and the twin's top-1/top-2 "
+    "margin there (`near-tie` under the dtype's threshold), never ok.",
 }

@@ -13,7 +13,7 @@ import pandas as pd
 from sweeps.pricing.estimate.model import CostModel
 from sweeps.pricing.estimate.observed import OUTSIDE_CHILD_S
 from sweeps.pricing.estimate.span import Span
-from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, number, profile_runs
+from sweeps.pricing.estimate.trials import INSTRUMENTED_RUNS, arrival_span_s, number, profile_runs
 
 HISTORY, FIT, PRIOR = "history", "fit", "prior"
 SINGLE_TOTAL = 1.1  # one past total of this very trial: x/1.1 .. x1.1
@@ -62,6 +62,8 @@ def estimate(trial: Mapping, model: CostModel) -> Estimate:
     if measured is not None:
         return measured
     run, basis = model.run(trial)
+    span = arrival_span_s(trial)  # a load trial's run lasts at least its arrivals' span
+    run = Span(max(run.mid, span), max(run.low, span), max(run.high, span))
     return _total(trial, model, run, model.compile(trial), model.build(trial), basis)
 
 

@@ -45,6 +45,13 @@ def batches(trial: Mapping) -> int:
     return 1 if requests <= 0 else -(-requests // slots)
 
 
+def arrival_span_s(trial: Mapping) -> float:
+    """The seconds a run's arrivals take at the trial's request_rate ((N - 1) / rate; 0 offline or under a trace,
+    whose times the planner does not read): a run lasts at least that long, however fast its steps."""
+    rate = float(trial.get("request_rate") or 0.0)
+    return (number(trial, "requests") - 1) / rate if rate > 0 and number(trial, "requests") > 1 else 0.0
+
+
 def expected_steps(trial: Mapping) -> int:
     return batches(trial) * max(number(trial, "max_seqlen"), 1)  # if no row stops early
 

@@ -75,9 +75,10 @@ def baseline_of(frame: pd.DataFrame, baseline: str = "baseline", match: list[str
 def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[str] = MATCH) -> pd.DataFrame:
     """Adds `speedup` over the matching baseline (NaN without one), its 95% interval (`speedup_low`,
     `speedup_high`, tracking/report/figures/intervals.py), `significant` (the interval excludes 1.0) and `compared`:
-    `run` when both ran the same number of steps, else `step`: a no-check run under a length
-    distribution takes every step while its baseline stops with its batch, so only time per step
-    compares like with like."""
+    `run` when both made the same number of tokens (`tokens_generated`, padding included; `steps` in a record
+    without it), else `step`: a no-check run under a length distribution takes every step while its baseline
+    stops with its batch, so only time per step (per token) compares like with like. A trial that makes its tokens
+    in fewer steps (speculative decoding: several tokens per forward) made the same tokens: it is compared by run."""
     frame = frame.copy()
     for column in match + ["variant", "runtime_mean_s", "runtime_std_s", "runs", "steps"]:
         if column not in frame:
@@ -86,7 +87,8 @@ def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[st
         frame["status"] = FINISHED
     base = baseline_of(frame, baseline, match)
     columns = {name: [] for name in ("speedup", "speedup_low", "speedup_high", "significant", "compared")}
-    wanted = [c for c in ("status", "runtime_mean_s", "runtime_std_s", "runs", "runs_done", "steps") if c in frame]
+    named = ("status", "runtime_mean_s", "runtime_std_s", "runs", "runs_done", "steps", "tokens_generated")
+    wanted = [c for c in named if c in frame]
     rows = plain_rows(frame, wanted)  # dicts: a row Series per trial costs seconds at thousands of trials
     for label, b in base.items():
         row = rows[label]
@@ -95,7 +97,7 @@ def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[st
                 columns[name].append(value)
             continue
         other = rows[b]
-        per_step = as_float(other["steps"]) / as_float(row["steps"])
+        per_step = _work(other) / _work(row)
         per_step = per_step if per_step > 0 and per_step != 1 else 1.0  # NaN steps: compare runs
         low, high = ratio_interval(*_stats(other), *_stats(row))
         columns["speedup"].append(other["runtime_mean_s"] / row["runtime_mean_s"] / per_step)
@@ -108,6 +110,12 @@ def with_speedup(frame: pd.DataFrame, baseline: str = "baseline", match: list[st
             values, index=frame.index, dtype=object if name in ("significant", "compared") else float
         )
     return frame
+
+
+def _work(row: dict) -> float:
+    """The tokens a trial made (padding included), or its steps where its record has no such figure."""
+    made = as_float(row.get("tokens_generated"))
+    return made if made > 0 else as_float(row["steps"])
 
 
 def as_float(value) -> float:
