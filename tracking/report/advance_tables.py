@@ -14,12 +14,11 @@ import math
 
 import pandas as pd
 
-from tokengen.contract.declarations import LOOP, PEER, in_family, knobs_except, knobs_where, plain
+from tokengen.contract.declarations import LOOP, PEER, in_family, knobs_where, plain
 from tokengen.contract.fidelity import below_gate
-from tracking.report.comparison import POINT, REPORT_MATCH, finished, interval_text, varying
-from tracking.report.figures.baselines import match_keys, partners, stats_of
-from tracking.report.figures.intervals import ratio_interval, significant
-from tracking.report.knob_tables import values_of
+from tracking.report.comparison import POINT, REPORT_MATCH, varying
+from tracking.report.figures.baselines import match_keys
+from tracking.report.knob_tables import twinned
 from tracking.report.marks import either, mark
 
 FIGURES = ("acceptance_rate", "accepted_per_verify", "forwards_per_token", "proposer_share")
@@ -40,19 +39,10 @@ def library_runtimes(rows: pd.DataFrame, knob: str) -> tuple[dict, dict]:
 
 def advance_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
     """Trials at a value of `knob` other than its plain one, beside their plain twins (None without a pair)."""
-    rows = finished(frame)
-    rows = rows[pd.to_numeric(rows.get("requests", 0), errors="coerce").fillna(0) <= 0]
-    rows = rows.assign(**{knob: values_of(rows, knob)})
-    mine, twins = rows[rows[knob] != plain(knob).name], rows[rows[knob] == plain(knob).name]
-    found = partners(mine, twins, REPORT_MATCH + knobs_except(knob))
-    mine = mine[found.notna()]
-    if mine.empty:
+    paired = twinned(frame, knob)
+    if paired is None:
         return None
-    twin = twins.loc[list(found.dropna())].set_index(mine.index)
-    ratios = []
-    for base, own in zip(stats_of(twin), stats_of(mine)):
-        low, high = ratio_interval(*base, *own)
-        ratios.append((base[0] / own[0], interval_text(low, high, significant(low, high))))
+    rows, mine, twin, ratios = paired
     library, library_marked = library_runtimes(rows, knob)
     ours = ~mine["engine"].astype(str).isin(in_family("engine", PEER)) if "engine" in mine else [True] * len(mine)
     keys = match_keys(mine, REPORT_MATCH + [knob])

@@ -23,8 +23,10 @@ def values_of(rows: pd.DataFrame, knob: str) -> pd.Series:
     return column.where(column.notna() & (column.astype(str) != ""), plain(knob).name).astype(str)
 
 
-def knob_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
-    """Trials with a value of `knob` other than its plain one, beside their plain twins (None without a pair)."""
+def twinned(frame: pd.DataFrame, knob: str):
+    """(the finished batch rows, the trials at a value of `knob` other than its plain one that have a plain twin,
+    their twins on the same index, each pair's runtime ratio twin/trial with its interval text); None without a
+    pair. The pairing every table of a knob against its plain value starts from."""
     rows = finished(frame)
     rows = rows[pd.to_numeric(rows.get("requests", 0), errors="coerce").fillna(0) <= 0]
     rows = rows.assign(**{knob: values_of(rows, knob)})
@@ -38,6 +40,15 @@ def knob_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
     for base, own in zip(stats_of(twin), stats_of(mine)):
         low, high = ratio_interval(*base, *own)
         ratios.append((base[0] / own[0], interval_text(low, high, significant(low, high))))
+    return rows, mine, twin, ratios
+
+
+def knob_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
+    """Trials with a value of `knob` other than its plain one, beside their plain twins (None without a pair)."""
+    paired = twinned(frame, knob)
+    if paired is None:
+        return None
+    _, mine, twin, ratios = paired
     table = pd.DataFrame(
         {
             **{c: mine[c] for c in varying(frame) + POINT},
