@@ -39,6 +39,7 @@ from tracking.report.marks import is_marked
 from tracking.report.notes import NOTES
 from tracking.report.overview import overview_table
 from tracking.report.plan_report import plan_against_actual
+from tracking.report.plot_process import PlotDrawing
 from tracking.report.profile_table import NSYS_NOTE, nsys_table
 from tracking.report.serving_table import serving_table
 from tracking.store.connect import redacted
@@ -98,8 +99,8 @@ def lead(mine: pd.DataFrame) -> list[str]:
     return [measurement_summary(mine)] + (["", tokens] if tokens else [])
 
 
-def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]:
-    """(report.md's text, the main tables' text: the overview and (a))."""
+def render(runs, frame: pd.DataFrame) -> tuple[str, str]:
+    """(report.md's text but its plots, the main tables' text: the overview and (a))."""
     mine = frame[frame["in_sweep"].astype(bool)]
     done = int((mine["status"] == FINISHED).sum())
     borrowed = int(((~frame["baseline_in_sweep"]) & frame["in_sweep"] & frame["speedup"].notna()).sum())
@@ -177,8 +178,13 @@ def render(runs, frame: pd.DataFrame, plots: dict[str, Path]) -> tuple[str, str]
         ("(g) Failed trials", "", article_tables.failed_table(frame)),
     ]
     body = [line for section in sections for line in _section(*section)]
-    pictures = ["## Plots", ""] + [f"![{title}]({path.name})" for title, path in plots.items()] + [""] if plots else []
-    return "\n".join(header + main[len(first) + 1 :] + body + pictures), "\n".join(main)
+    return "\n".join(header + main[len(first) + 1 :] + body), "\n".join(main)
+
+
+def pictures(plots: dict[str, Path]) -> str:
+    """report.md's plots section, after its tables; '' without plots."""
+    lines = ["## Plots", ""] + [f"![{title}]({path.name})" for title, path in plots.items()] + [""] if plots else []
+    return "\n" + "\n".join(lines) if lines else ""
 
 
 def description(runs, frame: pd.DataFrame) -> str:
@@ -262,15 +268,10 @@ def build_report(
     directory.mkdir(parents=True, exist_ok=True)
     for name in OWN_FILES:
         (directory / name).unlink(missing_ok=True)
-    plots = {title: path for title, draw in {**PLOTS, **LOAD_PLOTS}.items() if (path := draw(frame, directory))}
-    text, main = render(runs, frame, plots)
+    drawing = PlotDrawing({**PLOTS, **LOAD_PLOTS}, frame, directory).start()  # drawn beside the tables
+    text, main = render(runs, frame)
     planned, plan_files = plan_against_actual(runs, directory)  # the estimate the sweep recorded, beside what it took
-    if planned:
-        text += "\n" + planned
     remaining = still_running(runs)
-    if remaining:
-        text += f"\n**{remaining}**\n"
-    (directory / "report.md").write_text(text)
     results_frame(frame).to_csv(directory / "results.csv", index=False)
     runs_frame(frame).to_csv(directory / "runs.csv", index=False)
     per_point = points_table(frame)
@@ -278,8 +279,6 @@ def build_report(
         per_point.to_csv(directory / "points.csv", index=False)
     mine = frame[frame["in_sweep"].astype(bool)]
     failed = int((mine["status"] != FINISHED).sum())
-    tables_written = [directory / name for name in ("report.md", "results.csv", "runs.csv", "points.csv")]
-    files = [path for path in tables_written if path.exists()] + [*plots.values(), *plan_files]
     report = Report(
         runs.sweep,
         runs.parent_id,
@@ -288,7 +287,7 @@ def build_report(
         len(mine),
         failed,
         downloads,
-        files,
+        [],
         experiment_id=runs.experiment_id,
         warnings=[f"report: {remaining}"] if remaining else [],
     )
@@ -301,6 +300,15 @@ def build_report(
                 f"mlflow: the comparison was not written to the runs ({first_line(exc)}): "
                 f"rebuild with python -m tracking.report --uri {uri} --sweep {runs.sweep}"
             )
+    plots = drawing.plots()
+    text += pictures(plots)
+    if planned:
+        text += "\n" + planned
+    if remaining:
+        text += f"\n**{remaining}**\n"
+    (directory / "report.md").write_text(text)
+    tables_written = [directory / name for name in ("report.md", "results.csv", "runs.csv", "points.csv")]
+    report.files = [path for path in tables_written if path.exists()] + [*plots.values(), *plan_files]
     return report
 
 
