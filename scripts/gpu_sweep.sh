@@ -6,6 +6,7 @@
 #   OUT=DIR scripts/gpu_sweep.sh              # on the GPU machine; the bundle travels in .gpu_bundle/
 #                                             # (scripts/gpu_bundle.sh 3.12 .gpu_bundle, here first)
 #   GRID=gpu_more OUT=DIR scripts/gpu_sweep.sh  # the second run, where GPU time remains (conf/grid/gpu_more.yaml)
+#   GRID=gpu_peak OUT=DIR scripts/gpu_sweep.sh  # serving under load and its peak rate (conf/grid/gpu_peak.yaml)
 #   OUT=DIR scripts/gpu_sweep.sh --rehearse   # on a CPU machine: a stand-in of the image (Python here, torch
 #                                             # 2.13.0 CPU, transformers 5.17.0, no Ray, MLflow or Hydra),
 #                                             # the same bundle steps, the grid on the CPU (models shrunk,

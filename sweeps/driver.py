@@ -25,6 +25,7 @@ from sweeps.delivery.outbox import Outbox
 from sweeps.delivery.sweep_run import close_sweep, mark_killed, open_sweep, print_summary, publish_report
 from sweeps.execution.execute import Interrupted, check_local_devices, connect_ray, execute, interruptible, stop_ray
 from sweeps.execution.logs import quiet_terminal
+from sweeps.execution.peak_rounds import search_rounds
 from sweeps.execution.remeasure import Remeasured, remeasure
 from sweeps.execution.schedule import ClusterError
 from sweeps.execution.space import OutOfSpace
@@ -104,6 +105,10 @@ def run_locked(config: SweepConfig, plan: GridPlan, outbox: Outbox, priced: Pric
                 open_run()
             # finished trials judged noisy or contended run again (sweep.remeasure rounds)
             again = remeasure(config, plan, outbox, lambda t: execute(t, config, outbox, [], stop))
+            # a peak search's later rounds, one middle rate per search a round, until each knows its peak
+            search_rounds(
+                config, plan, outbox, records, lambda t: execute(t, config, outbox, records, stop), again.records
+            )
     except ClusterError as exc:
         say(f"error: {exc}")
         return BAD_INPUT

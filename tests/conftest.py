@@ -36,6 +36,7 @@ WARM_MODULES = (  # the modules with a test on the warm Ray or PostgreSQL: one x
     "tests/end_to_end/test_full_disk.py",
     "tests/end_to_end/test_interrupts.py",
     "tests/end_to_end/test_journal.py",
+    "tests/end_to_end/test_peak_search_sweep.py",
     "tests/end_to_end/test_pricing_cluster.py",
     "tests/end_to_end/test_remeasure_sweep.py",
     "tests/end_to_end/test_report_sweep.py",

@@ -75,15 +75,20 @@ def load_lines(r: dict) -> list[str]:
         return []
     rates = ""
     if r.get("offered_rate_rps") is not None:
-        rates = f"offered {r['offered_rate_rps']:.2f} req/s, achieved {r['achieved_rate_rps']:.2f}, "
+        rates = f"offered {_rate(r['offered_rate_rps'])} req/s, achieved {_rate(r['achieved_rate_rps'])}, "
     slo = f"p{r['slo_percentile']:g} TTFT <= {r['slo_ttft_s'] * 1e3:g} ms, TPOT <= {r['slo_tpot_s'] * 1e3:g} ms"
     return [
-        f"  Requests ({r['requests_measured']} measured): {rates}goodput {r['goodput_rps']:.2f} req/s",
+        f"  Requests ({r['requests_measured']} measured): {rates}goodput {_rate(r['goodput_rps'])} req/s",
         f"  TTFT p50/p99: {_ms(r['request_ttft_p50_s'])} / {_ms(r['request_ttft_p99_s'])}   "
         f"TPOT p50/p99: {_ms(r['request_tpot_p50_s'])} / {_ms(r['request_tpot_p99_s'])}   "
         f"SLO ({slo}): {'met' if r['slo_met'] else 'not met'}",
         *([f"  Note: {r['serving_note']}"] if r.get("serving_note") else []),
     ]
+
+
+def _rate(value) -> str:
+    """A rate, or n/a where too few requests made one (two measured requests that completed out of order)."""
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def runs_text(r: dict) -> str:

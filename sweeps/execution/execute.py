@@ -15,6 +15,7 @@ import signal
 from contextlib import contextmanager
 from typing import Callable
 
+from sweeps.execution.peak_rounds import test_verdict
 from sweeps.execution.progress import Progress
 from sweeps.execution.remeasure import stamp
 from sweeps.execution.schedule import ClusterError, check_cluster, connect, schedule
@@ -146,6 +147,8 @@ def execute(
         if record.result.error_type == OUT_OF_SPACE:  # the trial's folder is full: no result, and none to come
             raise OutOfSpace(record.result.error_message)
         record = stamp(record, trial.attempt)
+        if trial.search:
+            record = test_verdict(record.with_result(peak_search=trial.search, peak_probe=trial.probe))
         if not record.result.env_revision:  # a node that got the code from Ray has no git
             record = record.with_result(env_revision=revision())
         records.append(outbox.put(record))

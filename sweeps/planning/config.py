@@ -58,6 +58,12 @@ class SweepSettings:
     slo_ttft_ms: float = 2000.0
     slo_tpot_ms: float = 100.0
     slo_percentile: float = 99.0
+    # the peak-rate search (sweeps/planning/peak_search.py): with both rates set, every point of the grid (its
+    # request_rate left to the search) is probed at the low and the high rate, then bisected until the highest rate
+    # meeting the SLO is known to peak_precision (the lowest failing rate at most 1 + p times it); null: no search
+    peak_low_rps: Optional[float] = None
+    peak_high_rps: Optional[float] = None
+    peak_precision: float = 0.1
     # USD for one device for one hour, per accelerator type (`cpu`: one CPU trial's node), for the report's cost
     # column: example on-demand list prices (2026, tokengen/contract/machine/gpus.py), not quotes; set yours with
     # sweep.prices.<TYPE>=...

@@ -18,9 +18,10 @@ import hashlib
 import itertools
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sweeps.planning.config import SweepConfig
+from sweeps.planning.peak_search import SearchSettings, search_points, slowest_path
 from sweeps.planning.settings import check_settings
 from tokengen.contract.rules import incompatibility, problem, resolve
 from tokengen.contract.spec import CHOICES, KNOBS, SpecError, TrialSpec, parse_field
@@ -44,11 +45,14 @@ def every_value(name: str) -> list:
 @dataclass(frozen=True)
 class PlannedTrial:
     """A spec plus, in GPU-type studies, the accelerator type it is pinned to; `attempt` counts its
-    measurements (2.. when sweeps/execution/remeasure.py runs a noisy or contended trial again; not in the key)."""
+    measurements (2.. when sweeps/execution/remeasure.py runs a noisy or contended trial again; not in the key);
+    `search` and `probe`: a peak search's id and the probe's number (sweeps/planning/peak_search.py; not in the key)."""
 
     spec: TrialSpec
     accelerator_type: str | None = None
     attempt: int = 1
+    search: str | None = None
+    probe: int | None = None
 
     @property
     def key(self) -> str:
@@ -62,6 +66,7 @@ class GridPlan:
     trials: list[PlannedTrial]
     dropped: Counter = field(default_factory=Counter)  # reason -> number of points
     duplicates: int = 0
+    later: list[PlannedTrial] = field(default_factory=list)  # a peak search's further probes, at most: priced, not run
 
     def describe(self) -> list[str]:
         lines = [f"dropped {n} point(s): {reason}" for reason, n in self.dropped.items()]
@@ -253,4 +258,11 @@ def plan_sweep(config: SweepConfig) -> GridPlan:
     overridden = overridden_setting(config.trial, config.grid)
     if overridden:
         raise SpecError(overridden)
-    return expand(config.trial, config.grid, config.sweep.accelerator_types)
+    plan = expand(config.trial, config.grid, config.sweep.accelerator_types)
+    search = SearchSettings.of(config.sweep)
+    if search is None:
+        return plan
+    rates = [rate for axes in _block_axes(dict(config.grid)) for rate in axes.get("request_rate", [])]
+    rates += [config.trial["request_rate"]] if config.trial.get("request_rate") else []
+    first = search_points(plan.trials, rates, search)
+    return replace(plan, trials=first, later=slowest_path(first, search))

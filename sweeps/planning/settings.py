@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 
+from sweeps.planning.peak_search import search_problem
 from tokengen.contract.machine.user_folders import FolderRefused, cache_root, workdir
 from tokengen.contract.slo import slo_problem
 from tokengen.contract.spec import SpecError
@@ -69,6 +70,9 @@ def check_settings(sweep: dict) -> None:
     slo = slo_problem(sweep.slo_ttft_ms, sweep.slo_tpot_ms, sweep.slo_percentile)
     if slo:
         raise SpecError(slo)
+    search = search_problem(sweep.peak_low_rps, sweep.peak_high_rps, sweep.peak_precision)
+    if search:
+        raise SpecError(search)
     guard = sweep.memory_guard
     if guard is not None and (not _number(guard) or guard <= 0):
         raise SpecError(

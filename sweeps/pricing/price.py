@@ -132,7 +132,7 @@ def price_sweep(
             shares[kind] = remeasured_share(history, kind)
         return shares[kind][0]
 
-    for trial in plan.trials:
+    for trial in plan.trials + plan.later:  # a peak search's further probes at their most
         runs = not (sweep.resume and trial.key in finished)
         graph = graph_key(trial.spec.to_dict(), trial.accelerator_type) if shared else None
         row = trial_row(trial, model, runs, runs and graph in compiled, shared, rounds, share)
@@ -153,6 +153,12 @@ def price_sweep(
         notes.append(
             f"sweep.remeasure: {rounds} round(s), each the whole trial again, priced at "
             f"{'; '.join(note for _, note in shares.values())}; the high end counts every round for every trial"
+        )
+    if plan.later:
+        searches = len({t.search for t in plan.trials})
+        notes.append(
+            f"peak search: {searches} search(es), each priced at its most, {len(plan.trials + plan.later) // searches} "
+            "probes: both ends and every middle on the slowest path (each middle failing, each lower than the last)"
         )
     if workers.assumed:
         notes.append(f"workers: {workers.source}")

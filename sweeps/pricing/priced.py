@@ -119,8 +119,10 @@ class Priced:
         return sorted(trials, key=lambda t: (-seconds.get(t.key, -math.inf), position[t.key]))
 
     def running(self, trials: list[PlannedTrial]) -> "Priced":
-        """The same plan with exactly `trials` to run (the driver's own resume), reordered longest first."""
-        table = self.table.assign(action=np.where(self.table["key"].isin({t.key for t in trials}), RUN, REUSED))
+        """The same plan with exactly `trials` to run (the driver's own resume), reordered longest first; a peak
+        search's further probes stay priced to run (they may)."""
+        running = {t.key for t in trials} | {t.key for t in self.plan.later}
+        table = self.table.assign(action=np.where(self.table["key"].isin(running), RUN, REUSED))
         return Priced(**{**vars(self), "table": table})
 
     def by_variant(self) -> pd.DataFrame:

@@ -47,7 +47,9 @@ COUNTS = {
     "harness": 12,
     "serving": 12,
     "load": 4 * 4 * 2,  # variants x rates x burstiness
+    "peak": 2 * 2,  # variants x the search's first round (its low and high rate)
     "gpu": 15,
+    "gpu_peak": 2 * 2,  # the search's first round on the GPU
     "gpu_more": 18 + 3,  # and speculative decoding under CUDA graphs: the twin, prompt lookup, the draft
     "quant": 2 * 2 * (1 + 4 * 2),
     "speculative": 1 + 3 * 7 + 3,  # baseline; kv_cache, static_cache, hf_generate x every speculate value; compiled

@@ -13,8 +13,11 @@ import torch
 
 from tokengen.contract.arrivals import arrival_problem, draw_times, schedule_for
 from tokengen.contract.rules import problem, resolve
+from tokengen.contract.slo import Slo
 from tokengen.decode.prompts import prompt_ids
 from tokengen.engines import make_generator
+from tokengen.engines.request_server import request_lengths
+from tokengen.measure.load_figures import load_figures
 from tokengen.models import build_model, eos_ids
 
 N, SLOTS, P, S = 12, 3, 5, 12
@@ -37,6 +40,8 @@ def test_the_schedule_is_the_seeds_at_its_rate_and_burstiness():
     once = draw_times(4000, 50.0, 1.0, seed=3)
     assert once == draw_times(4000, 50.0, 1.0, seed=3) and once[0] == 0.0
     assert once != draw_times(4000, 50.0, 1.0, seed=4)
+    slower = draw_times(4000, 25.0, 1.0, seed=3)  # one schedule at two speeds: a search's probes differ by the rate
+    assert slower == pytest.approx([2 * t for t in once])
     gaps = [b - a for a, b in zip(once, once[1:])]
     assert statistics.fmean(gaps) == pytest.approx(1 / 50, rel=0.05)  # 1/sqrt(4000) = 1.6% sd
     assert statistics.stdev(gaps) / statistics.fmean(gaps) == pytest.approx(1.0, rel=0.08)  # Poisson: CV 1
@@ -66,9 +71,28 @@ def test_no_request_is_admitted_before_it_arrives_and_each_gets_its_own_tokens(n
     assert got.latencies_s[-1] >= got.arrivals_s[-1]
 
 
+def test_transformers_continuous_batching_takes_each_request_as_it_arrives(net):
+    """The peer (engine=generate_batch) under the same schedule: each request added once it has arrived, its tokens
+    the offline run's (each its solo generate()'s: tests/tokengen/test_serving.py), its token times its own."""
+    spec = spec_for("hf_generate_batch", request_rate=25.0, stop="uniform:2-12")
+    got = make_generator(net, spec)()
+    offline = make_generator(net, spec_for("hf_generate_batch", stop="uniform:2-12"))()
+    assert torch.equal(got.tokens, offline.tokens)
+    assert got.arrivals_s == list(schedule_for(spec).times_s) and offline.arrivals_s == [0.0] * N
+    lengths = [int(n) for n in request_lengths(spec, got.tokens, eos_ids(net.config))]
+    for r in range(N):
+        times = got.token_times_s[r]
+        assert got.arrivals_s[r] <= got.registered_s[r] <= times[0], r  # no token before its request was added
+        assert len(times) == lengths[r] and times == sorted(times) and times[-1] <= got.latencies_s[r], r
+    figures = load_figures([got], lengths, Slo(ttft_ms=60_000, tpot_ms=60_000))
+    assert figures["slo_met"] and figures["request_queue_p50_s"] is None  # the manager's own queue is not measured
+    assert 0 < figures["request_ttft_p50_s"] <= figures["request_e2e_p99_s"]
+    assert figures["offered_rate_rps"] > 0 and figures["arrival_error_p99_s"] >= 0
+
+
 def test_a_server_with_nothing_to_do_sleeps(net):
-    """Three requests over 2.5 s (the seed's draw at 1.5 requests/s): the run's CPU time is a small part of its wall."""
-    server = make_generator(net, spec_for("static_cache_continuous", requests=3, request_rate=1.5, stop="fixed:2"))
+    """Three requests over 2.5 s (the seed's draw at 0.5 requests/s): the run's CPU time is a small part of its wall."""
+    server = make_generator(net, spec_for("static_cache_continuous", requests=3, request_rate=0.5, stop="fixed:2"))
     wall, cpu = time.perf_counter(), time.process_time()
     got = server()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -106,12 +130,18 @@ def test_a_traces_prompt_and_output_lengths_are_each_requests_own(net, tmp_path)
         ({"burstiness": 0.0}, "burstiness=0.0: give a gamma shape above 0 (1: Poisson arrivals, below 1 burstier)"),
         ({"request_rate": 5.0, "requests": 0}, "request_rate sets when requests arrive: set requests=N (N > 0)"),
         ({"request_trace": "trace.csv"}, "request_trace=trace.csv: give an absolute path"),
-        ({"variant": "hf_generate_batch", "request_rate": 5.0}, "engine=generate_batch serves offline only here"),
     ],
 )
 def test_bad_arrival_settings_are_one_line(fields, line):
     fields = {"stop": "never", **fields}
     assert problem(spec_for(fields.pop("variant", "static_cache"), **fields)).startswith(line)
+
+
+def test_transformers_continuous_batching_replays_no_trace_and_says_what_to_use(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("0,5,3\n0.1,5,2\n")
+    said = problem(spec_for("hf_generate_batch", requests=2, stop="never", request_trace=str(trace)))
+    assert said.startswith("engine=generate_batch replays no request_trace here") and "use request_rate" in said
 
 
 @pytest.mark.parametrize(
@@ -138,10 +168,10 @@ def test_a_load_trial_records_its_figures_under_the_slo_it_was_handed(monkeypatc
     from tokengen.measure.trial import run_trial
 
     monkeypatch.setenv(SLO_ENV, Slo(ttft_ms=5000, tpot_ms=1000, percentile=90).to_env())
-    record = run_trial(spec_for("static_cache_continuous", request_rate=40.0, warmup=0, runs=1))
+    record = run_trial(spec_for("static_cache_continuous", request_rate=10.0, stop="fixed:4", warmup=0, runs=1))
     assert (record["slo_ttft_s"], record["slo_tpot_s"], record["slo_percentile"]) == (5.0, 1.0, 90.0)
     assert record["requests_measured"] == N - 2 * SLOTS and record["slo_met"] is True
-    times = schedule_for(spec_for(request_rate=40.0)).times_s[SLOTS : N - SLOTS]  # the measured requests' arrivals
+    times = schedule_for(spec_for(request_rate=10.0)).times_s[SLOTS : N - SLOTS]  # the measured requests' arrivals
     assert record["offered_rate_rps"] == pytest.approx((len(times) - 1) / (times[-1] - times[0]))
     assert 0 < record["request_ttft_p50_s"] <= record["request_ttft_p99_s"] <= record["request_e2e_p99_s"]
     assert record["goodput_rps"] == pytest.approx(record["achieved_rate_rps"])  # every request within 5 s
@@ -149,6 +179,8 @@ def test_a_load_trial_records_its_figures_under_the_slo_it_was_handed(monkeypatc
     from tokengen.terminal_table import render
 
     assert "SLO (p90 TTFT <= 5000 ms, TPOT <= 1000 ms): met" in render(record)  # python -m tokengen's table
+    few = render({**record, "achieved_rate_rps": None, "goodput_rps": None})  # two requests done out of order
+    assert "achieved n/a, goodput n/a req/s" in few
 
 
 @pytest.mark.parametrize(

@@ -59,13 +59,15 @@ def stream_seed(seed: int, label: str) -> int:
 
 
 def draw_times(count: int, rate: float, burstiness: float, seed: int) -> tuple[float, ...]:
-    """`count` arrival times in seconds from 0: gaps of mean 1 / rate, gamma-distributed with shape `burstiness`."""
-    draws = random.Random(stream_seed(seed, f"arrivals:{rate!r}:{burstiness!r}"))
-    scale = 1.0 / (rate * burstiness)
+    """`count` arrival times in seconds from 0: gaps of mean 1 / rate, gamma-distributed with shape `burstiness`.
+    The draws depend on the seed and the burstiness alone, and the rate scales them: the schedules of one point at two
+    rates are one schedule at two speeds, so a server's verdicts across rates (a peak search's probes) differ by the
+    rate, not by a luckier draw."""
+    draws = random.Random(stream_seed(seed, f"arrivals:{burstiness!r}"))
     times, now = [0.0], 0.0
     for _ in range(count - 1):
-        now += draws.gammavariate(burstiness, scale)
-        times.append(now)
+        now += draws.gammavariate(burstiness, 1.0 / burstiness)
+        times.append(now / rate)
     return tuple(times)
 
 

@@ -103,6 +103,8 @@ class TrialResult:
     slo_ttft_s: float | None = _f(METRIC)  # the SLO it was judged by
     slo_tpot_s: float | None = _f(METRIC)
     slo_percentile: float | None = _f(METRIC)
+    peak_search: str | None = _f(TAG)  # the peak search this trial probed for (sweeps/planning/peak_search.py)
+    peak_probe: int | None = _f(TAG)  # its probe's number in that search, 1 for the first
     serving_note: str | None = _f(TAG)  # falling behind; a p99 that is a maximum
     request_trace_sha256: str | None = _f(TAG)  # the content of the request_trace file served
     ttft_s: float | None = _f(METRIC)  # time to first token: prefill + first sample (instrumented run)

@@ -132,10 +132,10 @@ def serving_incompatibility(spec: TrialSpec) -> str | None:
             f"sampling={spec.sampling} with requests: a request's draws would depend on its slot; use sampling=greedy"
         )
     if declared("engine", spec.engine).family == PEER_FAMILY:
-        if spec.request_rate or spec.request_trace:
+        if spec.request_trace:
             return (
-                f"engine={spec.engine} serves offline only here (its manager is not fed requests as they arrive): "
-                "use request_rate=0 and no request_trace, or our server (engine=loop)"
+                f"engine={spec.engine} replays no request_trace here (its requests share one prompt length): use "
+                "request_rate for drawn arrivals, or our server (engine=loop)"
             )
         return None  # transformers' server: its own cache and loop, as its declared requirements hold
     if not declared("cache", spec.cache).fixed_shapes:

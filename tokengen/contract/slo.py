@@ -2,7 +2,8 @@
 
 An SLO is a limit on the time to first token and one on the time per output token, each held at a percentile of
 the requests (MLPerf's Server scenario holds llama3.1-8b's p99 TTFT to 2000 ms and p99 TPOT to 100 ms: the defaults
-here). A trial meets it where its chosen percentile of both is within its limit; its goodput is the requests per
+here). A trial meets it where its chosen percentile of both is within its limit and it keeps pace with its arrivals
+(tokengen/measure/load_figures.py: a server falling behind meets no SLO at that rate); its goodput is the requests per
 second that met both limits themselves (vLLM's `--goodput`): the achieved rate times their share. The sweep's
 settings (`sweep.slo_ttft_ms`, `sweep.slo_tpot_ms`, `sweep.slo_percentile`, sweeps/planning/config.py) reach the
 trial process as SLO_ENV, and its record carries the SLO it was judged by. Torch-free: the planner checks the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 import time
 from typing import Callable
 
@@ -10,11 +11,13 @@ import torch
 from transformers import GenerationConfig
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
+from tokengen.contract.arrivals import schedule_for
 from tokengen.contract.forms import parse_stop
 from tokengen.contract.spec import TrialSpec
 from tokengen.decode.prompts import prompt_ids
 from tokengen.decode.ranges import NO_RANGES, NoRanges
 from tokengen.decode.stopping import target_lengths
+from tokengen.engines.arrival_clock import SWITCH_S
 from tokengen.engines.request_server import Served
 from tokengen.models import eos_ids
 
@@ -38,6 +41,12 @@ class GenerateBatchEngine:
     warmup persist across the trial's runs, so a run pays what a generate_batch() call does from a
     warm model: the loop thread's start, and its stop (which joins the thread and runs gc.collect()).
     A request's latency is the time its result arrived; `steps` are the loop's forwards.
+
+    Under arrivals (request_rate) each request is added when its scheduled time comes, open loop: the manager's
+    add_request admits requests while its loop runs, and results are taken while the next arrival is awaited. Each
+    request's tokens carry the manager's own timestamps (record_timestamps: the host clock, as its loop appended each
+    token), from which its TTFT, TPOT and ITL are read as ours are (tokengen/measure/load_figures.py); the wait
+    before its prefill is the manager's own and is not measured (no queueing delay).
     """
 
     PAGE = 16  # tokens per page: small pages waste little on short requests
@@ -70,25 +79,38 @@ class GenerateBatchEngine:
             seed=spec.seed,
         )
         model.destroy_cached_continuous_batching_manager()  # an earlier trial's, sized for its workload
+        schedule = schedule_for(spec)  # None offline; a trace is refused by the rules (one prompt length here)
+        self.arrivals = list(schedule.times_s) if schedule is not None else None
         self.warm = False
 
-    def _results(self, manager, start: float) -> tuple[dict, dict]:
-        ids = {}
-        for i, prompt in enumerate(self.prompts):
-            budget = self.lengths[i] if self.lengths else self.spec.max_seqlen
-            ids[manager.add_request(prompt, max_new_tokens=budget, eos_token_id=self.eos)] = i
-        results, arrived = {}, {}
-        while len(results) < len(ids):
-            result = manager.get_result(timeout=1)
+    def _results(self, manager, start: float) -> tuple[dict, dict, list[float]]:
+        """Every request added (each at its arrival under a schedule, results taken while waiting for it), then
+        every result: (request -> result, request -> when the host had it, when each request was added)."""
+        ids, results, arrived, registered = {}, {}, {}, []
+
+        def take(timeout: float) -> None:
+            result = manager.get_result(timeout=timeout)
             if result is not None and result.is_finished():
                 results[ids[result.request_id]] = result
                 arrived[ids[result.request_id]] = time.perf_counter() - start
             elif result is None and not manager.is_running():
                 raise RuntimeError("transformers' continuous batching loop stopped before every request finished")
+
+        for i, prompt in enumerate(self.prompts):
+            if self.arrivals is not None:
+                due = start + self.arrivals[i]
+                while (now := time.perf_counter()) < due:
+                    take(due - now)
+            registered.append(time.perf_counter() - start)
+            budget = self.lengths[i] if self.lengths else self.spec.max_seqlen
+            added = manager.add_request(prompt, max_new_tokens=budget, eos_token_id=self.eos, record_timestamps=True)
+            ids[added] = i
+        while len(results) < len(ids):
+            take(1)
         failed = [r.error for r in results.values() if r.error]
         if failed:
             raise RuntimeError(f"transformers' continuous batching failed a request: {failed[0]}")
-        return results, arrived
+        return results, arrived, registered
 
     def _tokens(self, results: dict) -> torch.Tensor:
         """(N, P + max_seqlen): prompt, the request's tokens (a drawn length's last one EOS), then padding."""
@@ -123,6 +145,9 @@ class GenerateBatchEngine:
         """Serve every request once; `wrap_step` lets a step timer see the loop's forwards (see _marks)."""
         start = time.perf_counter()
         hook = self._marks(wrap_step)
+        switch = sys.getswitchinterval()
+        if self.arrivals is not None:  # the manager's thread holds the GIL between forwards: an arrival waits less
+            sys.setswitchinterval(min(SWITCH_S, switch))
         try:
             with self.model.continuous_batching_context_manager(
                 generation_config=self.generation,
@@ -131,15 +156,20 @@ class GenerateBatchEngine:
                 persistent_manager=True,
                 warmup=not self.warm,
             ) as manager:
-                results, arrived = self._results(manager, start)
+                results, arrived, registered = self._results(manager, start)
         finally:
+            sys.setswitchinterval(switch)
             if hook:
                 hook.remove()
         self.warm = True
+        count = len(self.prompts)
         return Served(
             tokens=self._tokens(results),
             steps=manager.current_batch,
             prompt_len=self.spec.prompt_len,
-            latencies_s=[arrived[i] for i in range(len(self.prompts))],
+            latencies_s=[arrived[i] for i in range(count)],
             slots=self.spec.batch_size,
+            arrivals_s=list(self.arrivals) if self.arrivals is not None else [0.0] * count,
+            registered_s=registered,
+            token_times_s=[[t - start for t in results[i].timestamps or []] for i in range(count)],
         )

@@ -77,6 +77,7 @@ class Served(Generation):
     admitted_at: list[int] = field(default_factory=list)  # (N,) the forward that admitted it (its prefill)
     entered_s: list[float] = field(default_factory=list)  # (F,) when the host began each forward
     held_s: list[float] = field(default_factory=list)  # (F,) when the host held each forward's tokens
+    token_times_s: list[list[float]] = field(default_factory=list)  # (N, its tokens): a peer's own clock per token
 
     def __post_init__(self) -> None:
         if self.produced is None:  # slot-steps: every slot makes a token per forward, idle or padding included

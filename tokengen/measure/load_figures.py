@@ -23,7 +23,9 @@ ratio of the two rates where the server serves at a rate of its own, its queue g
 that happens to wait longer moves it by its share, not by its whole wait (offline: (n - 1) over the completion span).
 Achieved below offered by more than BEHIND is the server falling behind, said in `serving_note`. Output tokens/s: every request's tokens over the run's
 span from the first arrival to the last token. Goodput: the achieved rate times the share of measured requests within
-both SLO limits (tokengen/contract/slo.py); the SLO is met where its percentile of TTFT and of TPOT is within its limits.
+both SLO limits (tokengen/contract/slo.py); the SLO is met where its percentile of TTFT and of TPOT is within its limits
+and the server keeps up: one that falls behind its arrivals has latencies that grow with the run's length (a longer
+run would break them), so at that rate it meets no SLO, whatever this run's percentiles.
 """
 
 from __future__ import annotations
@@ -78,18 +80,27 @@ def measured_window(count: int, slots: int) -> range:
     return range(slots, count - slots) if count > 2 * slots else range(count)
 
 
+def token_times(run, lengths: list[int]) -> list[list[float]]:
+    """Each request's tokens as the host held them: our server's forwards from the one that admitted it, or a peer's
+    own timestamps (transformers' continuous batching: tokengen/engines/hf_generate_batch.py)."""
+    if run.token_times_s:
+        return [times[:length] for times, length in zip(run.token_times_s, lengths)]
+    return [run.held_s[first : first + length] for first, length in zip(run.admitted_at, lengths)]
+
+
 def request_times(run, lengths: list[int], slo: Slo) -> RequestTimes:
-    """A Served run's per-request figures (tokengen/engines/request_server.py), `lengths` each request's tokens."""
+    """A Served run's per-request figures (tokengen/engines/request_server.py), `lengths` each request's tokens.
+    The queueing delay is our server's alone (a peer's wait before its prefill is its own)."""
     out, done = RequestTimes(), []
-    held, arrivals = run.held_s, run.arrivals_s
-    finished = [held[run.admitted_at[r] + lengths[r] - 1] for r in range(len(lengths))]
+    arrivals, held = run.arrivals_s, token_times(run, lengths)
+    finished = [times[-1] for times in held]
     window = measured_window(len(lengths), run.slots)
     for r in window:
-        first, length, arrival = run.admitted_at[r], lengths[r], arrivals[r]
-        tokens = held[first : first + length]
+        length, arrival, tokens = len(held[r]), arrivals[r], held[r]
         ttft, e2e = tokens[0] - arrival, tokens[-1] - arrival
         tpot = (tokens[-1] - tokens[0]) / (length - 1) if length > 1 else None
-        out.queue.append(run.entered_s[first] - arrival)
+        if not run.token_times_s:
+            out.queue.append(run.entered_s[run.admitted_at[r]] - arrival)
         out.ttft.append(ttft)
         out.e2e.append(e2e)
         if tpot is not None:
@@ -135,7 +146,8 @@ def load_figures(runs: list, lengths: list[int], slo: Slo) -> dict:
     at_slo = [_median([percentile(getattr(t, name), slo.percentile) for t in timed]) for name in ("ttft", "tpot")]
     errors = [r - a for run in runs for r, a in zip(run.registered_s, run.arrivals_s)] if offered else []
     notes = []
-    if offered and achieved and achieved < (1 - BEHIND) * offered:
+    behind = bool(offered and achieved and achieved < (1 - BEHIND) * offered)
+    if behind:
         notes.append(f"falling behind: achieved {achieved:.3g} req/s of {offered:.3g} offered")
     if measured < RESOLVED:
         notes.append(f"p99 of {measured} requests (< {RESOLVED}) is their maximum")
@@ -148,7 +160,7 @@ def load_figures(runs: list, lengths: list[int], slo: Slo) -> dict:
         "arrival_error_median_s": statistics.median(errors) if errors else None,
         "arrival_error_p99_s": percentile(errors, 99) if errors else None,
         "goodput_rps": achieved * good_share if achieved is not None and good_share is not None else None,
-        "slo_met": at_slo[0] is not None and slo.good(at_slo[0], at_slo[1]),
+        "slo_met": at_slo[0] is not None and slo.good(at_slo[0], at_slo[1]) and not behind,
         "slo_ttft_s": slo.ttft_ms / 1e3,
         "slo_tpot_s": slo.tpot_ms / 1e3,
         "slo_percentile": float(slo.percentile),

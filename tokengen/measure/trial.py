@@ -213,7 +213,7 @@ def figures(spec: TrialSpec, model, runs: TimedRuns, step_latencies: list[float]
         lengths = request_lengths(spec, result.tokens, eos).tolist()
         useful = sum(lengths)
         requests = serving_figures(runs.served, useful)
-        if result.held_s:  # our server's clock (a peer keeps none: its requests' figures stay unmeasured)
+        if result.held_s or result.token_times_s:  # our server's clock, or a peer's own timestamps per token
             requests |= load_figures(runs.served, lengths, Slo.from_env(os.environ.get(SLO_ENV)))
         if spec.request_trace:
             requests["request_trace_sha256"] = trace_sha256(spec.request_trace)

@@ -38,6 +38,7 @@ from tracking.report.markdown import to_markdown
 from tracking.report.marks import is_marked
 from tracking.report.notes import NOTES
 from tracking.report.overview import overview_table
+from tracking.report.peak_search_tables import search_table
 from tracking.report.plan_report import plan_against_actual
 from tracking.report.plot_process import PlotDrawing
 from tracking.report.profile_table import NSYS_NOTE, nsys_table
@@ -175,6 +176,7 @@ def render(runs, frame: pd.DataFrame) -> tuple[str, str]:
             goodput_table(frame),
         ),
         ("Serving under load: the highest rate meeting the SLO", NOTES["peak"], peak_table(frame)),
+        ("Serving under load: the peak search", NOTES["search"], search_table(frame)),
         ("(g) Failed trials", "", article_tables.failed_table(frame)),
     ]
     body = [line for section in sections for line in _section(*section)]

@@ -52,11 +52,17 @@ NOTES = {
     "a request's own arrival, warm-up and drain left out, the median over the timed runs: offered rate (the drawn "
     "schedule's own), achieved rate (completions; below offered, the server falls behind, said in serving_note), "
     "TTFT and TPOT p50/p99 (a p99 of fewer than 100 requests is their maximum, said there too), output tokens/s, "
-    "goodput (requests/s within both limits) and slo_met, under the SLO {slo}.",
+    "goodput (requests/s within both limits) and slo_met (both percentiles within their limits and the server "
+    "keeping up), under the SLO {slo}.",
     "peak": "Per load curve and variant: the highest offered rate among the grid's rates at which the SLO was met "
     "and the server kept up, its goodput there, and the lowest rate above it that failed: the peak lies between the "
     "two, to the grid's resolution; failed_below counts the lower rates that failed all the same (noise, or a "
     "machine that others share).",
+    "search": "Per peak search (sweep.peak_low_rps, peak_high_rps, peak_precision): peak_rps is the highest "
+    "nominal rate that met the SLO below every rate that failed, fails_at_rps the lowest that failed; the peak lies "
+    "between, `within` their ratio less one (at most the search's precision once it converged). `probed` lists the "
+    "probes in the order they ran; requests_per_usd is the goodput at peak_rps per dollar of the device's price "
+    "(sweep.prices). One probe decides each rate: a noisy verdict near the peak moves the figure by a step.",
     "compile": "Each compiled graph's cold compile (cold_first_run_s: the first run of the trial that compiled it) "
     "beside its twins' warm loads of it (sweep.inductor_cache=shared): how many, their median first run "
     "and time to unpack the graphs, warm over cold. (a)'s first_run_s is each trial's own.",

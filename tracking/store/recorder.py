@@ -159,7 +159,7 @@ class Recorder:
     @failing_fast
     def attempts_of(self, keys: set[str]) -> dict[str, list[dict]]:
         """Every recorded run of these keys anywhere in the experiment (a reused key's first attempt may be
-        another sweep's): trial key -> [{attempt, status, measurement, runtime_cv, start_time}]."""
+        another sweep's): trial key -> [{attempt, status, measurement, runtime_cv, slo_met, start_time}]."""
         found: dict[str, list[dict]] = {}
         for run in search(self.client, self.experiment_id, f"tags.{TRIAL_KEY} LIKE '%'"):
             tags = run.data.tags
@@ -171,6 +171,7 @@ class Recorder:
                         "measurement": tags.get("measurement"),
                         "measurement_reasons": tags.get("measurement_reasons"),
                         "runtime_cv": run.data.metrics.get("runtime_cv"),
+                        "slo_met": run.data.metrics.get("slo_met"),
                         "start_time": run.info.start_time,
                     }
                 )
