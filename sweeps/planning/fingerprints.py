@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from sweeps.planning.grid import PlannedTrial
+from tokengen.contract.fact_rules import draft_for
 from tokengen.contract.machine.fingerprint import as_text, differences, facts, fingerprint, from_text
 
 
@@ -31,7 +32,13 @@ def local_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None, n
     """key -> {fingerprint: facts text} on this machine, for a local Ray of `num_cpus` CPUs (default: all)."""
     node_cpus = num_cpus or os.cpu_count() or 1
     return {
-        t.key: dict([described(facts(t.spec.device, trial_threads(t, cpus_per_trial, node_cpus), t.spec.model))])
+        t.key: dict(
+            [
+                described(
+                    facts(t.spec.device, trial_threads(t, cpus_per_trial, node_cpus), t.spec.model, draft_for(t.spec))
+                )
+            ]
+        )
         for t in trials
     }
 
@@ -43,7 +50,7 @@ def cluster_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None)
 
     @ray.remote(num_cpus=0)
     def node_facts(wanted: list[tuple]) -> list[tuple[str, str]]:
-        return [described(facts(device, threads, model)) for device, threads, model in wanted]
+        return [described(facts(device, threads, model, draft)) for device, threads, model, draft in wanted]
 
     expected: dict[str, dict] = {t.key: {} for t in trials}
     for node in (n for n in ray.nodes() if n.get("Alive")):
@@ -52,7 +59,13 @@ def cluster_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None)
         if not able:
             continue
         wanted = [
-            (t.spec.device, trial_threads(t, cpus_per_trial, int(resources.get("CPU", 1))), t.spec.model) for t in able
+            (
+                t.spec.device,
+                trial_threads(t, cpus_per_trial, int(resources.get("CPU", 1))),
+                t.spec.model,
+                draft_for(t.spec),
+            )
+            for t in able
         ]
         strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
         for trial, (value, text) in zip(able, ray.get(node_facts.options(scheduling_strategy=strategy).remote(wanted))):

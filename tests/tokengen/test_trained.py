@@ -17,8 +17,10 @@ import pytest
 import torch
 
 from tokengen.contract import trained as contract
+from tokengen.contract.fact_rules import draft_for
 from tokengen.contract.machine.fingerprint import facts, model_files_hash
 from tokengen.contract.record import TrialResult
+from tokengen.contract.rules import resolve
 from tokengen.contract.spec import SpecError
 from tokengen.contract.trained import CARRIED_VARIABLE, CONFIG, HELDOUT, MANIFEST, RECIPES, WEIGHTS, damage
 from tokengen.contract.weight_files import safetensors_metadata, weights_problem
@@ -156,6 +158,10 @@ def test_a_carried_checkpoint_is_found_first_and_fingerprinted_by_its_files(endi
     assert contract.find(DRAFT) == ending / DRAFT
     assert facts("cpu", 1, DRAFT)["model_files"] == model_files_hash(str(ending / DRAFT))
     assert facts("cpu", 1, "tiny")["model_files"] == "preset"
+    drafted = f"preset draft {model_files_hash(str(ending / DRAFT))}"
+    assert facts("cpu", 1, "tiny", DRAFT)["model_files"] == drafted  # a speculative trial depends on its draft too
+    assert draft_for(resolve("kv_cache", model="tiny-trained", speculate="draft4")) == DRAFT
+    assert draft_for(resolve("kv_cache", model="tiny-trained", speculate="lookup4")) is None
     broken = tmp_path / "broken"
     shutil.copytree(ending, broken)
     (broken / DRAFT / WEIGHTS).write_bytes((ending / DRAFT / WEIGHTS).read_bytes()[:5000])

@@ -59,6 +59,13 @@ def advancing_requirements(spec: TrialSpec, value: Declared) -> str | None:
     return f"{_this(value)} runs {_this(advancing[0])} only with {needed} (got {got}): use {fix}"
 
 
+def draft_for(spec: TrialSpec) -> str | None:
+    """The draft model the trial proposes with (a value that declares `needs_draft`), or None: its files are part
+    of what the trial's result depends on (tokengen/contract/machine/fingerprint.py)."""
+    needing = any(value.needs_draft for value in trial_values(spec.knobs))
+    return draft_of(spec.model) if needing else None
+
+
 def needs_draft(spec: TrialSpec, value: Declared) -> str | None:
     if not value.needs_draft or draft_of(spec.model) is not None:
         return None

@@ -32,9 +32,9 @@ def cuda_driver_version() -> str | None:
         return None
 
 
-def environment(device: str, model: str) -> dict:
+def environment(device: str, model: str, draft: str | None = None) -> dict:
     on_cuda = device == "cuda" and torch.cuda.is_available()
-    facts = fingerprint_facts(device, torch.get_num_threads(), model)
+    facts = fingerprint_facts(device, torch.get_num_threads(), model, draft)
     return {
         "env_fingerprint": fingerprint(facts),
         "env_facts": as_text(facts),

@@ -31,6 +31,7 @@ import torch
 
 from tokengen import models
 from tokengen.contract.arrivals import trace_sha256
+from tokengen.contract.fact_rules import draft_for
 from tokengen.contract.fidelity import DEFAULT_GATE, GATE_ENV
 from tokengen.contract.names import DEADLINE_ENV
 from tokengen.contract.rules import check_runnable
@@ -119,7 +120,7 @@ def run_trial(spec: TrialSpec, tokens_path: str | None = None, profile_dir: str 
         **proven,
         **record_facts(spec.model),  # a trained checkpoint's held-out loss, corpus and steps
         trial_wall_s=time.perf_counter() - started,  # model build, compile, every run
-        **environment(spec.device, spec.model),
+        **environment(spec.device, spec.model, draft_for(spec)),
     ).to_dict()
 
 

@@ -36,8 +36,9 @@ MEASURING_CODE = (
 )  # what a trial process runs: packages whole, modules alone
 
 
-def facts(device: str, threads: int | None, model: str) -> dict:
-    """The facts a result depends on beyond its spec, for a trial on `device` with `threads` torch threads."""
+def facts(device: str, threads: int | None, model: str, draft: str | None = None) -> dict:
+    """The facts a result depends on beyond its spec, for a trial on `device` with `threads` torch threads; `draft`:
+    the model that proposes for it (speculative decoding), whose files it depends on too."""
     gpu, driver = _gpu() if device == "cuda" else (None, None)
     return {
         "device": gpu or f"cpu {_cpu_name()}",
@@ -47,7 +48,7 @@ def facts(device: str, threads: int | None, model: str) -> dict:
         "threads": int(threads) if threads else None,
         "project": _version("tokengen-sweeps"),
         "code": code_hash(),
-        "model_files": model_files(model),
+        "model_files": model_files(model) + (f" draft {model_files(draft)}" if draft else ""),
     }
 
 
