@@ -4,6 +4,7 @@ same port and store, as an outage would."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -68,6 +69,7 @@ def migrated_store() -> Path:
     its stderr to one line failed when it ran first)."""
     if "db" not in _migrated:
         folder = Path(tempfile.mkdtemp(prefix="mlflow-template-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # each xdist worker's own, gone with it
         make = f"from mlflow import MlflowClient; MlflowClient(tracking_uri='sqlite:///{folder}/m.db').search_experiments()"
         subprocess.run([sys.executable, "-c", make], capture_output=True, check=True, timeout=300)
         _migrated["db"] = folder / "m.db"
