@@ -61,7 +61,8 @@ NOTES = {
     "search": "Per peak search (sweep.peak_low_rps, peak_high_rps, peak_precision): peak_rps is the highest "
     "nominal rate that met the SLO below every rate that failed, fails_at_rps the lowest that failed; the peak lies "
     "between, `within` their ratio less one (at most the search's precision once it converged). `probed` lists the "
-    "probes in the order they ran; requests_per_usd is the goodput at peak_rps per dollar of the device's price "
+    "probes in the order they ran; offered_at_peak_rps is the drawn schedule's own rate there (a draw of N requests "
+    "is off its nominal rate by about 1/sqrt(N)); requests_per_usd is the goodput at peak_rps per dollar of the device's price "
     "(sweep.prices). One probe decides each rate: a noisy verdict near the peak moves the figure by a step.",
     "compile": "Each compiled graph's cold compile (cold_first_run_s: the first run of the trial that compiled it) "
     "beside its twins' warm loads of it (sweep.inductor_cache=shared): how many, their median first run "

@@ -3,7 +3,8 @@
 A peak-search sweep (sweeps/planning/peak_search.py) tags every probe with its search (peak_search) and its number
 (peak_probe). Per search: the highest nominal rate that met the SLO below every rate that failed (the figure), the
 lowest that failed (the peak lies between), the precision reached (their ratio less one), every probe in the order
-it ran with its verdict, the goodput at the figure, and, where the sweep priced the device (sweep.prices, per GPU
+it ran with its verdict, the drawn schedule's own rate at the figure (a draw of N requests is off its nominal rate
+by about 1/sqrt(N)), the goodput there, and, where the sweep priced the device (sweep.prices, per GPU
 type, `cpu` for a CPU node), the requests served within the SLO per dollar at the figure: a scaling study's
 "which GPU serves this SLO cheapest". A search whose probe failed to run, or whose range held no peak, says so.
 """
@@ -48,6 +49,7 @@ def search_table(frame: pd.DataFrame) -> pd.DataFrame | None:
         first = group.iloc[0]
         price = first.get("price_per_hour")
         goodput = None if where is None else group.loc[where].get("goodput_rps")
+        offered = None if where is None else group.loc[where].get("offered_rate_rps")
         out.append(
             {
                 "curve": next((curves[i] for i in group.get("run_id", []) if i in curves), ""),
@@ -58,6 +60,7 @@ def search_table(frame: pd.DataFrame) -> pd.DataFrame | None:
                 "within": None if found is None or failing is None else failing / found - 1,
                 "probes": len(group),
                 "probed": ", ".join(_probe_text(r, v) for r, v in zip(rate, verdicts)),
+                "offered_at_peak_rps": offered,
                 "goodput_at_peak_rps": goodput,
                 "requests_per_usd": _per_dollar(goodput, price),
                 "search": search,
@@ -67,7 +70,8 @@ def search_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     for column in ("curve", "gpu_type"):
         if not table[column].fillna("").astype(str).astype(bool).any():
             table = table.drop(columns=column)
-    table.attrs["unit"] = {c: "g4" for c in ("peak_rps", "fails_at_rps", "goodput_at_peak_rps", "requests_per_usd")}
+    rates = ("peak_rps", "fails_at_rps", "offered_at_peak_rps", "goodput_at_peak_rps", "requests_per_usd")
+    table.attrs["unit"] = {c: "g4" for c in rates}
     table.attrs["unit"]["within"] = "pct100"
     return table
 
