@@ -16,6 +16,7 @@ whatever its own standard library (scripts/gpu_sweep.sh names them by $TOKENGEN_
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import subprocess
 import sys
@@ -158,6 +159,11 @@ def carry_trained(out_dir: Path) -> Path:
     """DIR/trained.tar.xz: every trained preset's checkpoint folder under trained/<name>/, built here where missing."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp, "trained")
+        if importlib.util.find_spec("torch") is None:  # a checkpoint is found (and built) by its torch's version too
+            raise SystemExit(
+                f"gpu_bundle: {sys.executable} has no torch to find or build the trained presets with: run this from "
+                "the project's environment (. .venv/bin/activate)"
+            )
         subprocess.run([sys.executable, "-m", "tokengen.train", "--out", str(folder)], check=True, cwd=ROOT)
         archive, partial = out_dir / TRAINED, out_dir / f"{TRAINED}.partial"
         with tarfile.open(partial, "w:xz", preset=9) as tar:
