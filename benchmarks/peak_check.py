@@ -4,7 +4,7 @@ A peak search (sweeps/planning/peak_search.py) ends with the highest rate it fou
 the lowest failing rate it probed is within 1 + p of it. One probe decided each rate, so the figure is checked here
 the other way round: the same workload at (1 + 2p) times the figure, served RUNS times, each alone on the machine with
 the sweep's torch threads (+grid=peak runs one probe at a time on both cores), should fail the SLO in most runs. Each run is a whole trial (tokengen.measure.
-trial.run_trial) under the SLO handed through TOKENGEN_SLO, as the sweep hands it. The workload is +grid=peak's.
+trial.run_trial) under the SLO handed through TOKENGEN_SLO, as the sweep hands it. The workload and the SLO are +grid=peak's (conf/grid/peak.yaml).
 The last line is JSON: per rate, the verdicts and how many met the SLO.
 
     python benchmarks/peak_check.py --variant static_cache --rate 29.6 [--rate ...] [--runs 3]
@@ -15,25 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 
 import torch
+import yaml
 
 from tokengen.contract.rules import resolve
 from tokengen.contract.slo import SLO_ENV, Slo
 from tokengen.measure.trial import run_trial
 
-WORKLOAD = dict(  # conf/grid/peak.yaml's trial
-    model="tiny-trained",
-    device="cpu",
-    requests=116,
-    batch_size=8,
-    prompt_len=32,
-    max_seqlen=96,
-    stop="lognormal:24,0.8",
-    warmup=0,
-    runs=1,
-)
-SLO = Slo(ttft_ms=1000, tpot_ms=25, percentile=99)  # conf/grid/peak.yaml's sweep settings
+PEAK_GRID = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf" / "grid" / "peak.yaml").read_text())
+WORKLOAD = PEAK_GRID["trial"]  # the workload +grid=peak searches, and the SLO it is held to
+SLO = Slo(*(float(PEAK_GRID["sweep"][f"slo_{name}"]) for name in ("ttft_ms", "tpot_ms", "percentile")))
 
 
 def main() -> int:
@@ -41,7 +34,8 @@ def main() -> int:
     parser.add_argument("--variant", required=True)
     parser.add_argument("--rate", type=float, action="append", required=True, help="requests/s; repeat for more")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2, help="torch threads: the sweep's cpus_per_trial")
+    threads = PEAK_GRID["sweep"]["cpus_per_trial"]
+    parser.add_argument("--threads", type=int, default=threads, help="torch threads (the grid's cpus_per_trial)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.environ[SLO_ENV] = SLO.to_env()
