@@ -243,7 +243,7 @@ def test_python_m_tokengen_under_nsys_stopped_leaves_no_nsys_process(tmp_path):
     cli.send_signal(signal.SIGTERM)
     assert cli.wait(30) == 128 + signal.SIGTERM, log.read_text()[-2000:]
     assert "stopped by SIGTERM" in log.read_text()
-    assert not _ours(tmp)
+    _wait_for(lambda: not _ours(tmp), 5, f"nsys's processes ended (left: {_ours(tmp)})")  # killed ones may still exit
     inner = [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(tmp_path).encode() in _cmdline(p)]
     assert not inner
 
