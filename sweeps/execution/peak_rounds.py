@@ -13,7 +13,6 @@ below meets the SLO and one above fails, its figures otherwise as measured (`tes
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Callable
 
 from sweeps.planning.config import SweepConfig
@@ -35,14 +34,6 @@ def test_verdict(record: TrialRecord) -> TrialRecord:
     return record.with_result(slo_met=record.spec.request_rate <= float(peak))
 
 
-@dataclass
-class Searched:
-    """The searches as they ended, and how many rounds ran after the first."""
-
-    searches: list[Search] = field(default_factory=list)
-    rounds: int = 0
-
-
 def search_rounds(
     config: SweepConfig,
     plan: GridPlan,
@@ -50,22 +41,22 @@ def search_rounds(
     records: list[TrialRecord],
     execute: Callable[[list], list],
     remeasured: list[TrialRecord] = (),
-) -> Searched:
+) -> None:
     """Run the searches of `plan` to their end; `records`: this run's results so far (the first round's), to which
     `execute` adds each round's; `remeasured`: the first round's later attempts (the newest verdict counts)."""
     settings = SearchSettings.of(config.sweep)
-    done = Searched()
     if settings is None:
-        return done
+        return
     if outbox.unrecorded:
         say(
             f"peak search: not now, {outbox.unrecorded} result(s) wait for the tracking store (rerunning the same "
             "command records them, then goes on with the search)"
         )
-        return done
+        return
     seeds = {t.search: t for t in plan.trials if t.probe == 1}
     searches = {ident: Search(ident, settings.low, settings.high, settings.precision) for ident in seeds}
     asked: dict[str, PlannedTrial] = {t.key: t for t in plan.trials}
+    rounds = 1
     while True:
         read_verdicts(searches, asked, [*records, *remeasured], outbox)
         wanted = [
@@ -73,31 +64,32 @@ def search_rounds(
         ]
         if not wanted or outbox.unrecorded:
             break
-        done.rounds += 1
+        rounds += 1
         asked.update({t.key: t for t in wanted})
         round_plan = GridPlan(trials=wanted)
         to_run = trials_to_run(round_plan, outbox, config.sweep.resume, expected_fingerprints(round_plan, config))
-        say(f"peak search round {done.rounds + 1}: {len(wanted)} probe(s), {len(to_run)} to run")
+        say(f"peak search round {rounds}: {len(wanted)} probe(s), {len(to_run)} to run")
         if to_run:
             execute(to_run)
-    done.searches = list(searches.values())
-    for search in done.searches:
+    for search in searches.values():
         seed = seeds[search.id]
         say(f"peak search {seed.spec.variant} [{search.id}]: {search.outcome()}, {len(search.verdicts)} probe(s)")
-    return done
 
 
 def read_verdicts(searches: dict[str, Search], asked: dict[str, PlannedTrial], records, outbox) -> None:
-    """Each asked probe's verdict into its search: met the SLO or not; a probe that failed, or has no verdict
-    where one was due, stops its search."""
-    latest: dict[str, TrialRecord] = {}
-    for record in records:
-        latest[record.key] = record
-    missing = {key for key in asked if key not in latest}
+    """Each asked probe's verdict not yet read into its search: met the SLO or not; a probe that failed, or has no
+    verdict where one was due, stops its search. The store is asked only for pending probes this run did not run."""
+    latest = {record.key: record for record in records}
+    pending = {
+        key: trial
+        for key, trial in asked.items()
+        if trial.spec.request_rate not in searches[trial.search].verdicts and not searches[trial.search].stopped
+    }
+    missing = {key for key in pending if key not in latest}
     stored = outbox.recorder.attempts_of(missing) if missing else {}
-    for key, trial in asked.items():
+    for key, trial in pending.items():
         search, rate = searches[trial.search], trial.spec.request_rate
-        if rate in search.verdicts or search.stopped:
+        if search.stopped:  # by an earlier probe of it, just now
             continue
         if key in latest:
             record = latest[key]

@@ -23,6 +23,12 @@ def trial_threads(trial: PlannedTrial, cpus_per_trial: int | None, node_cpus: in
     return cpus_per_trial or node_cpus
 
 
+def facts_asked(trial: PlannedTrial, cpus_per_trial: int | None, node_cpus: int) -> tuple:
+    """What `facts` is asked for a trial on a node of `node_cpus` CPUs: its device, threads, model and draft model."""
+    spec = trial.spec
+    return spec.device, trial_threads(trial, cpus_per_trial, node_cpus), spec.model, draft_for(spec)
+
+
 def described(environment: dict) -> tuple[str, str]:
     """(fingerprint, its facts as text): the first to match, the second to name a difference."""
     return fingerprint(environment), as_text(environment)
@@ -31,16 +37,7 @@ def described(environment: dict) -> tuple[str, str]:
 def local_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None, num_cpus: int | None) -> dict:
     """key -> {fingerprint: facts text} on this machine, for a local Ray of `num_cpus` CPUs (default: all)."""
     node_cpus = num_cpus or os.cpu_count() or 1
-    return {
-        t.key: dict(
-            [
-                described(
-                    facts(t.spec.device, trial_threads(t, cpus_per_trial, node_cpus), t.spec.model, draft_for(t.spec))
-                )
-            ]
-        )
-        for t in trials
-    }
+    return {t.key: dict([described(facts(*facts_asked(t, cpus_per_trial, node_cpus)))]) for t in trials}
 
 
 def cluster_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None) -> dict:
@@ -50,7 +47,7 @@ def cluster_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None)
 
     @ray.remote(num_cpus=0)
     def node_facts(wanted: list[tuple]) -> list[tuple[str, str]]:
-        return [described(facts(device, threads, model, draft)) for device, threads, model, draft in wanted]
+        return [described(facts(*asked)) for asked in wanted]
 
     expected: dict[str, dict] = {t.key: {} for t in trials}
     for node in (n for n in ray.nodes() if n.get("Alive")):
@@ -58,15 +55,7 @@ def cluster_fingerprints(trials: list[PlannedTrial], cpus_per_trial: int | None)
         able = [t for t in trials if _may_run(t, resources)]
         if not able:
             continue
-        wanted = [
-            (
-                t.spec.device,
-                trial_threads(t, cpus_per_trial, int(resources.get("CPU", 1))),
-                t.spec.model,
-                draft_for(t.spec),
-            )
-            for t in able
-        ]
+        wanted = [facts_asked(t, cpus_per_trial, int(resources.get("CPU", 1))) for t in able]
         strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
         for trial, (value, text) in zip(able, ray.get(node_facts.options(scheduling_strategy=strategy).remote(wanted))):
             expected[trial.key][value] = text

@@ -155,7 +155,7 @@ def slowest_path(first: list, settings: SearchSettings) -> list:
     """The probes a search may run after its first round, on its most expensive path (every middle fails, so each
     is lower than the last): what a dry run prices, beside the first round, as the search's maximum."""
     later = []
-    for seed in first[::2]:
+    for seed in (t for t in first if t.probe == 1):
         search = Search(seed.search, settings.low, settings.high, settings.precision, {settings.low: True})
         search.verdicts[settings.high] = False
         rates = search.next_rates()

@@ -16,9 +16,9 @@ import pandas as pd
 
 from tokengen.contract.declarations import LOOP, PEER, in_family, knobs_where, plain
 from tokengen.contract.fidelity import below_gate
-from tracking.report.comparison import POINT, REPORT_MATCH, varying
+from tracking.report.comparison import REPORT_MATCH
 from tracking.report.figures.baselines import match_keys
-from tracking.report.knob_tables import twinned
+from tracking.report.knob_tables import pair_columns, twinned
 from tracking.report.marks import either, mark
 
 FIGURES = ("acceptance_rate", "accepted_per_verify", "forwards_per_token", "proposer_share")
@@ -50,14 +50,7 @@ def advance_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
     vs_library = [library.get(k, math.nan) / r if own else math.nan for k, r, own in zip(keys, runtime, ours)]
     table = pd.DataFrame(
         {
-            **{c: mine[c] for c in varying(frame) + POINT},
-            knob: mine[knob],
-            "variant": mine["variant"],
-            "plain_variant": twin["variant"],
-            "runtime_mean_s": mine["runtime_mean_s"],
-            "plain_runtime_mean_s": twin["runtime_mean_s"],
-            "vs_plain": [r for r, _ in ratios],
-            "interval": [i for _, i in ratios],
+            **pair_columns(frame, knob, mine, twin, ratios),
             **{c: pd.to_numeric(mine.get(c), errors="coerce") for c in FIGURES},
             "vs_library": vs_library,
             "tokens": mine["tokens"],

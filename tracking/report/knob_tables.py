@@ -43,6 +43,21 @@ def twinned(frame: pd.DataFrame, knob: str):
     return rows, mine, twin, ratios
 
 
+def pair_columns(frame: pd.DataFrame, knob: str, mine: pd.DataFrame, twin: pd.DataFrame, ratios: list) -> dict:
+    """The columns every table of a knob against its plain value opens with (`twinned`'s pairs): the context, the
+    value, both variants, both runtimes, their ratio and its interval."""
+    return {
+        **{c: mine[c] for c in varying(frame) + POINT},
+        knob: mine[knob],
+        "variant": mine["variant"],
+        "plain_variant": twin["variant"],
+        "runtime_mean_s": mine["runtime_mean_s"],
+        "plain_runtime_mean_s": twin["runtime_mean_s"],
+        "vs_plain": [r for r, _ in ratios],
+        "interval": [i for _, i in ratios],
+    }
+
+
 def knob_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
     """Trials with a value of `knob` other than its plain one, beside their plain twins (None without a pair)."""
     paired = twinned(frame, knob)
@@ -51,14 +66,7 @@ def knob_table(frame: pd.DataFrame, knob: str) -> pd.DataFrame | None:
     _, mine, twin, ratios = paired
     table = pd.DataFrame(
         {
-            **{c: mine[c] for c in varying(frame) + POINT},
-            knob: mine[knob],
-            "variant": mine["variant"],
-            "plain_variant": twin["variant"],
-            "runtime_mean_s": mine["runtime_mean_s"],
-            "plain_runtime_mean_s": twin["runtime_mean_s"],
-            "vs_plain": [r for r, _ in ratios],
-            "interval": [i for _, i in ratios],
+            **pair_columns(frame, knob, mine, twin, ratios),
             "weight_bytes": mine.get("weight_bytes"),
             "plain_weight_bytes": twin.get("weight_bytes"),
             "tokens": mine["tokens"],

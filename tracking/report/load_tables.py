@@ -7,7 +7,7 @@ goodput table lists each trial's offered and achieved rate, p50 and p99 TTFT and
 met the SLO it was judged by (recorded with it: tokengen/contract/slo.py); the peak table gives, per curve and
 variant, the highest offered rate at which the SLO was met and the server kept up, the lowest above it that failed
 (the peak lies between), and how many rates below it failed all the same (a curve that noise, or a machine that
-others share, made non-monotonic). A figure of a noisy or contended trial carries the mark.
+shared with other processes, made non-monotonic). A figure of a noisy or contended trial carries the mark.
 """
 
 from __future__ import annotations
@@ -60,6 +60,17 @@ def slo_text(rows: pd.DataFrame) -> str:
     return " / ".join(texts)
 
 
+def slo_verdict(value) -> bool | None:
+    """A trial's slo_met as read back from the store (a bool, or its metric 1.0 / 0.0), None where it has none."""
+    if value is True or value is False:
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number == 1
+
+
 def _behind(note) -> bool:
     return isinstance(note, str) and BEHIND in note
 
@@ -75,9 +86,7 @@ def goodput_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     table = rows[[c for c in columns if c in rows]].rename(columns={"_curve": "curve"}).reset_index(drop=True)
     if not table["curve"].astype(bool).any():
         table = table.drop(columns="curve")
-    table["slo_met"] = [
-        "yes" if v is True or v == 1 else "no" if v is False or v == 0 else "" for v in table["slo_met"]
-    ]
+    table["slo_met"] = [{True: "yes", False: "no", None: ""}[slo_verdict(v)] for v in table["slo_met"]]
     table.attrs["unit"] = {c: "g4" for c in ("request_rate", "offered_rate_rps", "achieved_rate_rps", "goodput_rps")}
     table.attrs["unit"]["output_tokens_per_s"] = "rate"
     for column in TIMINGS:

@@ -57,7 +57,7 @@ NOTES = {
     "peak": "Per load curve and variant: the highest offered rate among the grid's rates at which the SLO was met "
     "and the server kept up, its goodput there, and the lowest rate above it that failed: the peak lies between the "
     "two, to the grid's resolution; failed_below counts the lower rates that failed all the same (noise, or a "
-    "machine that others share).",
+    "machine shared with other processes).",
     "search": "Per peak search (sweep.peak_low_rps, peak_high_rps, peak_precision): peak_rps is the highest "
     "nominal rate that met the SLO below every rate that failed, fails_at_rps the lowest that failed; the peak lies "
     "between, `within` their ratio less one (at most the search's precision once it converged). `probed` lists the "

@@ -16,17 +16,7 @@ import math
 import pandas as pd
 
 from tokengen.contract.names import FINISHED
-from tracking.report.load_tables import load_rows
-
-
-def _met(value) -> bool | None:
-    if value is True or value is False:
-        return value
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number == 1
+from tracking.report.load_tables import load_rows, slo_verdict
 
 
 def search_table(frame: pd.DataFrame) -> pd.DataFrame | None:
@@ -42,7 +32,7 @@ def search_table(frame: pd.DataFrame) -> pd.DataFrame | None:
     for search, group in probes.groupby("peak_search", sort=False):
         group = group.assign(_number=pd.to_numeric(group["peak_probe"], errors="coerce")).sort_values("_number")
         rate = pd.to_numeric(group["request_rate"], errors="coerce")
-        verdicts = [_met(v) if s == FINISHED else None for v, s in zip(group["slo_met"], group["status"])]
+        verdicts = [slo_verdict(v) if s == FINISHED else None for v, s in zip(group["slo_met"], group["status"])]
         failing = min((r for r, v in zip(rate, verdicts) if v is False), default=None)
         good = [(r, i) for (r, v, i) in zip(rate, verdicts, group.index) if v and (failing is None or r < failing)]
         found, where = max(good, default=(None, None))
