@@ -85,7 +85,9 @@ def test_transformers_continuous_batching_takes_each_request_as_it_arrives(net):
         assert got.arrivals_s[r] <= got.registered_s[r] <= times[0], r  # no token before its request was added
         assert len(times) == lengths[r] and times == sorted(times) and times[-1] <= got.latencies_s[r], r
     figures = load_figures([got], lengths, Slo(ttft_ms=60_000, tpot_ms=60_000))
-    assert figures["slo_met"] and figures["request_queue_p50_s"] is None  # the manager's own queue is not measured
+    assert figures["request_queue_p50_s"] is None  # the manager's own queue is not measured
+    behind = figures["serving_note"].startswith("falling behind")  # six measured requests: a busy machine can say so
+    assert figures["slo_met"] is not behind  # every latency within 60 s: met exactly where the server kept up
     assert 0 < figures["request_ttft_p50_s"] <= figures["request_e2e_p99_s"]
     assert figures["offered_rate_rps"] > 0 and figures["arrival_error_p99_s"] >= 0
 
